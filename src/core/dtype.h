@@ -1,0 +1,55 @@
+// Tensor element types, numbered as GGUF/ggml number them, with their block geometry.
+// A quantized type stores `block_size` elements in `type_size` bytes; a row of n elements
+// (n a multiple of block_size) takes n / block_size * type_size bytes.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <optional>
+#include <string_view>
+
+namespace cohort {
+
+enum class DType : uint32_t {
+  kF32 = 0,
+  kF16 = 1,
+  kQ4_0 = 2,
+  kQ4_1 = 3,
+  kQ5_0 = 6,
+  kQ5_1 = 7,
+  kQ8_0 = 8,
+  kQ8_1 = 9,
+  kQ2_K = 10,
+  kQ3_K = 11,
+  kQ4_K = 12,
+  kQ5_K = 13,
+  kQ6_K = 14,
+  kQ8_K = 15,
+  kI8 = 24,
+  kI16 = 25,
+  kI32 = 26,
+  kI64 = 27,
+  kF64 = 28,
+  kBF16 = 30,
+};
+
+struct DTypeTraits {
+  DType type;
+  std::string_view name;  // as llama.cpp prints it: "f32", "q4_K", ...
+  int64_t block_size;     // elements per block (1 for plain types)
+  int64_t type_size;      // bytes per block
+  bool quantized;
+};
+
+// Traits of a known type; nullopt for ids this build does not know (a GGUF may carry any id).
+std::optional<DTypeTraits> FindDType(uint32_t id);
+// Traits of a type known to be valid (checked).
+const DTypeTraits& Traits(DType type);
+std::string_view DTypeName(DType type);
+// Parses "f32", "q4_0", "Q4_K", "q4_k_m"-style names are not types; returns nullopt.
+std::optional<DType> ParseDType(std::string_view name);
+
+// Bytes of a row of n elements; n must be a multiple of the block size (checked).
+int64_t RowBytes(DType type, int64_t n);
+
+}  // namespace cohort

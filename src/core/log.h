@@ -1,0 +1,46 @@
+// A small leveled logger that writes to a FILE* (stderr by default). Library code logs
+// through the Logger in its Context and never prints to stdout.
+#pragma once
+
+#include <cstdio>
+#include <mutex>
+#include <string>
+
+#include <fmt/format.h>
+
+namespace cohort {
+
+enum class LogLevel { kDebug = 0, kInfo = 1, kWarn = 2, kError = 3, kOff = 4 };
+
+class Logger {
+ public:
+  explicit Logger(LogLevel level = LogLevel::kWarn, std::FILE* out = stderr, std::string tag = "")
+      : level_(level), out_(out), tag_(std::move(tag)) {}
+
+  void set_level(LogLevel level) { level_ = level; }
+  LogLevel level() const { return level_; }
+
+  template <typename... Args>
+  void Log(LogLevel level, fmt::format_string<Args...> format, Args&&... args) {
+    if (level < level_) return;
+    Write(level, fmt::format(format, std::forward<Args>(args)...));
+  }
+  template <typename... Args>
+  void Debug(fmt::format_string<Args...> f, Args&&... a) { Log(LogLevel::kDebug, f, std::forward<Args>(a)...); }
+  template <typename... Args>
+  void Info(fmt::format_string<Args...> f, Args&&... a) { Log(LogLevel::kInfo, f, std::forward<Args>(a)...); }
+  template <typename... Args>
+  void Warn(fmt::format_string<Args...> f, Args&&... a) { Log(LogLevel::kWarn, f, std::forward<Args>(a)...); }
+  template <typename... Args>
+  void Error(fmt::format_string<Args...> f, Args&&... a) { Log(LogLevel::kError, f, std::forward<Args>(a)...); }
+
+ private:
+  void Write(LogLevel level, const std::string& line);
+
+  LogLevel level_;
+  std::FILE* out_;
+  std::string tag_;
+  std::mutex mutex_;
+};
+
+}  // namespace cohort

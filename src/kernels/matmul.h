@@ -1,0 +1,26 @@
+// Matrix products of quantized weights with float activations, computed as ggml's CPU
+// backend computes them: the activation rows are first quantized to the weight type's
+// vec-dot type (Q8_0, Q8_1 or Q8_K; F16/BF16 for half weights), then integer dot products
+// are taken block by block. This is what makes quantized models agree with llama.cpp.
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+#include "core/tensor.h"
+#include "core/thread_pool.h"
+
+namespace cohort::kernels {
+
+// y[t][r] = dot(W row r, x[t]) for t in [0, n_tokens), r in [0, W.n_rows()).
+// x is [n_tokens][W.ne[0]] floats, y is [n_tokens][W.n_rows()] floats (row stride n_rows).
+// `scratch` is reused between calls to hold the quantized activations.
+void MatMul(const TensorView& w, const float* x, int64_t n_tokens, float* y, ThreadPool* pool,
+            std::vector<uint8_t>* scratch);
+
+// The same for rows [row_begin, row_end) only; y has row stride `y_stride`.
+void MatMulRows(const TensorView& w, int64_t row_begin, int64_t row_end, const float* x,
+                int64_t n_tokens, float* y, int64_t y_stride, ThreadPool* pool,
+                std::vector<uint8_t>* scratch);
+
+}  // namespace cohort::kernels

@@ -1,0 +1,85 @@
+// ModelConfig: the hyperparameters of one model, parsed once from GGUF metadata and checked,
+// so that forward code never reads metadata or guesses a default.
+#pragma once
+
+#include <cstdint>
+#include <string>
+
+#include "core/status.h"
+
+namespace cohort::gguf {
+class File;
+}
+
+namespace cohort::model {
+
+enum class Arch { kLlama, kQwen2, kQwen3, kQwen3Moe, kDeepseek2 };
+const char* ArchName(Arch arch);
+
+enum class RopeType { kNorm, kNeox };  // adjacent pairs vs. halves
+enum class ExpertGating { kSoftmax, kSigmoid };
+
+struct RopeConfig {
+  RopeType type = RopeType::kNorm;
+  int n_rot = 0;                 // dimensions rotated per head
+  float freq_base = 10000.0f;
+  float freq_scale = 1.0f;       // 1 / rope.scaling.factor for linear/yarn
+  // YaRN (DeepSeek-V3 / Kimi-K2 use it): active when yarn is true.
+  bool yarn = false;
+  int n_ctx_orig = 0;
+  float ext_factor = 0.0f;
+  float attn_factor = 1.0f;
+  float beta_fast = 32.0f;
+  float beta_slow = 1.0f;
+  float yarn_log_mul = 0.0f;     // rope.scaling.yarn_log_multiplier (deepseek2 mscale)
+};
+
+struct MoeConfig {
+  int n_expert = 0;              // 0 = dense model
+  int n_expert_used = 0;
+  int n_ff_expert = 0;
+  int n_expert_shared = 0;
+  int n_leading_dense = 0;       // first layers with a dense FFN (deepseek2)
+  ExpertGating gating = ExpertGating::kSoftmax;
+  bool norm_top_k = false;       // renormalise the chosen weights to sum 1
+  float weights_scale = 1.0f;
+  int n_group = 1;               // grouped expert selection (DeepSeek-V3: 8 groups)
+  int n_group_used = 1;
+};
+
+struct MlaConfig {               // deepseek2 multi-head latent attention
+  int q_lora_rank = 0;           // 0: q is a plain projection
+  int kv_lora_rank = 0;
+  int qk_nope_dim = 0;
+  int qk_rope_dim = 0;
+  int v_head_dim = 0;
+};
+
+struct ModelConfig {
+  Arch arch = Arch::kLlama;
+  std::string name;
+  int n_embd = 0;
+  int n_layer = 0;
+  int n_head = 0;
+  int n_head_kv = 0;
+  int head_dim_k = 0;            // per-head query/key width
+  int head_dim_v = 0;            // per-head value width
+  int n_ff = 0;                  // dense FFN width
+  int n_vocab = 0;
+  int n_ctx_train = 0;
+  float rms_eps = 1e-5f;
+  float kq_scale = 0.0f;         // softmax scale applied to q·k
+  bool tied_output = false;      // LM head is token_embd
+  bool qkv_bias = false;
+  bool qk_norm = false;
+  RopeConfig rope;
+  MoeConfig moe;
+  MlaConfig mla;
+
+  static Result<ModelConfig> FromGguf(const gguf::File& file);
+  Status Validate() const;
+  bool is_moe_layer(int layer) const { return moe.n_expert > 0 && layer >= moe.n_leading_dense; }
+  std::string ToString() const;
+};
+
+}  // namespace cohort::model

@@ -1,0 +1,61 @@
+// Model: the weights of one model (views into the mapped GGUF) and its forward pass over a
+// batch of tokens from one or more sequences, each reading and extending its KV cache.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <span>
+#include <vector>
+
+#include "core/context.h"
+#include "core/status.h"
+#include "model/config.h"
+#include "model/kv_cache.h"
+
+namespace cohort::gguf {
+class File;
+}
+
+namespace cohort::model {
+
+// Tokens to evaluate together. Token i sits at positions[i] of sequence seq_ids[i] and sees
+// that sequence's cache entries at positions < positions[i], plus earlier tokens of the same
+// sequence in this batch. Logits are produced for the tokens with want_logits[i] set, in order.
+struct Batch {
+  std::vector<int32_t> tokens;
+  std::vector<int32_t> positions;
+  std::vector<int32_t> seq_ids;
+  std::vector<uint8_t> want_logits;
+
+  void Add(int32_t token, int32_t position, int32_t seq_id, bool logits) {
+    tokens.push_back(token);
+    positions.push_back(position);
+    seq_ids.push_back(seq_id);
+    want_logits.push_back(logits ? 1 : 0);
+  }
+  size_t size() const { return tokens.size(); }
+  void Clear() {
+    tokens.clear();
+    positions.clear();
+    seq_ids.clear();
+    want_logits.clear();
+  }
+  int n_logits() const;
+};
+
+class Model {
+ public:
+  virtual ~Model() = default;
+  // Builds the model for file's architecture. `file` must outlive the model; weights are
+  // views into its mapping (no copy).
+  static Result<std::unique_ptr<Model>> Load(const gguf::File& file);
+
+  virtual const ModelConfig& config() const = 0;
+  // A KV cache shaped for this model.
+  virtual Result<std::unique_ptr<KvCache>> NewKvCache(const KvCacheOptions& options) const = 0;
+  // Runs the batch; writes batch.n_logits() rows of config().n_vocab floats into logits.
+  virtual Status Forward(const Context& ctx, const Batch& batch, KvCache& cache,
+                         std::span<float> logits) = 0;
+};
+
+}  // namespace cohort::model
