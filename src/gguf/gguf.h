@@ -4,6 +4,8 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
+#include <map>
 #include <memory>
 #include <span>
 #include <string>
@@ -27,6 +29,9 @@ struct ReadLimits {
   uint64_t max_string_bytes = 1u << 26;     // one string (a chat template can be large)
   uint64_t max_array_elements = 1u << 26;   // one array (vocabularies run to ~256k)
   int max_array_depth = 8;                  // nested arrays
+  // All array elements of the file together. Each parsed element costs ~48 bytes of memory
+  // however small it is on disk, so this caps what a hostile file can make us allocate.
+  uint64_t max_total_array_elements = 1u << 23;
 };
 
 struct TensorInfo {
@@ -74,6 +79,9 @@ class File {
   Result<double> GetFloat(std::string_view key, double fallback) const;
   Result<bool> GetBool(std::string_view key, bool fallback) const;
   Result<std::string> GetString(std::string_view key, std::string fallback) const;
+  // An array value (kNotFound when absent, kCorrupt when not an array). The pointer lives as
+  // long as the File.
+  Result<const Array*> GetArray(std::string_view key) const;
 
   // The bytes of a tensor's data (validated at parse time to lie inside the file).
   std::span<const uint8_t> TensorData(const TensorInfo& info) const;
@@ -93,6 +101,8 @@ class File {
   uint64_t data_offset_ = 0;
   std::vector<KeyValue> kv_;
   std::vector<TensorInfo> tensors_;
+  std::map<std::string, size_t, std::less<>> kv_index_;      // key -> index into kv_
+  std::map<std::string, size_t, std::less<>> tensor_index_;  // name -> index into tensors_
   std::span<const uint8_t> bytes_;  // the whole file (mapped or borrowed)
   void* map_ = nullptr;             // non-null when this File owns an mmap
   size_t map_size_ = 0;

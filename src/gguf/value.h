@@ -25,7 +25,11 @@ enum class ValueType : uint32_t {
   kFloat64 = 12,
 };
 
-std::string_view ValueTypeName(ValueType type);
+std::string_view ValueTypeName(ValueType type);  // "u32", "string", ...; "unknown" otherwise
+bool IsKnownValueType(uint32_t id);
+bool IsSignedType(ValueType type);    // i8/i16/i32/i64: held as int64_t
+bool IsUnsignedType(ValueType type);  // u8/u16/u32/u64: held as uint64_t
+int ScalarSize(ValueType type);       // bytes on disk of a fixed-size type; 0 for string/array
 
 struct Value;
 struct Array {
@@ -40,6 +44,7 @@ struct Value {
 
   bool is_integer() const;
   bool is_float() const;
+  const Array* array() const;  // nullptr unless type == kArray
   // Short human-readable rendering; long arrays are elided ("[512 strings]").
   std::string ToString(size_t max_items = 8) const;
 
