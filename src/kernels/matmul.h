@@ -18,7 +18,10 @@ namespace cohort::kernels {
 void MatMul(const TensorView& w, const float* x, int64_t n_tokens, float* y, ThreadPool* pool,
             std::vector<uint8_t>* scratch);
 
-// The same for rows [row_begin, row_end) only; y has row stride `y_stride`.
+// The same for weight rows [row_begin, row_end) only (e.g. one rank's share of a split
+// matrix): y[t * y_stride + (r - row_begin)] = dot(W row r, x[t]). To fill columns
+// [row_begin, row_end) of a full-width output, pass y + row_begin and y_stride = W.n_rows().
+// Weight types: see IsWeightType in quant.h. pool may be nullptr (runs on the caller).
 void MatMulRows(const TensorView& w, int64_t row_begin, int64_t row_end, const float* x,
                 int64_t n_tokens, float* y, int64_t y_stride, ThreadPool* pool,
                 std::vector<uint8_t>* scratch);

@@ -1,0 +1,139 @@
+// The public quant.h entry points: type checks, and dispatch to the scalar reference or to
+// the SIMD kernels the running CPU supports (chosen at run time; the build is generic x86-64).
+#include "kernels/quant.h"
+
+#include <array>
+
+#include "core/check.h"
+#include "kernels/quant_internal.h"
+
+namespace cohort::kernels {
+namespace {
+
+struct CpuLevels {
+  std::array<SimdLevel, 3> levels{};
+  int count = 0;
+};
+
+CpuLevels DetectLevels() {
+  CpuLevels out;
+  out.levels[out.count++] = SimdLevel::kScalar;
+#if defined(__x86_64__) || defined(__i386__)
+  __builtin_cpu_init();
+  const bool avx2 = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") &&
+                    __builtin_cpu_supports("f16c");
+  if (avx2) out.levels[out.count++] = SimdLevel::kAvx2;
+  if (avx2 && __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
+      __builtin_cpu_supports("avx512vl") && __builtin_cpu_supports("avx512vnni")) {
+    out.levels[out.count++] = SimdLevel::kAvx512;
+  }
+#endif
+  return out;
+}
+
+// CPU features cannot change while the process runs, so they are read once; this constant
+// is the only process-wide state in kernels.
+const CpuLevels& Levels() {
+  static const CpuLevels levels = DetectLevels();
+  return levels;
+}
+
+}  // namespace
+
+SimdLevel BestSimdLevel() { return Levels().levels[Levels().count - 1]; }
+
+std::span<const SimdLevel> SupportedSimdLevels() {
+  return {Levels().levels.data(), static_cast<size_t>(Levels().count)};
+}
+
+const char* SimdLevelName(SimdLevel level) {
+  switch (level) {
+    case SimdLevel::kScalar: return "scalar";
+    case SimdLevel::kAvx2: return "avx2";
+    case SimdLevel::kAvx512: return "avx512";
+  }
+  return "?";
+}
+
+bool IsWeightType(DType type) {
+  switch (type) {
+    case DType::kF32:
+    case DType::kF16:
+    case DType::kBF16:
+    case DType::kQ4_0:
+    case DType::kQ4_1:
+    case DType::kQ5_0:
+    case DType::kQ5_1:
+    case DType::kQ8_0:
+    case DType::kQ2_K:
+    case DType::kQ3_K:
+    case DType::kQ4_K:
+    case DType::kQ5_K:
+    case DType::kQ6_K: return true;
+    default: return false;
+  }
+}
+
+bool IsRowType(DType type) {
+  return IsWeightType(type) || type == DType::kQ8_1 || type == DType::kQ8_K;
+}
+
+DType VecDotType(DType weight) {
+  switch (weight) {
+    case DType::kQ4_0:
+    case DType::kQ5_0:
+    case DType::kQ8_0: return DType::kQ8_0;
+    case DType::kQ4_1:
+    case DType::kQ5_1: return DType::kQ8_1;
+    case DType::kQ2_K:
+    case DType::kQ3_K:
+    case DType::kQ4_K:
+    case DType::kQ5_K:
+    case DType::kQ6_K: return DType::kQ8_K;
+    case DType::kF32:
+    case DType::kF16:
+    case DType::kBF16: return weight;
+    default: COHORT_CHECK(false && "not a weight type");
+  }
+  __builtin_unreachable();
+}
+
+void DequantizeRow(DType type, const void* src, float* dst, int64_t n) {
+  COHORT_CHECK(IsRowType(type));
+  COHORT_CHECK_EQ(n % Traits(type).block_size, 0);
+  if (ref::IsKType(type)) {
+    ref::DequantizeKRow(type, src, dst, n);
+  } else {
+    ref::DequantizeLegacyRow(type, src, dst, n);
+  }
+}
+
+void QuantizeRow(DType type, const float* src, void* dst, int64_t n) {
+  COHORT_CHECK(IsRowType(type));
+  COHORT_CHECK_EQ(n % Traits(type).block_size, 0);
+  if (ref::IsKType(type)) {
+    ref::QuantizeKRow(type, src, dst, n);
+  } else {
+    ref::QuantizeLegacyRow(type, src, dst, n);
+  }
+}
+
+VecDotFn GetVecDot(DType weight, SimdLevel level) {
+  COHORT_CHECK(IsWeightType(weight));
+  if (level >= SimdLevel::kAvx512) {
+    if (VecDotFn fn = avx512::GetVecDot(weight)) return fn;
+  }
+  if (level >= SimdLevel::kAvx2) {
+    if (VecDotFn fn = avx2::GetVecDot(weight)) return fn;
+  }
+  VecDotFn fn = ref::IsKType(weight) ? ref::GetKVecDot(weight) : ref::GetLegacyVecDot(weight);
+  COHORT_CHECK(fn != nullptr);
+  return fn;
+}
+
+float VecDot(DType weight, const void* w_row, const void* act_row, int64_t n) {
+  COHORT_CHECK_EQ(n % Traits(weight).block_size, 0);
+  return GetVecDot(weight, BestSimdLevel())(w_row, act_row, n);
+}
+
+}  // namespace cohort::kernels

@@ -1,0 +1,52 @@
+// Quantized row formats (ggml's block layouts) and the operations on them: dequantize a row,
+// quantize a row, and take the dot product of a weight row with an activation row that was
+// quantized to the weight type's vec-dot type, all as ggml's CPU backend computes them.
+#pragma once
+
+#include <cstdint>
+#include <span>
+
+#include "core/dtype.h"
+
+namespace cohort::kernels {
+
+// Instruction sets a kernel may be written for, from slowest to fastest. kScalar is the
+// reference every other level is tested against.
+enum class SimdLevel { kScalar = 0, kAvx2 = 1, kAvx512 = 2 };
+
+// The best level this CPU runs (detected once, at the first call).
+SimdLevel BestSimdLevel();
+// All levels this CPU runs, kScalar first.
+std::span<const SimdLevel> SupportedSimdLevels();
+const char* SimdLevelName(SimdLevel level);
+
+// True for the types DequantizeRow/QuantizeRow accept: F32, F16, BF16, Q4_0, Q4_1, Q5_0,
+// Q5_1, Q8_0, Q8_1, Q2_K..Q6_K, Q8_K.
+bool IsRowType(DType type);
+// True for the weight types VecDot and MatMul accept (IsRowType less Q8_1 and Q8_K).
+bool IsWeightType(DType type);
+
+// The type ggml quantizes activations to before a dot product with a row of `weight`:
+// Q4_0/Q5_0/Q8_0 -> Q8_0, Q4_1/Q5_1 -> Q8_1, Q2_K..Q6_K -> Q8_K, plain types -> themselves.
+DType VecDotType(DType weight);
+
+// dst[0..n) = the values of the row. n must be a multiple of the type's block size.
+void DequantizeRow(DType type, const void* src, float* dst, int64_t n);
+
+// Writes RowBytes(type, n) bytes. Q8_0, Q8_1 and Q8_K are bit-exact with the activation
+// quantizers of ggml's x86 CPU backend; Q4_0..Q5_1 follow ggml's reference formulas; the
+// K-quant weight types use a simple (not ggml's searching) quantizer that gives valid blocks.
+void QuantizeRow(DType type, const float* src, void* dst, int64_t n);
+
+// The dot product of a row of `weight` with a row already in VecDotType(weight), computed
+// block by block with integer sums as ggml does, at the best SIMD level.
+float VecDot(DType weight, const void* w_row, const void* act_row, int64_t n);
+
+// One vec-dot kernel: (weight row, activation row, n elements) -> dot product.
+using VecDotFn = float (*)(const void* w_row, const void* act_row, int64_t n);
+
+// The kernel for `weight` at exactly `level`, or at the best level at or below it that has
+// one (every type has a scalar kernel). Fetch once and call it in loops.
+VecDotFn GetVecDot(DType weight, SimdLevel level);
+
+}  // namespace cohort::kernels

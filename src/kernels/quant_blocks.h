@@ -1,0 +1,95 @@
+// The byte layouts of ggml's quantized blocks (ggml-common.h), as plain structs. Internal to
+// kernels: other layers see rows as bytes and use quant.h. Half-precision fields are stored
+// as raw uint16_t bits; convert with core/fp16.h. The structs are packed (alignment 1) so a
+// row may start at any byte, e.g. inside an mmapped file or a test's misaligned buffer.
+#pragma once
+
+#include <cstdint>
+
+namespace cohort::kernels {
+
+inline constexpr int kQK = 32;    // elements per block of the legacy types
+inline constexpr int kQK_K = 256; // elements per K-quant super-block
+
+struct __attribute__((packed)) BlockQ4_0 {
+  uint16_t d;           // scale
+  uint8_t qs[kQK / 2];  // element j in low nibble of qs[j], element j+16 in the high nibble
+};
+struct __attribute__((packed)) BlockQ4_1 {
+  uint16_t d;  // scale
+  uint16_t m;  // minimum
+  uint8_t qs[kQK / 2];
+};
+struct __attribute__((packed)) BlockQ5_0 {
+  uint16_t d;
+  uint8_t qh[4];  // bit j = 5th bit of element j
+  uint8_t qs[kQK / 2];
+};
+struct __attribute__((packed)) BlockQ5_1 {
+  uint16_t d;
+  uint16_t m;
+  uint8_t qh[4];
+  uint8_t qs[kQK / 2];
+};
+struct __attribute__((packed)) BlockQ8_0 {
+  uint16_t d;
+  int8_t qs[kQK];
+};
+struct __attribute__((packed)) BlockQ8_1 {
+  uint16_t d;
+  uint16_t s;  // d * sum(qs)
+  int8_t qs[kQK];
+};
+
+// K-quants: super-blocks of 256 with per-sub-block scales.
+struct __attribute__((packed)) BlockQ2_K {
+  uint8_t scales[kQK_K / 16];  // low nibble scale, high nibble min, per 16 elements
+  uint8_t qs[kQK_K / 4];       // 2-bit quants
+  uint16_t d;                  // super scale of the scales
+  uint16_t dmin;               // super scale of the mins
+};
+struct __attribute__((packed)) BlockQ3_K {
+  uint8_t hmask[kQK_K / 8];  // high bit of each 3-bit quant
+  uint8_t qs[kQK_K / 4];     // low 2 bits
+  uint8_t scales[12];        // 16 6-bit scales (biased by 32)
+  uint16_t d;
+};
+struct __attribute__((packed)) BlockQ4_K {
+  uint16_t d;
+  uint16_t dmin;
+  uint8_t scales[12];  // 8 6-bit scales and 8 6-bit mins, one per 32 elements
+  uint8_t qs[kQK_K / 2];
+};
+struct __attribute__((packed)) BlockQ5_K {
+  uint16_t d;
+  uint16_t dmin;
+  uint8_t scales[12];
+  uint8_t qh[kQK_K / 8];
+  uint8_t qs[kQK_K / 2];
+};
+struct __attribute__((packed)) BlockQ6_K {
+  uint8_t ql[kQK_K / 2];       // low 4 bits
+  uint8_t qh[kQK_K / 4];       // high 2 bits
+  int8_t scales[kQK_K / 16];   // 8-bit scales, one per 16 elements
+  uint16_t d;
+};
+struct __attribute__((packed)) BlockQ8_K {
+  float d;
+  int8_t qs[kQK_K];
+  int16_t bsums[kQK_K / 16];  // sums of each 16 quants
+};
+
+static_assert(sizeof(BlockQ4_0) == 18);
+static_assert(sizeof(BlockQ4_1) == 20);
+static_assert(sizeof(BlockQ5_0) == 22);
+static_assert(sizeof(BlockQ5_1) == 24);
+static_assert(sizeof(BlockQ8_0) == 34);
+static_assert(sizeof(BlockQ8_1) == 36);
+static_assert(sizeof(BlockQ2_K) == 84);
+static_assert(sizeof(BlockQ3_K) == 110);
+static_assert(sizeof(BlockQ4_K) == 144);
+static_assert(sizeof(BlockQ5_K) == 176);
+static_assert(sizeof(BlockQ6_K) == 210);
+static_assert(sizeof(BlockQ8_K) == 292);
+
+}  // namespace cohort::kernels

@@ -1,0 +1,47 @@
+// Internal interface between the public quant.h dispatcher and the per-ISA kernel files:
+// the scalar reference (kept forever, the yardstick for every SIMD kernel) and the SIMD
+// kernel tables. Not for use outside src/kernels and its tests.
+#pragma once
+
+#include <cstdint>
+#include <cstring>
+
+#include "core/dtype.h"
+#include "kernels/quant.h"
+
+namespace cohort::kernels {
+
+// Round to nearest, ties to even, as ggml's nearest_int: exact for |x| < 2^22, which all
+// callers guarantee (quantized values are at most a few hundred).
+inline int NearestInt(float x) {
+  const float shifted = x + 12582912.f;  // 1.5 * 2^23 puts the integer in the low mantissa
+  int32_t bits;
+  std::memcpy(&bits, &shifted, sizeof bits);
+  return (bits & 0x007fffff) - 0x00400000;
+}
+
+namespace ref {
+
+// Legacy block types (32 elements) and plain types: quant_ref_legacy.cc.
+void DequantizeLegacyRow(DType type, const void* src, float* dst, int64_t n);
+void QuantizeLegacyRow(DType type, const float* src, void* dst, int64_t n);
+VecDotFn GetLegacyVecDot(DType weight);  // nullptr if `weight` is not a legacy/plain type
+
+// K-quants (256-element super-blocks): quant_ref_k.cc.
+void DequantizeKRow(DType type, const void* src, float* dst, int64_t n);
+void QuantizeKRow(DType type, const float* src, void* dst, int64_t n);
+VecDotFn GetKVecDot(DType weight);  // nullptr if `weight` is not a K-quant
+
+bool IsKType(DType type);
+
+}  // namespace ref
+
+// SIMD kernel tables: nullptr where a level has no kernel of its own for that type.
+namespace avx2 {
+VecDotFn GetVecDot(DType weight);
+}
+namespace avx512 {
+VecDotFn GetVecDot(DType weight);
+}
+
+}  // namespace cohort::kernels
