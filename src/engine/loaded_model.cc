@@ -1,0 +1,81 @@
+// Opening a GGUF into a LoadedModel: file, tokenizer, model, chat template, in that order,
+// each failure annotated with the path.
+#include "engine/loaded_model.h"
+
+#include <utility>
+
+namespace cohort::engine {
+
+Result<std::unique_ptr<LoadedModel>> LoadedModel::Open(const std::string& path,
+                                                       const LoadOptions& options) {
+  COHORT_RETURN_IF_ERROR(options.Validate());
+  std::unique_ptr<LoadedModel> loaded(new LoadedModel());
+  auto file = gguf::File::Open(path, options.limits);
+  if (!file.ok()) return file.status().Annotate(path);
+  loaded->file_ = std::move(file).value();
+
+  auto tok = tokenizer::Tokenizer::FromGguf(*loaded->file_);
+  if (!tok.ok()) return tok.status().Annotate(path + ": tokenizer");
+  loaded->tokenizer_ = std::move(tok).value();
+
+  auto model = model::Model::Load(*loaded->file_);
+  if (!model.ok()) return model.status().Annotate(path + ": model");
+  loaded->model_ = std::move(model).value();
+
+  if (loaded->tokenizer_->n_vocab() != loaded->model_->config().n_vocab) {
+    return Corrupt(path + ": the tokenizer has " + std::to_string(loaded->tokenizer_->n_vocab()) +
+                   " tokens but the model's output has " +
+                   std::to_string(loaded->model_->config().n_vocab));
+  }
+
+  if (loaded->file_->Find("tokenizer.chat_template") == nullptr) {
+    loaded->chat_template_status_ = NotFound("the file has no tokenizer.chat_template");
+    if (options.require_chat_template) return loaded->chat_template_status_.Annotate(path);
+    return loaded;
+  }
+  auto source = loaded->file_->GetString("tokenizer.chat_template");
+  if (!source.ok()) return source.status().Annotate(path);
+  auto parsed = tokenizer::ChatTemplate::Parse(*source);
+  if (parsed.ok()) {
+    loaded->chat_template_ = std::make_unique<tokenizer::ChatTemplate>(std::move(parsed).value());
+  } else {
+    loaded->chat_template_status_ = parsed.status().Annotate("tokenizer.chat_template");
+    if (options.require_chat_template) return loaded->chat_template_status_.Annotate(path);
+  }
+  return loaded;
+}
+
+std::unique_ptr<LoadedModel> LoadedModel::FromParts(
+    std::unique_ptr<gguf::File> file, std::unique_ptr<tokenizer::Tokenizer> tokenizer,
+    std::unique_ptr<model::Model> model, std::unique_ptr<tokenizer::ChatTemplate> chat_template) {
+  COHORT_CHECK(tokenizer != nullptr);
+  COHORT_CHECK(model != nullptr);
+  COHORT_CHECK_EQ(tokenizer->n_vocab(), model->config().n_vocab);
+  std::unique_ptr<LoadedModel> loaded(new LoadedModel());
+  loaded->file_ = std::move(file);
+  loaded->tokenizer_ = std::move(tokenizer);
+  loaded->model_ = std::move(model);
+  loaded->chat_template_ = std::move(chat_template);
+  if (loaded->chat_template_ == nullptr) {
+    loaded->chat_template_status_ = NotFound("no chat template was given");
+  }
+  return loaded;
+}
+
+Result<std::string> LoadedModel::RenderChat(const std::vector<tokenizer::ChatMessage>& messages,
+                                            bool add_generation_prompt) const {
+  if (chat_template_ == nullptr) {
+    return chat_template_status_.ok() ? NotFound("the model has no chat template")
+                                      : chat_template_status_;
+  }
+  tokenizer::ChatTemplateInputs inputs;
+  inputs.messages = messages;
+  inputs.add_generation_prompt = add_generation_prompt;
+  const int32_t bos = tokenizer_->bos();
+  const int32_t eos = tokenizer_->eos();
+  if (bos >= 0) inputs.bos_token = tokenizer_->text(bos);
+  if (eos >= 0) inputs.eos_token = tokenizer_->text(eos);
+  return chat_template_->Apply(inputs);
+}
+
+}  // namespace cohort::engine

@@ -1,0 +1,64 @@
+// LoadedModel: everything one GGUF file provides to the engine — the mapped file, its
+// tokenizer, the model (weights are views into the mapping) and its chat template — owned
+// together so that the file outlives every view into it.
+#pragma once
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "core/status.h"
+#include "gguf/gguf.h"
+#include "model/model.h"
+#include "tokenizer/chat_template.h"
+#include "tokenizer/tokenizer.h"
+
+namespace cohort::engine {
+
+struct LoadOptions {
+  gguf::ReadLimits limits;
+  // A `tokenizer.chat_template` that does not parse fails Open() when set; otherwise the
+  // model loads without a template (completions still work) and chat_template_status() says
+  // why.
+  bool require_chat_template = false;
+  Status Validate() const { return Status::Ok(); }
+};
+
+class LoadedModel {
+ public:
+  // Maps the file, then builds the tokenizer, the model and the chat template from it.
+  static Result<std::unique_ptr<LoadedModel>> Open(const std::string& path,
+                                                   const LoadOptions& options = {});
+  // Assembles a bundle from parts already built (tests, or a caller with its own loader).
+  // `file` may be null when the parts do not reference one.
+  static std::unique_ptr<LoadedModel> FromParts(
+      std::unique_ptr<gguf::File> file, std::unique_ptr<tokenizer::Tokenizer> tokenizer,
+      std::unique_ptr<model::Model> model,
+      std::unique_ptr<tokenizer::ChatTemplate> chat_template = nullptr);
+
+  const gguf::File* file() const { return file_.get(); }
+  const tokenizer::Tokenizer& tokenizer() const { return *tokenizer_; }
+  model::Model& model() { return *model_; }
+  const model::Model& model() const { return *model_; }
+  const model::ModelConfig& config() const { return model_->config(); }
+  // Null when the file carries no template or it did not parse.
+  const tokenizer::ChatTemplate* chat_template() const { return chat_template_.get(); }
+  const Status& chat_template_status() const { return chat_template_status_; }
+
+  // Renders messages with the model's chat template (kNotFound when there is none), passing
+  // the vocabulary's BOS/EOS texts as bos_token/eos_token.
+  Result<std::string> RenderChat(const std::vector<tokenizer::ChatMessage>& messages,
+                                 bool add_generation_prompt = true) const;
+
+ private:
+  LoadedModel() = default;
+
+  // Declared first so it is destroyed last: the model's weights point into its mapping.
+  std::unique_ptr<gguf::File> file_;
+  std::unique_ptr<tokenizer::Tokenizer> tokenizer_;
+  std::unique_ptr<model::Model> model_;
+  std::unique_ptr<tokenizer::ChatTemplate> chat_template_;
+  Status chat_template_status_;
+};
+
+}  // namespace cohort::engine
