@@ -131,8 +131,8 @@ class File::Parser {
                         " metadata entries, more than the limit of " +
                         std::to_string(limits_.max_kv));
     }
-    COHORT_RETURN_IF_ERROR(CheckCount(*n_kv, kMinKvBytes, "metadata entries"));
-    return CheckCount(*n_tensors, kMinTensorInfoBytes, "tensors");
+    // The tensor count is checked against the bytes left after the metadata, when known.
+    return CheckCount(*n_kv, kMinKvBytes, "metadata entries");
   }
 
   // A count of entries each at least `min_bytes` long must fit in what remains.
@@ -140,7 +140,8 @@ class File::Parser {
     if (count > remaining() / min_bytes) {
       return Corrupt("header claims " + std::to_string(count) + " " + std::string(what) +
                      " but only " + std::to_string(remaining()) + " bytes remain " + At() +
-                     " (each needs at least " + std::to_string(min_bytes) + ")");
+                     " (each needs at least " + std::to_string(min_bytes) +
+                     "): the count is wrong or the file is truncated");
     }
     return Status::Ok();
   }
@@ -159,7 +160,8 @@ class File::Parser {
       uint32_t type_id = 0;
       COHORT_RETURN_IF_ERROR(Read(&type_id, what + " value type"));
       if (!IsKnownValueType(type_id)) {
-        return Corrupt(what + " " + At() + ": unknown value type " + std::to_string(type_id));
+        return Corrupt(what + " at byte " + std::to_string(pos_ - 4) + ": unknown value type " +
+                       std::to_string(type_id));
       }
       COHORT_RETURN_IF_ERROR(ReadValue(static_cast<ValueType>(type_id), 0, what, &kv.value));
       file_.kv_index_.emplace(kv.key, file_.kv_.size());

@@ -35,6 +35,7 @@ struct Value;
 struct Array {
   ValueType element_type = ValueType::kUint8;
   std::vector<Value> items;
+  bool operator==(const Array&) const = default;
 };
 
 struct Value {
@@ -54,11 +55,15 @@ struct Value {
   static Value Bool(bool v);
   static Value String(std::string v);
   static Value ArrayOf(ValueType element_type, std::vector<Value> items);
+
+  // Deep equality (type and data; NaN is unequal to itself, as for double).
+  bool operator==(const Value&) const = default;
 };
 
 struct KeyValue {
   std::string key;
   Value value;
+  bool operator==(const KeyValue&) const = default;
 };
 
 }  // namespace cohort::gguf
