@@ -173,13 +173,10 @@ Result<GenerateResult> Generator::Generate(std::span<const int32_t> prompt,
 
   const tokenizer::Tokenizer& tok = model_.tokenizer();
   Sampler sampler(EffectiveSampling(options), config.n_vocab);
-  // The decoder sees the prompt first so that the completion's first piece is rendered as
-  // it would be inside the whole text (an SPM leading space after BOS, for instance).
+  // The completion's text is its pieces as llama.cpp's server streams them: an SPM piece
+  // keeps its leading space even right after BOS (" Once"), so prompt + text is the whole.
   tokenizer::StreamDecoder decoder(tok);
-  for (int32_t id : prompt) {
-    sampler.Accept(id);
-    (void)decoder.Push(id);
-  }
+  for (int32_t id : prompt) sampler.Accept(id);
   TextSink sink(options.stop, on_text, result);
 
   const auto prompt_start = Clock::now();
