@@ -92,4 +92,23 @@ static_assert(sizeof(BlockQ5_K) == 176);
 static_assert(sizeof(BlockQ6_K) == 210);
 static_assert(sizeof(BlockQ8_K) == 292);
 
+// Scale j and min j (6 bits each) of a Q4_K/Q5_K block, as ggml's get_scale_min_k4.
+inline void GetScaleMinK4(const uint8_t* s, int j, int* sc, int* m) {
+  if (j < 4) {
+    *sc = s[j] & 63;
+    *m = s[j + 4] & 63;
+  } else {
+    *sc = (s[j + 4] & 0xf) | ((s[j - 4] >> 6) << 4);
+    *m = (s[j + 4] >> 4) | ((s[j] >> 6) << 4);
+  }
+}
+
+// The 16 6-bit scales of Q3_K: low nibble in byte j (j < 8) or high nibble of byte j - 8,
+// top two bits in byte 8 + j % 4 at bit 2 * (j / 4). Stored biased by 32.
+inline int GetQ3KScale(const uint8_t* s, int j) {
+  const int low = j < 8 ? (s[j] & 0xf) : (s[j - 8] >> 4);
+  const int high = (s[8 + j % 4] >> (2 * (j / 4))) & 3;
+  return (low | (high << 4)) - 32;
+}
+
 }  // namespace cohort::kernels

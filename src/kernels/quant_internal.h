@@ -38,7 +38,8 @@ bool IsKType(DType type);
 
 // SIMD kernel tables: nullptr where a level has no kernel of its own for that type.
 namespace avx2 {
-VecDotFn GetVecDot(DType weight);
+VecDotFn GetVecDot(DType weight);   // vec_dot_avx2.cc: plain and legacy types
+VecDotFn GetKVecDot(DType weight);  // vec_dot_avx2_k.cc: K-quants
 }
 namespace avx512 {
 VecDotFn GetVecDot(DType weight);

@@ -49,16 +49,7 @@ inline int TwoBitShift(int e) { return 2 * ((e % 128) / 32); }
 inline int NibbleByte(int e) { return 32 * (e / 64) + e % 32; }
 inline int NibbleShift(int e) { return (e % 64) < 32 ? 0 : 4; }
 
-// The 6-bit scale/min pairs of Q4_K/Q5_K (ggml's get_scale_min_k4 and its inverse).
-void GetScaleMin(const uint8_t* s, int j, int* sc, int* m) {
-  if (j < 4) {
-    *sc = s[j] & 63;
-    *m = s[j + 4] & 63;
-  } else {
-    *sc = (s[j + 4] & 0xf) | ((s[j - 4] >> 6) << 4);
-    *m = (s[j + 4] >> 4) | ((s[j] >> 6) << 4);
-  }
-}
+// The inverse of GetScaleMinK4 (quant_blocks.h).
 void SetScaleMin(uint8_t* s, int j, int sc, int m) {  // s must start zeroed
   if (j < 4) {
     s[j] |= static_cast<uint8_t>(sc);
@@ -70,13 +61,7 @@ void SetScaleMin(uint8_t* s, int j, int sc, int m) {  // s must start zeroed
   }
 }
 
-// The 16 6-bit scales of Q3_K: low nibble in byte j (j < 8) or high nibble of byte j - 8,
-// top two bits in byte 8 + j % 4 at bit 2 * (j / 4). Stored biased by 32.
-int GetQ3Scale(const uint8_t* s, int j) {
-  const int low = j < 8 ? (s[j] & 0xf) : (s[j - 8] >> 4);
-  const int high = (s[8 + j % 4] >> (2 * (j / 4))) & 3;
-  return (low | (high << 4)) - 32;
-}
+// The inverse of GetQ3KScale (quant_blocks.h).
 void SetQ3Scale(uint8_t* s, int j, int scale) {  // s must start zeroed
   const int biased = scale + 32;
   if (j < 8) {
@@ -103,7 +88,7 @@ void Unpack(DType type, const uint8_t* block, Unpacked* u) {
     case DType::kQ3_K: {
       const auto& b = *reinterpret_cast<const BlockQ3_K*>(block);
       u->d = Fp16ToFp32(b.d);
-      for (int j = 0; j < 16; ++j) u->scale[j] = GetQ3Scale(b.scales, j);
+      for (int j = 0; j < 16; ++j) u->scale[j] = GetQ3KScale(b.scales, j);
       for (int e = 0; e < kQK_K; ++e) {
         const int low = (b.qs[TwoBitByte(e)] >> TwoBitShift(e)) & 3;
         const int bit = (b.hmask[e % 32] >> (4 * (e / 128) + (e % 128) / 32)) & 1;
@@ -120,7 +105,7 @@ void Unpack(DType type, const uint8_t* block, Unpacked* u) {
       const uint8_t* qs = five ? b5.qs : b4.qs;
       u->d = Fp16ToFp32(five ? b5.d : b4.d);
       u->dmin = Fp16ToFp32(five ? b5.dmin : b4.dmin);
-      for (int j = 0; j < 8; ++j) GetScaleMin(scales, j, &u->scale[j], &u->min[j]);
+      for (int j = 0; j < 8; ++j) GetScaleMinK4(scales, j, &u->scale[j], &u->min[j]);
       for (int e = 0; e < kQK_K; ++e) {
         int q = (qs[NibbleByte(e)] >> NibbleShift(e)) & 0xf;
         if (five) q |= ((b5.qh[e % 32] >> (e / 32)) & 1) << 4;

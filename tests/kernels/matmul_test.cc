@@ -1,0 +1,117 @@
+// MatMul and MatMulRows against naive loops over VecDot, for every weight type, 1..5 tokens,
+// odd row counts, and 1 or 3 threads (results must not depend on the thread count).
+#include <gtest/gtest.h>
+
+#include <cstring>
+
+#include "core/thread_pool.h"
+#include "kernels/matmul.h"
+#include "kernels/quant.h"
+#include "test_util.h"
+
+namespace cohort::kernels {
+namespace {
+
+struct Weights {
+  std::vector<uint8_t> bytes;
+  TensorView view;
+};
+
+Weights MakeWeights(DType type, int64_t n_in, int64_t n_out, uint32_t seed) {
+  Weights w;
+  const int64_t row_bytes = RowBytes(type, n_in);
+  w.bytes.resize(static_cast<size_t>(row_bytes * n_out));
+  for (int64_t r = 0; r < n_out; ++r) {
+    const std::vector<float> row = testing::RandomRow(n_in, seed + static_cast<uint32_t>(r));
+    QuantizeRow(type, row.data(), w.bytes.data() + r * row_bytes, n_in);
+  }
+  w.view = TensorView::Make(type, w.bytes.data(), {n_in, n_out, 1, 1});
+  return w;
+}
+
+// y[t][r] by the definition: quantize x[t] to the vec-dot type, then VecDot with row r.
+std::vector<float> Naive(const TensorView& w, const std::vector<float>& x, int64_t n_tokens) {
+  const int64_t n = w.ne[0];
+  const DType act_type = VecDotType(w.type);
+  std::vector<float> y(static_cast<size_t>(n_tokens * w.n_rows()));
+  std::vector<uint8_t> act(RowBytes(act_type, n));
+  for (int64_t t = 0; t < n_tokens; ++t) {
+    QuantizeRow(act_type, x.data() + t * n, act.data(), n);
+    for (int64_t r = 0; r < w.n_rows(); ++r) {
+      y[t * w.n_rows() + r] = VecDot(w.type, w.row(r), act.data(), n);
+    }
+  }
+  return y;
+}
+
+TEST(MatMul, MatchesNaiveLoopsForEveryTypeTokenCountAndThreadCount) {
+  ThreadPool pool3(3);
+  const int64_t n_in = 512, n_out = 13;
+  for (DType type : testing::kWeightTypes) {
+    const Weights w = MakeWeights(type, n_in, n_out, 100);
+    for (int64_t n_tokens = 1; n_tokens <= 5; ++n_tokens) {
+      const std::vector<float> x = testing::RandomRow(n_in * n_tokens, 7 + static_cast<uint32_t>(n_tokens));
+      const std::vector<float> want = Naive(w.view, x, n_tokens);
+      for (ThreadPool* pool : {static_cast<ThreadPool*>(nullptr), &pool3}) {
+        SCOPED_TRACE(::testing::Message() << DTypeName(type) << " tokens=" << n_tokens
+                                          << " threads=" << (pool ? pool->size() : 1));
+        std::vector<float> y(static_cast<size_t>(n_tokens * n_out), -1.0f);
+        std::vector<uint8_t> scratch;
+        MatMul(w.view, x.data(), n_tokens, y.data(), pool, &scratch);
+        for (size_t i = 0; i < y.size(); ++i) ASSERT_EQ(y[i], want[i]) << "index " << i;
+      }
+    }
+  }
+}
+
+TEST(MatMul, RowsSubsetWritesOnlyItsColumns) {
+  ThreadPool pool3(3);
+  const int64_t n_in = 256, n_out = 11, n_tokens = 3;
+  for (DType type : {DType::kF32, DType::kQ4_0, DType::kQ4_K, DType::kQ6_K}) {
+    SCOPED_TRACE(DTypeName(type));
+    const Weights w = MakeWeights(type, n_in, n_out, 200);
+    const std::vector<float> x = testing::RandomRow(n_in * n_tokens, 5);
+    const std::vector<float> want = Naive(w.view, x, n_tokens);
+    // Rows [3, 10) into the matching columns of a full-width output.
+    std::vector<float> y(static_cast<size_t>(n_tokens * n_out), -7.0f);
+    std::vector<uint8_t> scratch;
+    MatMulRows(w.view, 3, 10, x.data(), n_tokens, y.data() + 3, n_out, &pool3, &scratch);
+    for (int64_t t = 0; t < n_tokens; ++t) {
+      for (int64_t r = 0; r < n_out; ++r) {
+        const float expected = (r >= 3 && r < 10) ? want[t * n_out + r] : -7.0f;
+        EXPECT_EQ(y[t * n_out + r], expected) << "t=" << t << " r=" << r;
+      }
+    }
+    // And packed into a buffer of exactly the slice's width.
+    std::vector<float> packed(static_cast<size_t>(n_tokens * 7));
+    MatMulRows(w.view, 3, 10, x.data(), n_tokens, packed.data(), 7, nullptr, &scratch);
+    for (int64_t t = 0; t < n_tokens; ++t) {
+      for (int64_t r = 3; r < 10; ++r) EXPECT_EQ(packed[t * 7 + r - 3], want[t * n_out + r]);
+    }
+  }
+}
+
+TEST(MatMul, AgreesWithFloatProductOfDequantizedWeights) {
+  // Catches a MatMul that is self-consistent but wrong: compare with plain float math.
+  const int64_t n_in = 256, n_out = 5, n_tokens = 2;
+  for (DType type : testing::kWeightTypes) {
+    SCOPED_TRACE(DTypeName(type));
+    const Weights w = MakeWeights(type, n_in, n_out, 300);
+    const std::vector<float> x = testing::RandomRow(n_in * n_tokens, 9);
+    std::vector<float> y(static_cast<size_t>(n_tokens * n_out));
+    std::vector<uint8_t> scratch;
+    MatMul(w.view, x.data(), n_tokens, y.data(), nullptr, &scratch);
+    for (int64_t r = 0; r < n_out; ++r) {
+      const std::vector<float> wr = testing::Dequantized(type, w.view.row(r), n_in);
+      for (int64_t t = 0; t < n_tokens; ++t) {
+        const std::vector<float> xt(x.begin() + t * n_in, x.begin() + (t + 1) * n_in);
+        const auto ref = testing::FloatDot(wr, xt);
+        // Activation quantization (8 bits) bounds the difference.
+        EXPECT_NEAR(y[t * n_out + r], ref.dot, 0.02 * ref.abs_sum);
+      }
+    }
+  }
+}
+
+}  // namespace
+}  // namespace cohort::kernels

@@ -1,0 +1,68 @@
+// Every SIMD vec-dot kernel the CPU supports against the scalar reference, on odd block
+// counts and rows starting 0..3 bytes past an aligned address.
+#include <gtest/gtest.h>
+
+#include <cstring>
+
+#include "kernels/quant.h"
+#include "test_util.h"
+
+namespace cohort::kernels {
+namespace {
+
+using testing::MisalignedRow;
+
+TEST(VecDotSimd, MatchesScalarOnOddSizesAndMisalignedRows) {
+  int checked_kernels = 0;
+  for (SimdLevel level : SupportedSimdLevels()) {
+    if (level == SimdLevel::kScalar) continue;
+    for (DType type : testing::kWeightTypes) {
+      const VecDotFn simd = GetVecDot(type, level);
+      const VecDotFn scalar = GetVecDot(type, SimdLevel::kScalar);
+      if (simd == scalar) continue;  // no kernel of its own at this level
+      ++checked_kernels;
+      const DType act_type = VecDotType(type);
+      const int64_t block = std::max<int64_t>(Traits(type).block_size, Traits(act_type).block_size);
+      // Plain types have block 1: use odd element counts around the vector widths too.
+      const int64_t unit = block == 1 ? 32 : block;
+      for (int64_t n_blocks : {1, 3, 7, 33}) {
+        for (int64_t extra : {int64_t{0}, block == 1 ? int64_t{5} : int64_t{0}}) {
+          const int64_t n = n_blocks * unit + extra;
+          const std::vector<float> w = testing::RandomRow(n, static_cast<uint32_t>(n_blocks * 31 + 1));
+          const std::vector<float> a = testing::RandomRow(n, static_cast<uint32_t>(n_blocks * 31 + 2), 2.0f);
+          for (int offset = 0; offset < 4; ++offset) {
+            SCOPED_TRACE(::testing::Message() << SimdLevelName(level) << " " << DTypeName(type)
+                                              << " n=" << n << " offset=" << offset);
+            MisalignedRow wq(type, n, offset), aq(act_type, n, 3 - offset);
+            QuantizeRow(type, w.data(), wq.data(), n);
+            QuantizeRow(act_type, a.data(), aq.data(), n);
+            const auto ref = testing::FloatDot(testing::Dequantized(type, wq.data(), n),
+                                               testing::Dequantized(act_type, aq.data(), n));
+            const float want = scalar(wq.data(), aq.data(), n);
+            const float got = simd(wq.data(), aq.data(), n);
+            ASSERT_NEAR(got, want, 2e-6 * ref.abs_sum + 1e-30);
+          }
+        }
+      }
+    }
+  }
+  RecordProperty("checked_kernels", checked_kernels);
+  if (BestSimdLevel() != SimdLevel::kScalar) {
+    // A CPU with SIMD must have SIMD kernels for at least the priority types.
+    EXPECT_NE(GetVecDot(DType::kQ4_0, BestSimdLevel()), GetVecDot(DType::kQ4_0, SimdLevel::kScalar));
+    EXPECT_NE(GetVecDot(DType::kQ8_0, BestSimdLevel()), GetVecDot(DType::kQ8_0, SimdLevel::kScalar));
+    EXPECT_NE(GetVecDot(DType::kQ4_K, BestSimdLevel()), GetVecDot(DType::kQ4_K, SimdLevel::kScalar));
+    EXPECT_NE(GetVecDot(DType::kQ6_K, BestSimdLevel()), GetVecDot(DType::kQ6_K, SimdLevel::kScalar));
+  }
+}
+
+TEST(VecDotSimd, LevelsAreOrdered) {
+  const auto levels = SupportedSimdLevels();
+  ASSERT_FALSE(levels.empty());
+  EXPECT_EQ(levels.front(), SimdLevel::kScalar);
+  EXPECT_EQ(levels.back(), BestSimdLevel());
+  for (size_t i = 1; i < levels.size(); ++i) EXPECT_LT(levels[i - 1], levels[i]);
+}
+
+}  // namespace
+}  // namespace cohort::kernels
