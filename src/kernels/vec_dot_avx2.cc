@@ -74,7 +74,7 @@ COHORT_TARGET_AVX2 float VecDotQ4_0(const void* w, const void* a, int64_t n) {
   const auto* y = static_cast<const BlockQ8_0*>(a);
   __m256 acc = _mm256_setzero_ps();
   for (int64_t i = 0; i < n / kQK; ++i) {
-    const __m256 d = _mm256_set1_ps(Fp16ToFp32(x[i].d) * Fp16ToFp32(y[i].d));
+    const __m256 d = _mm256_set1_ps(x86::HalfToFloat(x[i].d) * x86::HalfToFloat(y[i].d));
     const __m256i qx = _mm256_sub_epi8(x86::UnpackNibbles16(x[i].qs), _mm256_set1_epi8(8));
     const __m256i sum = DotSignedBytes(qx, Load32(y[i].qs));
     acc = _mm256_fmadd_ps(d, _mm256_cvtepi32_ps(sum), acc);
@@ -87,7 +87,7 @@ COHORT_TARGET_AVX2 float VecDotQ8_0(const void* w, const void* a, int64_t n) {
   const auto* y = static_cast<const BlockQ8_0*>(a);
   __m256 acc = _mm256_setzero_ps();
   for (int64_t i = 0; i < n / kQK; ++i) {
-    const __m256 d = _mm256_set1_ps(Fp16ToFp32(x[i].d) * Fp16ToFp32(y[i].d));
+    const __m256 d = _mm256_set1_ps(x86::HalfToFloat(x[i].d) * x86::HalfToFloat(y[i].d));
     const __m256i sum = DotSignedBytes(Load32(x[i].qs), Load32(y[i].qs));
     acc = _mm256_fmadd_ps(d, _mm256_cvtepi32_ps(sum), acc);
   }
@@ -100,7 +100,7 @@ COHORT_TARGET_AVX2 float VecDotQ5_0(const void* w, const void* a, int64_t n) {
   const auto* y = static_cast<const BlockQ8_0*>(a);
   __m256 acc = _mm256_setzero_ps();
   for (int64_t i = 0; i < n / kQK; ++i) {
-    const __m256 d = _mm256_set1_ps(Fp16ToFp32(x[i].d) * Fp16ToFp32(y[i].d));
+    const __m256 d = _mm256_set1_ps(x86::HalfToFloat(x[i].d) * x86::HalfToFloat(y[i].d));
     const __m256i high = _mm256_andnot_si256(x86::BitsToBytes32(x[i].qh), _mm256_set1_epi8(static_cast<char>(0xf0)));
     const __m256i qx = _mm256_or_si256(x86::UnpackNibbles16(x[i].qs), high);
     const __m256i sum = DotSignedBytes(qx, Load32(y[i].qs));
@@ -117,7 +117,7 @@ COHORT_TARGET_AVX2 float VecDotAffine(const void* w, const void* a, int64_t n) {
   __m256 acc = _mm256_setzero_ps();
   float sum_min = 0;
   for (int64_t i = 0; i < n / kQK; ++i) {
-    const __m256 d = _mm256_set1_ps(Fp16ToFp32(x[i].d) * Fp16ToFp32(y[i].d));
+    const __m256 d = _mm256_set1_ps(x86::HalfToFloat(x[i].d) * x86::HalfToFloat(y[i].d));
     __m256i qx = x86::UnpackNibbles16(x[i].qs);
     if constexpr (kFiveBits) {
       const __m256i high = _mm256_and_si256(x86::BitsToBytes32(x[i].qh), _mm256_set1_epi8(0x10));
@@ -125,7 +125,7 @@ COHORT_TARGET_AVX2 float VecDotAffine(const void* w, const void* a, int64_t n) {
     }
     const __m256i sum = DotUnsignedBytes(qx, Load32(y[i].qs));
     acc = _mm256_fmadd_ps(d, _mm256_cvtepi32_ps(sum), acc);
-    sum_min += Fp16ToFp32(x[i].m) * Fp16ToFp32(y[i].s);
+    sum_min += x86::HalfToFloat(x[i].m) * x86::HalfToFloat(y[i].s);
   }
   return HorizontalSum(acc) + sum_min;
 }

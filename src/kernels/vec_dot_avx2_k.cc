@@ -43,7 +43,7 @@ COHORT_TARGET_AVX2 float VecDotQ4_K(const void* w, const void* a, int64_t n) {
     int sc[8], mn[8];
     for (int j = 0; j < 8; ++j) GetScaleMinK4(x[i].scales, j, &sc[j], &mn[j]);
     const float yd = y[i].d;
-    acc_min += (Fp16ToFp32(x[i].dmin) * yd) * static_cast<float>(MinSum(y[i], mn, 2));
+    acc_min += (x86::HalfToFloat(x[i].dmin) * yd) * static_cast<float>(MinSum(y[i], mn, 2));
     __m256i sum = _mm256_setzero_si256();
     for (int c = 0; c < 4; ++c) {  // 64 elements: 32 low nibbles, then 32 high nibbles
       const __m256i q = Load32(x[i].qs + 32 * c);
@@ -52,7 +52,7 @@ COHORT_TARGET_AVX2 float VecDotQ4_K(const void* w, const void* a, int64_t n) {
       sum = _mm256_add_epi32(sum, ScaledDot(lo, Load32(y[i].qs + 64 * c), ScalePair(sc[2 * c], sc[2 * c])));
       sum = _mm256_add_epi32(sum, ScaledDot(hi, Load32(y[i].qs + 64 * c + 32), ScalePair(sc[2 * c + 1], sc[2 * c + 1])));
     }
-    acc = _mm256_fmadd_ps(_mm256_set1_ps(Fp16ToFp32(x[i].d) * yd), _mm256_cvtepi32_ps(sum), acc);
+    acc = _mm256_fmadd_ps(_mm256_set1_ps(x86::HalfToFloat(x[i].d) * yd), _mm256_cvtepi32_ps(sum), acc);
   }
   return HorizontalSum(acc) - acc_min;
 }
@@ -68,7 +68,7 @@ COHORT_TARGET_AVX2 float VecDotQ5_K(const void* w, const void* a, int64_t n) {
     int sc[8], mn[8];
     for (int j = 0; j < 8; ++j) GetScaleMinK4(x[i].scales, j, &sc[j], &mn[j]);
     const float yd = y[i].d;
-    acc_min += (Fp16ToFp32(x[i].dmin) * yd) * static_cast<float>(MinSum(y[i], mn, 2));
+    acc_min += (x86::HalfToFloat(x[i].dmin) * yd) * static_cast<float>(MinSum(y[i], mn, 2));
     const __m256i qh = Load32(x[i].qh);
     __m256i sum = _mm256_setzero_si256();
     for (int c = 0; c < 4; ++c) {
@@ -81,7 +81,7 @@ COHORT_TARGET_AVX2 float VecDotQ5_K(const void* w, const void* a, int64_t n) {
       sum = _mm256_add_epi32(sum, ScaledDot(lo, Load32(y[i].qs + 64 * c), ScalePair(sc[2 * c], sc[2 * c])));
       sum = _mm256_add_epi32(sum, ScaledDot(hi, Load32(y[i].qs + 64 * c + 32), ScalePair(sc[2 * c + 1], sc[2 * c + 1])));
     }
-    acc = _mm256_fmadd_ps(_mm256_set1_ps(Fp16ToFp32(x[i].d) * yd), _mm256_cvtepi32_ps(sum), acc);
+    acc = _mm256_fmadd_ps(_mm256_set1_ps(x86::HalfToFloat(x[i].d) * yd), _mm256_cvtepi32_ps(sum), acc);
   }
   return HorizontalSum(acc) - acc_min;
 }
@@ -112,7 +112,7 @@ COHORT_TARGET_AVX2 float VecDotQ6_K(const void* w, const void* a, int64_t n) {
         sum = _mm256_add_epi32(sum, _mm256_madd_epi16(prod, ScalePair(s[0], s[1])));
       }
     }
-    acc = _mm256_fmadd_ps(_mm256_set1_ps(Fp16ToFp32(x[i].d) * y[i].d), _mm256_cvtepi32_ps(sum), acc);
+    acc = _mm256_fmadd_ps(_mm256_set1_ps(x86::HalfToFloat(x[i].d) * y[i].d), _mm256_cvtepi32_ps(sum), acc);
   }
   return HorizontalSum(acc);
 }
@@ -126,7 +126,7 @@ COHORT_TARGET_AVX2 float VecDotQ2_K(const void* w, const void* a, int64_t n) {
   for (int64_t i = 0; i < n / kQK_K; ++i) {
     int mins[16];
     for (int j = 0; j < 16; ++j) mins[j] = x[i].scales[j] >> 4;
-    acc_min += (Fp16ToFp32(x[i].dmin) * y[i].d) * static_cast<float>(MinSum(y[i], mins, 1));
+    acc_min += (x86::HalfToFloat(x[i].dmin) * y[i].d) * static_cast<float>(MinSum(y[i], mins, 1));
     __m256i sum = _mm256_setzero_si256();
     for (int h = 0; h < 2; ++h) {
       const __m256i q2 = Load32(x[i].qs + 32 * h);
@@ -137,7 +137,7 @@ COHORT_TARGET_AVX2 float VecDotQ2_K(const void* w, const void* a, int64_t n) {
                                               ScalePair(s[0] & 0xf, s[1] & 0xf)));
       }
     }
-    acc = _mm256_fmadd_ps(_mm256_set1_ps(Fp16ToFp32(x[i].d) * y[i].d), _mm256_cvtepi32_ps(sum), acc);
+    acc = _mm256_fmadd_ps(_mm256_set1_ps(x86::HalfToFloat(x[i].d) * y[i].d), _mm256_cvtepi32_ps(sum), acc);
   }
   return HorizontalSum(acc) - acc_min;
 }
@@ -166,7 +166,7 @@ COHORT_TARGET_AVX2 float VecDotQ3_K(const void* w, const void* a, int64_t n) {
         sum = _mm256_add_epi32(sum, _mm256_madd_epi16(prod, ScalePair(sc[8 * h + 2 * j], sc[8 * h + 2 * j + 1])));
       }
     }
-    acc = _mm256_fmadd_ps(_mm256_set1_ps(Fp16ToFp32(x[i].d) * y[i].d), _mm256_cvtepi32_ps(sum), acc);
+    acc = _mm256_fmadd_ps(_mm256_set1_ps(x86::HalfToFloat(x[i].d) * y[i].d), _mm256_cvtepi32_ps(sum), acc);
   }
   return HorizontalSum(acc);
 }
