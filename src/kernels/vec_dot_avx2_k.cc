@@ -187,10 +187,3 @@ VecDotFn GetKVecDot(DType weight) {
 #endif
 
 }  // namespace cohort::kernels::avx2
-
-namespace cohort::kernels::avx512 {
-
-// AVX-512 kernels are not written yet; every type runs its AVX2 kernel at this level.
-VecDotFn GetVecDot(DType) { return nullptr; }
-
-}  // namespace cohort::kernels::avx512
