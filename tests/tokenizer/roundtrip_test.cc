@@ -57,3 +57,32 @@ TEST(SpmRoundTrip, EveryCodePoint) {
 
 }  // namespace
 }  // namespace cohort::tokenizer
+
+namespace cohort::tokenizer {
+namespace {
+
+// Byte-level BPE without clean-up of spaces: code points (each as one string) round-trip.
+// Every 7th code point keeps the test to about a second; the stride is prime so all byte
+// patterns and planes are still visited.
+TEST(BpeRoundTrip, Qwen2EveryCodePoint) {
+  const std::string path = std::string(COHORT_EXTERNAL_DATA) + "/vocab/ggml-vocab-qwen2.gguf";
+  ASSERT_TRUE(std::filesystem::exists(path))
+      << path << " is missing: run scripts/fetch-test-data.sh";
+  auto file = gguf::File::Open(path);
+  ASSERT_TRUE(file.ok()) << file.status().ToString();
+  auto tok = Tokenizer::FromGguf(**file);
+  ASSERT_TRUE(tok.ok()) << tok.status().ToString();
+  int failures = 0;
+  for (uint32_t cp = 0; cp < 0x110000 && failures < 10; cp += 7) {
+    if ((cp >= 0xD800 && cp <= 0xDFFF) || (cp >= 0x40000 && cp <= 0xE0000)) continue;
+    const std::string text = EncodeUtf8(cp);
+    const std::string check = (*tok)->Decode((*tok)->Encode(text, false, true), true);
+    if (check != text) {
+      ++failures;
+      ADD_FAILURE() << "code point " << cp << " comes back as '" << check << "'";
+    }
+  }
+}
+
+}  // namespace
+}  // namespace cohort::tokenizer
