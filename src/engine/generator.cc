@@ -13,6 +13,7 @@ namespace cohort::engine {
 namespace {
 
 using Clock = std::chrono::steady_clock;
+constexpr float kNegInf = -std::numeric_limits<float>::infinity();
 
 double SecondsSince(Clock::time_point start) {
   return std::chrono::duration<double>(Clock::now() - start).count();
@@ -140,7 +141,7 @@ SamplingParams Generator::EffectiveSampling(const GenerateOptions& options) cons
   if (options.ignore_eos) {
     const auto& tok = model_.tokenizer();
     for (int32_t id = 0; id < tok.n_vocab(); ++id) {
-      if (tok.IsEndOfGeneration(id)) params.logit_bias[id] = -std::numeric_limits<float>::infinity();
+      if (tok.IsEndOfGeneration(id)) params.logit_bias[id] = kNegInf;
     }
   }
   return params;

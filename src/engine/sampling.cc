@@ -24,9 +24,12 @@ std::string FloatStr(float v) { return std::to_string(v); }
 
 Status SamplingParams::Validate(int32_t n_vocab) const {
   if (!(temperature >= 0.0f) || std::isinf(temperature)) {
-    return InvalidArgument("temperature must be a finite number >= 0, got " + FloatStr(temperature));
+    return InvalidArgument("temperature must be a finite number >= 0, got " +
+                           FloatStr(temperature));
   }
-  if (top_k < 0) return InvalidArgument("top_k must be >= 0 (0: off), got " + std::to_string(top_k));
+  if (top_k < 0) {
+    return InvalidArgument("top_k must be >= 0 (0: off), got " + std::to_string(top_k));
+  }
   if (!(top_p > 0.0f && top_p <= 1.0f)) {
     return InvalidArgument("top_p must be in (0, 1], got " + FloatStr(top_p));
   }
@@ -87,7 +90,9 @@ void ComputeLogprobs(std::span<const float> logits, int32_t token, int top_n, Lo
     }
     if (out.top.size() == n) out.top.pop_back();
     auto pos = out.top.end();
-    while (pos != out.top.begin() && Better(l, id, logits[(pos - 1)->token], (pos - 1)->token)) --pos;
+    while (pos != out.top.begin() && Better(l, id, logits[(pos - 1)->token], (pos - 1)->token)) {
+      --pos;
+    }
     out.top.insert(pos, TokenLogprob{id, 0.0f});
   }
   for (auto& t : out.top) t.logprob = logprob(t.token);
@@ -179,7 +184,9 @@ void Sampler::FillCandidates() {
 }
 
 void Sampler::SortCandidates(size_t n) {
-  auto cmp = [](const Candidate& a, const Candidate& b) { return Better(a.logit, a.id, b.logit, b.id); };
+  auto cmp = [](const Candidate& a, const Candidate& b) {
+    return Better(a.logit, a.id, b.logit, b.id);
+  };
   n = std::min(n, candidates_.size());
   std::partial_sort(candidates_.begin(), candidates_.begin() + n, candidates_.end(), cmp);
   if (n == candidates_.size()) sorted_ = true;

@@ -16,7 +16,7 @@ namespace {
 
 enum Tok : int32_t {
   kUnk, kBos, kEos, kNewline, kByteC3, kByteA9, kHello, kWorld, kBang, kThe, kEnd, kDot,
-  kVocab
+  kSpace, kVocab
 };
 
 std::unique_ptr<tokenizer::Tokenizer> MakeTokenizer() {
@@ -24,9 +24,9 @@ std::unique_ptr<tokenizer::Tokenizer> MakeTokenizer() {
   v.model = "llama";
   v.tokens = {"<unk>", "<s>", "</s>", "<0x0A>", "<0xC3>", "<0xA9>",
               "\xE2\x96\x81Hello", "\xE2\x96\x81world", "!", "\xE2\x96\x81the",
-              "\xE2\x96\x81" "end", "."};
+              "\xE2\x96\x81" "end", ".", "\xE2\x96\x81"};
   v.scores = std::vector<float>(v.tokens.size(), 0.0f);
-  v.types = {2, 3, 3, 6, 6, 6, 1, 1, 1, 1, 1, 1};
+  v.types = {2, 3, 3, 6, 6, 6, 1, 1, 1, 1, 1, 1, 1};
   v.bos_id = kBos;
   v.eos_id = kEos;
   v.unk_id = kUnk;
@@ -164,7 +164,7 @@ TEST(Generator, PromptIsEvaluatedInChunksOfNBatch) {
   EXPECT_EQ(f.model->calls[2].positions, (std::vector<int32_t>{6}));
   EXPECT_EQ(f.model->calls[2].n_logits, 1);
   EXPECT_EQ(f.model->calls[3].positions, (std::vector<int32_t>{7}));
-  EXPECT_EQ(r->tokens, (std::vector<int32_t>{kDot, kDot}));
+  EXPECT_EQ(r->tokens, (std::vector<int32_t>{kThe, kDot}));
 }
 
 TEST(Generator, EndOfGenerationStopsAndIsNotRendered) {
@@ -294,8 +294,8 @@ TEST(Generator, LogprobsPerToken) {
   auto r = f.generator->Generate(std::vector<int32_t>{kBos, kHello}, o);
   ASSERT_TRUE(r.ok());
   ASSERT_EQ(r->logprobs.size(), 3u);
-  // Logits: 10 for the chosen, 5 for the runner-up, 0 for the other 10 tokens.
-  const double log_z = std::log(std::exp(10.0) + std::exp(5.0) + 10.0);
+  // Logits: 10 for the chosen, 5 for the runner-up, 0 for the other 11 tokens.
+  const double log_z = std::log(std::exp(10.0) + std::exp(5.0) + 11.0);
   EXPECT_EQ(r->logprobs[0].chosen.token, kWorld);
   EXPECT_NEAR(r->logprobs[0].chosen.logprob, 10.0 - log_z, 1e-5);
   ASSERT_EQ(r->logprobs[0].top.size(), 2u);
@@ -305,10 +305,11 @@ TEST(Generator, LogprobsPerToken) {
 
 TEST(Generator, TextPromptIsTokenizedWithBos) {
   Fixture f(kScript);
-  auto r = f.generator->GenerateText("Hello", Greedy(2));
+  // SPM adds the space prefix: "!" -> BOS, "▁", "!" (this vocabulary has no "▁!").
+  auto r = f.generator->GenerateText("!", Greedy(2));
   ASSERT_TRUE(r.ok()) << r.status().ToString();
-  EXPECT_EQ(r->prompt_tokens, 2);
-  EXPECT_EQ(r->text, " world!");
+  EXPECT_EQ(r->prompt_tokens, 3);
+  EXPECT_EQ(r->text, "!\n");
 }
 
 TEST(Generator, SameSeedSameTextAcrossRuns) {
