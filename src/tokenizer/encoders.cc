@@ -115,7 +115,11 @@ void SpmEncode(const Vocab& vocab, std::string_view text, std::vector<int32_t>& 
 
 void BpeEncodeWord(const Vocab& vocab, std::string_view word, std::vector<int32_t>& out) {
   if (word.empty()) return;
-  if (vocab.ignore_merges) {
+  // Words that are whole tokens skip merging: always with ignore_merges, and for runs of
+  // newlines in SPM-style BPE (llama.cpp's Gemma 4 fix).
+  const bool newline_run =
+      vocab.escape_whitespace && word.find_first_not_of('\n') == std::string_view::npos;
+  if (vocab.ignore_merges || newline_run) {
     const int32_t id = vocab.Lookup(word);
     if (id >= 0) {
       out.push_back(id);
@@ -149,9 +153,11 @@ void BpeEncodeWord(const Vocab& vocab, std::string_view word, std::vector<int32_
       out.push_back(id);
       continue;
     }
-    // llama.cpp looks each byte up as a one-byte token and drops the ones that are missing.
+    // llama.cpp looks each byte up (as a one-byte token, or as <0xXX> without the GPT-2 byte
+    // mapping) and drops the ones that are missing.
     for (char ch : piece) {
-      const int32_t byte_id = vocab.Lookup(std::string_view(&ch, 1));
+      const int32_t byte_id = vocab.byte_encode ? vocab.Lookup(std::string_view(&ch, 1))
+                                                : vocab.HexByteToken(static_cast<uint8_t>(ch));
       if (byte_id >= 0) out.push_back(byte_id);
     }
   }

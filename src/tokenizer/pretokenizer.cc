@@ -52,6 +52,7 @@ constexpr const char* kBloom =
 enum class Family {
   kDefault, kLlama3, kDeepseekLlm, kDeepseekCoder, kDeepseek3, kFalcon, kStarcoder, kGpt2,
   kQwen2, kQwen35, kBloom, kViking, kTekken, kChameleon, kGpt4o, kSeedCoder, kBailing,
+  kNewlines,
 };
 
 std::vector<std::string> Patterns(Family family) {
@@ -114,6 +115,8 @@ std::vector<std::string> Patterns(Family family) {
       return {kSeedCoder};
     case Family::kBailing:
       return {kBailing};
+    case Family::kNewlines:
+      return {"[^\\n]+|[\\n]+"};
     case Family::kDefault:
       break;
   }
@@ -127,6 +130,7 @@ struct NameRule {
   bool ignore_merges;
   bool add_bos;
   bool bos_none;
+  bool spm_style = false;
 };
 
 // llama.cpp's llama_vocab::impl::load, tokenizer_pre branch, as a table.
@@ -201,6 +205,8 @@ constexpr NameRule kRules[] = {
     {"bailingmoe", Family::kBailing, false, false, false, false},
     {"bailingmoe2", Family::kBailing, false, false, false, false},
     {"llada-moe", Family::kBailing, false, false, false, false},
+    {"gemma4", Family::kNewlines, true, false, false, false, true},
+    {"granite-embed-multi-311m", Family::kNewlines, true, false, false, false, true},
 };
 
 // Non-ASCII code points llama.cpp counts as whitespace (its unicode_set_whitespace).
@@ -221,6 +227,7 @@ Result<PreTokenizerSpec> LookupPreTokenizer(std::string_view name) {
     spec.ignore_merges = rule.ignore_merges;
     spec.add_bos = rule.add_bos;
     spec.bos_none = rule.bos_none;
+    spec.spm_style = rule.spm_style;
     return spec;
   }
   return Unsupported("tokenizer.ggml.pre '" + std::string(name) + "' is not supported");

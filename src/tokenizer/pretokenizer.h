@@ -18,6 +18,9 @@ struct PreTokenizerSpec {
   bool clean_spaces = true;           // detokenizer's clean_up_tokenization_spaces
   bool add_bos = false;               // llama.cpp's default before add_bos_token is read
   bool bos_none = false;              // the pre-tokenizer disables the default BOS id
+  // SPM-style BPE (Gemma 4): spaces become U+2581 before the split, words stay raw UTF-8
+  // (no GPT-2 byte mapping), unknown bytes fall back to <0xXX>, BOS is always added.
+  bool spm_style = false;
 };
 
 // The spec for a pre-tokenizer name ("" and "default" give the default set); kUnsupported for

@@ -176,8 +176,8 @@ std::string LlamaTokenizer::RenderPiece(int32_t id) const {
   const std::string& text = vocab_.texts[id];
   if (a & (attr::kUnknown | attr::kControl | attr::kUserDefined)) return text;
   if (a & attr::kNormal) {
-    return vocab_.kind == VocabKind::kSpm ? ReplaceAll(text, kSpaceMarker, " ")
-                                          : DecodeByteLevel(text);
+    const bool escaped = vocab_.kind == VocabKind::kSpm || vocab_.escape_whitespace;
+    return escaped ? ReplaceAll(text, kSpaceMarker, " ") : DecodeByteLevel(text);
   }
   if (a & attr::kByte) return std::string(1, ByteTokenValue(text));
   return {};  // unused / undefined tokens render as nothing
@@ -231,7 +231,13 @@ void LlamaTokenizer::EncodeRaw(std::string_view raw, bool prefix_space,
     SpmEncode(vocab_, ReplaceAll(text, " ", kSpaceMarker), out);
     return;
   }
-  for (const std::string& word : pre_->Split(raw)) {
+  const std::vector<std::string> words =
+      vocab_.escape_whitespace ? pre_->Split(ReplaceAll(raw, " ", kSpaceMarker)) : pre_->Split(raw);
+  for (const std::string& word : words) {
+    if (!vocab_.byte_encode) {
+      BpeEncodeWord(vocab_, word, out);
+      continue;
+    }
     std::string encoded;
     encoded.reserve(word.size() * 2);
     for (char c : word) encoded += ByteToUnicode(static_cast<uint8_t>(c));
@@ -276,14 +282,13 @@ std::string LlamaTokenizer::Decode(std::span<const int32_t> ids, bool render_spe
 Result<std::unique_ptr<Tokenizer>> Tokenizer::FromVocab(VocabData data) {
   std::optional<PreTokenizer> pre;
   PreTokenizerSpec spec;
-  if (data.model == "gpt2") {
+  if (data.model == "gemma4") data.pre = "gemma4";  // llama.cpp ignores the stored name
+  if (data.model == "gpt2" || data.model == "gemma4") {
     COHORT_ASSIGN_OR_RETURN(spec, LookupPreTokenizer(data.pre));
     COHORT_ASSIGN_OR_RETURN(PreTokenizer compiled, PreTokenizer::Compile(spec.patterns));
     pre.emplace(std::move(compiled));
   }
-  COHORT_ASSIGN_OR_RETURN(Vocab vocab, BuildVocab(std::move(data), spec.clean_spaces,
-                                                  spec.ignore_merges, spec.add_bos,
-                                                  spec.bos_none));
+  COHORT_ASSIGN_OR_RETURN(Vocab vocab, BuildVocab(std::move(data), spec));
   return std::unique_ptr<Tokenizer>(new LlamaTokenizer(std::move(vocab), std::move(pre)));
 }
 

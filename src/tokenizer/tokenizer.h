@@ -1,5 +1,6 @@
 // Tokenizer: text <-> token ids for the vocabularies GGUF files carry
-// (tokenizer.ggml.model "llama" = SentencePiece-style, "gpt2" = byte-level BPE), with
+// (tokenizer.ggml.model "llama" = SentencePiece-style, "gpt2" = byte-level BPE, "gemma4" =
+// BPE over SentencePiece-escaped text), with
 // special tokens and BOS/EOS rules from the metadata, as llama.cpp applies them.
 #pragma once
 
@@ -32,7 +33,7 @@ enum class TokenType : int32_t {
 // The tokenizer.* metadata of a GGUF as plain values (FromGguf fills it; tests may build one by
 // hand). Absent optionals take llama.cpp's defaults for the model type.
 struct VocabData {
-  std::string model;  // tokenizer.ggml.model: "llama" (SPM) or "gpt2" (BPE)
+  std::string model;  // tokenizer.ggml.model: "llama" (SPM), "gpt2" (BPE), "gemma4"
   std::string pre;    // tokenizer.ggml.pre ("" = default)
   std::vector<std::string> tokens;
   std::vector<float> scores;      // empty = all 0

@@ -201,17 +201,20 @@ void ApplySpecialIds(Vocab& v, const VocabData& d) {
 
 }  // namespace
 
-int32_t Vocab::SpmByteToken(uint8_t byte) const {
+int32_t Vocab::HexByteToken(uint8_t byte) const {
   static constexpr char kHex[] = "0123456789ABCDEF";
   const char name[6] = {'<', '0', 'x', kHex[byte >> 4], kHex[byte & 15], '>'};
-  const int32_t id = Lookup(std::string_view(name, 6));
+  return Lookup(std::string_view(name, 6));
+}
+
+int32_t Vocab::SpmByteToken(uint8_t byte) const {
+  const int32_t id = HexByteToken(byte);
   if (id >= 0) return id;
   const char raw = static_cast<char>(byte);
   return Lookup(std::string_view(&raw, 1));
 }
 
-Result<Vocab> BuildVocab(VocabData data, bool bpe_clean_spaces, bool bpe_ignore_merges,
-                         bool bpe_add_bos, bool bpe_bos_none) {
+Result<Vocab> BuildVocab(VocabData data, const PreTokenizerSpec& spec) {
   Vocab v;
   if (data.model == "llama") {
     v.kind = VocabKind::kSpm;
@@ -220,15 +223,18 @@ Result<Vocab> BuildVocab(VocabData data, bool bpe_clean_spaces, bool bpe_ignore_
     v.unk = 0;
     v.add_space_prefix = true;
     v.add_bos = true;
-  } else if (data.model == "gpt2") {
+  } else if (data.model == "gpt2" || data.model == "gemma4") {
     v.kind = VocabKind::kBpe;
     if (data.merges.empty()) return Corrupt("BPE vocabulary without tokenizer.ggml.merges");
     LoadMerges(v, data.merges);
-    v.bos = bpe_bos_none ? -1 : 11;
-    v.eos = 11;
-    v.clean_spaces = bpe_clean_spaces;
-    v.ignore_merges = bpe_ignore_merges;
-    v.add_bos = bpe_add_bos;
+    const bool gemma4 = data.model == "gemma4";  // its special ids come only from metadata
+    v.bos = (spec.bos_none || gemma4) ? -1 : 11;
+    v.eos = gemma4 ? -1 : 11;
+    v.clean_spaces = spec.clean_spaces;
+    v.ignore_merges = spec.ignore_merges;
+    v.add_bos = spec.add_bos;
+    v.byte_encode = !spec.spm_style;
+    v.escape_whitespace = spec.spm_style;
   } else {
     return Unsupported("tokenizer.ggml.model '" + data.model + "' is not supported");
   }
@@ -237,6 +243,7 @@ Result<Vocab> BuildVocab(VocabData data, bool bpe_clean_spaces, bool bpe_ignore_
   ApplySpecialIds(v, data);
   if (data.add_bos) v.add_bos = *data.add_bos;
   if (data.add_eos) v.add_eos = *data.add_eos;
+  if (spec.spm_style) v.add_bos = true;  // llama.cpp's Gemma 4 override
 
   DetectSpecialsByText(v);
   BuildEndOfGeneration(v);

@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "core/status.h"
+#include "tokenizer/pretokenizer.h"
 #include "tokenizer/tokenizer.h"
 
 namespace cohort::tokenizer {
@@ -46,6 +47,8 @@ struct Vocab {
   bool add_space_prefix = false;
   bool clean_spaces = false;
   bool ignore_merges = false;
+  bool byte_encode = true;         // BPE: GPT-2 byte mapping (false for SPM-style BPE)
+  bool escape_whitespace = false;  // BPE: spaces <-> U+2581 (SPM-style BPE)
 
   std::unordered_set<int32_t> eog;
   // Control, user-defined and unknown tokens, longest text first: matched in raw text.
@@ -68,13 +71,14 @@ struct Vocab {
     auto it = bpe_ranks.find({left, right});
     return it == bpe_ranks.end() ? -1 : it->second;
   }
+  // The "<0xXX>" token, or -1.
+  int32_t HexByteToken(uint8_t byte) const;
   // SPM byte fallback: "<0xXX>", else the byte itself as a token, else -1.
   int32_t SpmByteToken(uint8_t byte) const;
 };
 
-// Applies llama.cpp's loading rules to raw metadata. `clean_spaces`, `ignore_merges` and the
-// BOS default for BPE come from the pre-tokenizer spec, which the caller looks up.
-Result<Vocab> BuildVocab(VocabData data, bool bpe_clean_spaces, bool bpe_ignore_merges,
-                         bool bpe_add_bos, bool bpe_bos_none);
+// Applies llama.cpp's loading rules to raw metadata. For BPE, `spec` (the pre-tokenizer the
+// caller looked up) supplies clean_spaces, ignore_merges and the BOS defaults.
+Result<Vocab> BuildVocab(VocabData data, const PreTokenizerSpec& spec);
 
 }  // namespace cohort::tokenizer

@@ -100,7 +100,8 @@ TEST_P(VocabVectors, MatchesLlamaCpp) {
 INSTANTIATE_TEST_SUITE_P(LlamaCpp, VocabVectors,
                          ::testing::Values("llama-spm", "llama-bpe", "qwen2", "deepseek-llm",
                                            "gpt-2", "deepseek-coder", "falcon", "starcoder",
-                                           "phi-3", "refact", "mpt", "command-r", "qwen35"),
+                                           "phi-3", "refact", "mpt", "command-r", "qwen35",
+                                           "gemma-4"),
                          [](const auto& info) {
                            std::string name = info.param;
                            for (char& c : name) {
