@@ -1,0 +1,188 @@
+// How N ranks find each other over TCP: bind, connect to lower ranks with retries, accept
+// higher ranks, and exchange hellos so that a stray or garbage connection is refused.
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <poll.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+#include <thread>
+
+#include <fmt/format.h>
+
+#include "comm/frame.h"
+#include "comm/socket_util.h"
+#include "comm/tcp_transport.h"
+
+namespace cohort::comm {
+namespace {
+
+// A stray client gets this long to say hello before we drop it and go on accepting.
+constexpr std::chrono::milliseconds kHelloTimeout{1000};
+constexpr int kRanksMax = 1024;
+
+Status SendHello(int fd, const Hello& hello, Deadline deadline) {
+  const HelloBytes bytes = EncodeHello(hello);
+  return WriteAll(fd, bytes, deadline);
+}
+
+Result<Hello> ReadHello(int fd, Deadline deadline) {
+  HelloBytes bytes{};
+  COHORT_RETURN_IF_ERROR(ReadAll(fd, bytes, deadline));
+  return DecodeHello(bytes);
+}
+
+// One attempt to open a TCP connection; kUnavailable when the peer is not listening yet.
+Result<int> TryConnect(const sockaddr_in& addr, const TcpOptions& options, Deadline deadline) {
+  int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  if (fd < 0) return IoError(fmt::format("socket: {}", std::strerror(errno)));
+  Status status = ConfigureStreamSocket(fd, options.socket_busy_poll, options.socket_buffer_bytes);
+  if (status.ok() && connect(fd, reinterpret_cast<const sockaddr*>(&addr), sizeof(addr)) != 0) {
+    if (errno == EINPROGRESS) {
+      status = PollOne(fd, POLLOUT, deadline);
+      int error = 0;
+      socklen_t len = sizeof(error);
+      if (status.ok() && getsockopt(fd, SOL_SOCKET, SO_ERROR, &error, &len) == 0 && error != 0) {
+        status = Unavailable(fmt::format("connect: {}", std::strerror(error)));
+      }
+    } else {
+      status = Unavailable(fmt::format("connect: {}", std::strerror(errno)));
+    }
+  }
+  if (!status.ok()) {
+    CloseFd(&fd);
+    return status;
+  }
+  return fd;
+}
+
+Result<int> ConnectToPeer(int peer, const TcpOptions& options, Deadline deadline) {
+  COHORT_ASSIGN_OR_RETURN(const sockaddr_in addr, ParseAddress(options.addresses[peer]));
+  const int n = static_cast<int>(options.addresses.size());
+  Status last = Unavailable("no attempt");
+  while (Clock::now() < deadline) {
+    Result<int> fd = TryConnect(addr, options, deadline);
+    if (fd.ok()) {
+      int sock = *fd;
+      Status status = SendHello(sock, {options.group_id, uint32_t(options.rank), uint32_t(n)},
+                                deadline);
+      Result<Hello> reply = status.ok() ? ReadHello(sock, deadline) : Result<Hello>(status);
+      if (reply.ok() && reply->group_id == options.group_id && reply->rank == uint32_t(peer) &&
+          reply->n_ranks == uint32_t(n)) {
+        return sock;
+      }
+      CloseFd(&sock);
+      last = reply.ok() ? Corrupt(fmt::format("{} answered as rank {} of group {:x}",
+                                              options.addresses[peer], reply->rank,
+                                              reply->group_id))
+                        : reply.status();
+      // A wrong answer will not fix itself; a timeout or reset may (the peer restarted).
+      if (last.code() == StatusCode::kCorrupt) return last;
+    } else {
+      last = fd.status();
+    }
+    std::this_thread::sleep_for(options.retry_interval);
+  }
+  return Timeout(fmt::format("rank {}: could not connect to rank {} at {} within {} ms ({})",
+                             options.rank, peer, options.addresses[peer],
+                             options.connect_timeout.count(), last.message()));
+}
+
+// Accepts until every higher rank has said a valid hello; anything else is dropped.
+Status AcceptPeers(int listen_fd, const TcpOptions& options, Deadline deadline,
+                   std::vector<int>* fds) {
+  const int n = static_cast<int>(options.addresses.size());
+  int missing = n - 1 - options.rank;
+  while (missing > 0) {
+    Status ready = PollOne(listen_fd, POLLIN, deadline);
+    if (!ready.ok()) {
+      return Timeout(fmt::format("rank {}: {} higher rank(s) did not connect within {} ms",
+                                 options.rank, missing, options.connect_timeout.count()));
+    }
+    int fd = accept4(listen_fd, nullptr, nullptr, SOCK_CLOEXEC);
+    if (fd < 0) continue;  // EAGAIN or a connection reset before we took it
+    Status status = ConfigureStreamSocket(fd, options.socket_busy_poll, options.socket_buffer_bytes);
+    const Deadline hello_deadline = std::min(deadline, DeadlineAfter(kHelloTimeout));
+    Result<Hello> hello = status.ok() ? ReadHello(fd, hello_deadline) : Result<Hello>(status);
+    const bool valid = hello.ok() && hello->group_id == options.group_id &&
+                       hello->n_ranks == uint32_t(n) && hello->rank > uint32_t(options.rank) &&
+                       hello->rank < uint32_t(n) && (*fds)[hello->rank] < 0;
+    if (!valid ||
+        !SendHello(fd, {options.group_id, uint32_t(options.rank), uint32_t(n)}, deadline).ok()) {
+      CloseFd(&fd);  // garbage, a stranger, or a duplicate: not one of ours
+      continue;
+    }
+    (*fds)[hello->rank] = fd;
+    --missing;
+  }
+  return Status::Ok();
+}
+
+}  // namespace
+
+Status TcpOptions::Validate() const {
+  const int n = static_cast<int>(addresses.size());
+  if (n < 1 || n > kRanksMax) return InvalidArgument(fmt::format("{} ranks is not 1..{}", n, kRanksMax));
+  if (rank < 0 || rank >= n) return InvalidArgument(fmt::format("rank {} is not in 0..{}", rank, n - 1));
+  for (const std::string& address : addresses) {
+    COHORT_RETURN_IF_ERROR(ParseAddress(address).status());
+  }
+  if (connect_timeout.count() <= 0) return InvalidArgument("connect timeout must be positive");
+  if (link.latency_us < 0 || link.bandwidth_bytes_per_s < 0) {
+    return InvalidArgument("link emulation latency and bandwidth must not be negative");
+  }
+  return Status::Ok();
+}
+
+Result<std::unique_ptr<TcpListener>> TcpListener::Bind(const std::string& address) {
+  COHORT_ASSIGN_OR_RETURN(sockaddr_in addr, ParseAddress(address));
+  int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  if (fd < 0) return IoError(fmt::format("socket: {}", std::strerror(errno)));
+  const int one = 1;
+  (void)setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
+  if (bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) != 0 || listen(fd, kRanksMax) != 0) {
+    Status status = IoError(fmt::format("cannot listen on {}: {}", address, std::strerror(errno)));
+    CloseFd(&fd);
+    return status;
+  }
+  socklen_t len = sizeof(addr);
+  getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len);
+  COHORT_RETURN_IF_ERROR(SetNonBlocking(fd));
+  return std::unique_ptr<TcpListener>(new TcpListener(fd, FormatAddress(addr)));
+}
+
+TcpListener::~TcpListener() { CloseFd(&fd_); }
+
+Result<std::unique_ptr<Transport>> ConnectTcpGroup(const TcpOptions& options,
+                                                   std::unique_ptr<TcpListener> listener) {
+  COHORT_RETURN_IF_ERROR(options.Validate());
+  const int n = static_cast<int>(options.addresses.size());
+  const Deadline deadline = DeadlineAfter(options.connect_timeout);
+  if (listener == nullptr && options.rank + 1 < n) {
+    COHORT_ASSIGN_OR_RETURN(listener, TcpListener::Bind(options.addresses[options.rank]));
+  }
+  std::vector<int> fds(n, -1);
+  auto close_all = [&fds] {
+    for (int& fd : fds) CloseFd(&fd);
+  };
+  for (int peer = 0; peer < options.rank; ++peer) {
+    Result<int> fd = ConnectToPeer(peer, options, deadline);
+    if (!fd.ok()) {
+      close_all();
+      return fd.status();
+    }
+    fds[peer] = *fd;
+  }
+  if (options.rank + 1 < n) {
+    Status status = AcceptPeers(listener->fd(), options, deadline, &fds);
+    if (!status.ok()) {
+      close_all();
+      return status;
+    }
+  }
+  return MakeTcpTransport(options.rank, std::move(fds), options);
+}
+
+}  // namespace cohort::comm

@@ -1,0 +1,232 @@
+// The TCP transport's data path: one loop that moves every pending send and receive of an
+// Exchange forward on non-blocking sockets, validating each frame header before its payload.
+#include "comm/tcp_transport.h"
+
+#include <poll.h>
+#include <sys/socket.h>
+#include <sys/uio.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+
+#include <fmt/format.h>
+
+#include "comm/frame.h"
+#include "comm/link_emulator.h"
+#include "comm/socket_util.h"
+#include "comm/wait.h"
+
+namespace cohort::comm {
+namespace {
+
+struct SendState {
+  int peer = -1;
+  FrameHeaderBytes header{};
+  std::span<const std::byte> payload;
+  size_t done = 0;  // bytes of header + payload written
+  bool finished() const { return done == kFrameHeaderBytes + payload.size(); }
+};
+
+struct RecvState {
+  int peer = -1;
+  uint32_t tag = 0;
+  FrameHeaderBytes header{};
+  std::span<std::byte> payload;
+  size_t done = 0;  // bytes of header + payload read
+  bool finished() const { return done == kFrameHeaderBytes + payload.size(); }
+};
+
+bool WouldBlock(int error) { return error == EAGAIN || error == EWOULDBLOCK || error == EINTR; }
+
+class TcpTransport final : public Transport {
+ public:
+  TcpTransport(int rank, std::vector<int> fds, const TcpOptions& options)
+      : rank_(rank), fds_(std::move(fds)), wait_(options.wait) {
+    if (options.link.enabled()) emulator_ = std::make_unique<LinkEmulator>(options.link, fds_);
+    sends_.reserve(fds_.size());
+    recvs_.reserve(fds_.size());
+    pollfds_.reserve(fds_.size());
+  }
+  ~TcpTransport() override { Close(); }
+
+  int rank() const override { return rank_; }
+  int size() const override { return static_cast<int>(fds_.size()); }
+  const char* name() const override { return "tcp"; }
+
+  Status Exchange(std::span<const SendOp> sends, std::span<const RecvOp> recvs,
+                  Deadline deadline) override;
+  void Close() override;
+
+ private:
+  Status ProgressSend(SendState* s, bool* progressed);
+  Status ProgressRecv(RecvState* r, bool* progressed);
+  Status Block(Deadline deadline);
+  Status Fail(Status status) {
+    broken_ = status.Annotate(fmt::format("tcp rank {}", rank_));
+    return broken_;
+  }
+  std::string DescribePending() const;
+
+  int rank_;
+  std::vector<int> fds_;
+  WaitPolicy wait_;
+  std::unique_ptr<LinkEmulator> emulator_;
+  Status broken_;
+  bool closed_ = false;
+  // Reused across calls so the steady state allocates nothing.
+  std::vector<SendState> sends_;
+  std::vector<RecvState> recvs_;
+  std::vector<pollfd> pollfds_;
+};
+
+Status TcpTransport::Exchange(std::span<const SendOp> sends, std::span<const RecvOp> recvs,
+                              Deadline deadline) {
+  if (!broken_.ok()) return broken_;
+  if (closed_) return Unavailable("tcp transport is closed");
+  CheckExchangeArgs(rank_, size(), sends, recvs);
+  sends_.clear();
+  recvs_.clear();
+  for (const SendOp& op : sends) {
+    SendState s{op.peer, EncodeFrameHeader({op.tag, op.data.size()}), op.data, 0};
+    if (emulator_ != nullptr) {
+      emulator_->Enqueue(op.peer, s.header, op.data);  // delivered later by the emulator thread
+    } else {
+      sends_.push_back(s);
+    }
+  }
+  for (const RecvOp& op : recvs) recvs_.push_back({op.peer, op.tag, {}, op.data, 0});
+
+  Backoff backoff(wait_);
+  for (;;) {
+    bool progressed = false;
+    bool pending = false;
+    for (SendState& s : sends_) {
+      if (s.finished()) continue;
+      Status status = ProgressSend(&s, &progressed);
+      if (!status.ok()) return Fail(status);
+      pending |= !s.finished();
+    }
+    for (RecvState& r : recvs_) {
+      if (r.finished()) continue;
+      Status status = ProgressRecv(&r, &progressed);
+      if (!status.ok()) return Fail(status);
+      pending |= !r.finished();
+    }
+    if (emulator_ != nullptr) {
+      Status status = emulator_->status();
+      if (!status.ok()) return Fail(status);
+    }
+    if (!pending) return Status::Ok();
+    if (progressed) {
+      backoff.Progressed();
+      continue;
+    }
+    if (Clock::now() >= deadline) {
+      return Fail(Timeout("timed out waiting for " + DescribePending()));
+    }
+    if (backoff.ShouldBlock()) COHORT_RETURN_IF_ERROR(Block(deadline));
+  }
+}
+
+Status TcpTransport::ProgressSend(SendState* s, bool* progressed) {
+  iovec iov[2];
+  int n_iov = 0;
+  if (s->done < kFrameHeaderBytes) {
+    iov[n_iov++] = {s->header.data() + s->done, kFrameHeaderBytes - s->done};
+  }
+  const size_t payload_done = s->done > kFrameHeaderBytes ? s->done - kFrameHeaderBytes : 0;
+  if (payload_done < s->payload.size()) {
+    iov[n_iov++] = {const_cast<std::byte*>(s->payload.data()) + payload_done,
+                    s->payload.size() - payload_done};
+  }
+  msghdr msg{};
+  msg.msg_iov = iov;
+  msg.msg_iovlen = static_cast<size_t>(n_iov);
+  const ssize_t n = sendmsg(fds_[s->peer], &msg, MSG_NOSIGNAL | MSG_DONTWAIT);
+  if (n > 0) {
+    s->done += static_cast<size_t>(n);
+    *progressed = true;
+    return Status::Ok();
+  }
+  if (n < 0 && WouldBlock(errno)) return Status::Ok();
+  return Unavailable(fmt::format("send to rank {} failed: {} (peer gone?)", s->peer,
+                                 n < 0 ? std::strerror(errno) : "no progress"));
+}
+
+Status TcpTransport::ProgressRecv(RecvState* r, bool* progressed) {
+  std::byte* dst;
+  size_t want;
+  if (r->done < kFrameHeaderBytes) {
+    dst = r->header.data() + r->done;
+    want = kFrameHeaderBytes - r->done;  // the header alone: the payload size is not trusted yet
+  } else {
+    dst = r->payload.data() + (r->done - kFrameHeaderBytes);
+    want = r->payload.size() - (r->done - kFrameHeaderBytes);
+  }
+  const ssize_t n = recv(fds_[r->peer], dst, want, MSG_DONTWAIT);
+  if (n == 0) return Unavailable(fmt::format("rank {} closed the connection", r->peer));
+  if (n < 0) {
+    if (WouldBlock(errno)) return Status::Ok();
+    return Unavailable(fmt::format("recv from rank {} failed: {}", r->peer, std::strerror(errno)));
+  }
+  const bool header_was_partial = r->done < kFrameHeaderBytes;
+  r->done += static_cast<size_t>(n);
+  *progressed = true;
+  if (header_was_partial && r->done == kFrameHeaderBytes) {
+    COHORT_RETURN_IF_ERROR(CheckFrameHeader(r->header, r->tag, r->payload.size(), r->peer));
+  }
+  return Status::Ok();
+}
+
+Status TcpTransport::Block(Deadline deadline) {
+  pollfds_.clear();
+  for (const SendState& s : sends_) {
+    if (!s.finished()) pollfds_.push_back({fds_[s.peer], POLLOUT, 0});
+  }
+  for (const RecvState& r : recvs_) {
+    if (!r.finished()) pollfds_.push_back({fds_[r.peer], POLLIN, 0});
+  }
+  // The emulator reports errors asynchronously; do not sleep past a few ms without looking.
+  int timeout_ms = PollTimeoutMs(deadline);
+  if (emulator_ != nullptr) timeout_ms = std::min(timeout_ms, 5);
+  const int n = poll(pollfds_.data(), pollfds_.size(), timeout_ms);
+  if (n < 0 && errno != EINTR) return Fail(IoError(fmt::format("poll: {}", std::strerror(errno))));
+  return Status::Ok();
+}
+
+std::string TcpTransport::DescribePending() const {
+  std::string out;
+  for (const SendState& s : sends_) {
+    if (!s.finished()) out += fmt::format("{}send to rank {}", out.empty() ? "" : ", ", s.peer);
+  }
+  for (const RecvState& r : recvs_) {
+    if (!r.finished()) {
+      out += fmt::format("{}recv from rank {} ({} of {} bytes)", out.empty() ? "" : ", ", r.peer,
+                         r.done, r.payload.size() + kFrameHeaderBytes);
+    }
+  }
+  return out;
+}
+
+void TcpTransport::Close() {
+  if (closed_) return;
+  closed_ = true;
+  if (emulator_ != nullptr) {
+    emulator_->Flush(DeadlineAfter(std::chrono::seconds(1)));
+    emulator_.reset();
+  }
+  for (int& fd : fds_) {
+    if (fd >= 0) shutdown(fd, SHUT_RDWR);
+    CloseFd(&fd);
+  }
+}
+
+}  // namespace
+
+std::unique_ptr<Transport> MakeTcpTransport(int rank, std::vector<int> fds,
+                                            const TcpOptions& options) {
+  return std::make_unique<TcpTransport>(rank, std::move(fds), options);
+}
+
+}  // namespace cohort::comm
