@@ -14,6 +14,7 @@ packages=(
   libcpp-httplib-dev libsodium-dev
   clang libclang-rt-14-dev
   iproute2
+  libopenmpi-dev openmpi-bin libucx-dev
 )
 # Node.js may come from elsewhere (e.g. nodesource); only ask Debian for it when absent.
 command -v node >/dev/null 2>&1 || packages+=(nodejs)
