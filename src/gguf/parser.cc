@@ -59,31 +59,40 @@ class File::Parser {
 
   std::string At() const { return "at byte " + std::to_string(pos_); }
 
-  Status Truncated(uint64_t need, std::string_view what) const {
-    return Corrupt("truncated: " + std::string(what) + " " + At() + " needs " +
+  // Error descriptions are passed in pieces and joined only on failure, so the hot path
+  // (hundreds of thousands of vocabulary strings) allocates nothing for them.
+  Status Truncated(uint64_t need, std::string_view what, std::string_view suffix,
+                   std::string_view suffix2) const {
+    return Corrupt("truncated: " + Join(what, suffix, suffix2) + " " + At() + " needs " +
                    std::to_string(need) + " bytes but only " + std::to_string(remaining()) +
                    " remain (file size " + std::to_string(bytes_.size()) + ")");
   }
 
+  static std::string Join(std::string_view a, std::string_view b, std::string_view c = {}) {
+    std::string out(a);
+    return out.append(b).append(c);
+  }
+
   template <typename T>
-  Status Read(T* out, std::string_view what) {
-    if (remaining() < sizeof(T)) return Truncated(sizeof(T), what);
+  Status Read(T* out, std::string_view what, std::string_view suffix = {},
+              std::string_view suffix2 = {}) {
+    if (remaining() < sizeof(T)) return Truncated(sizeof(T), what, suffix, suffix2);
     std::memcpy(out, bytes_.data() + pos_, sizeof(T));
     pos_ += sizeof(T);
     return Status::Ok();
   }
 
-  // A u64 length then that many bytes. `what` names the string for error messages.
-  Status ReadString(std::string* out, const std::string& what) {
+  // A u64 length then that many bytes. `what` + `suffix` name the string for error messages.
+  Status ReadString(std::string* out, std::string_view what, std::string_view suffix = {}) {
     uint64_t n = 0;
-    COHORT_RETURN_IF_ERROR(Read(&n, what + " length"));
+    COHORT_RETURN_IF_ERROR(Read(&n, what, suffix, " length"));
     if (n > limits_.max_string_bytes) {
-      return OutOfRange(what + " " + At() + ": length " + std::to_string(n) +
+      return OutOfRange(Join(what, suffix) + " " + At() + ": length " + std::to_string(n) +
                         " exceeds the limit of " + std::to_string(limits_.max_string_bytes) +
                         " bytes");
     }
     if (n > remaining()) {
-      return Corrupt(what + " " + At() + ": length " + std::to_string(n) +
+      return Corrupt(Join(what, suffix) + " " + At() + ": length " + std::to_string(n) +
                      " runs past the end of the file (" + std::to_string(remaining()) +
                      " bytes remain)");
     }
@@ -158,7 +167,7 @@ class File::Parser {
       }
       const std::string what = "key " + Quote(kv.key);
       uint32_t type_id = 0;
-      COHORT_RETURN_IF_ERROR(Read(&type_id, what + " value type"));
+      COHORT_RETURN_IF_ERROR(Read(&type_id, what, " value type"));
       if (!IsKnownValueType(type_id)) {
         return Corrupt(what + " at byte " + std::to_string(pos_ - 4) + ": unknown value type " +
                        std::to_string(type_id));
@@ -185,7 +194,7 @@ class File::Parser {
       case ValueType::kFloat64: return ReadFloat<double>(what, out);
       case ValueType::kBool: {
         uint8_t b = 0;
-        COHORT_RETURN_IF_ERROR(Read(&b, what + " bool value"));
+        COHORT_RETURN_IF_ERROR(Read(&b, what, " bool value"));
         if (b > 1) {
           return Corrupt(what + " at byte " + std::to_string(pos_ - 1) + ": bool value " +
                          std::to_string(b) + " is neither 0 nor 1");
@@ -195,7 +204,7 @@ class File::Parser {
       }
       case ValueType::kString: {
         std::string s;
-        COHORT_RETURN_IF_ERROR(ReadString(&s, what + " string value"));
+        COHORT_RETURN_IF_ERROR(ReadString(&s, what, " string value"));
         out->data = std::move(s);
         return Status::Ok();
       }
@@ -207,21 +216,21 @@ class File::Parser {
   template <typename T>
   Status ReadUint(const std::string& what, Value* out) {
     T v{};
-    COHORT_RETURN_IF_ERROR(Read(&v, what + " value"));
+    COHORT_RETURN_IF_ERROR(Read(&v, what, " value"));
     out->data = static_cast<uint64_t>(v);
     return Status::Ok();
   }
   template <typename T>
   Status ReadInt(const std::string& what, Value* out) {
     T v{};
-    COHORT_RETURN_IF_ERROR(Read(&v, what + " value"));
+    COHORT_RETURN_IF_ERROR(Read(&v, what, " value"));
     out->data = static_cast<int64_t>(v);
     return Status::Ok();
   }
   template <typename T>
   Status ReadFloat(const std::string& what, Value* out) {
     T v{};
-    COHORT_RETURN_IF_ERROR(Read(&v, what + " value"));
+    COHORT_RETURN_IF_ERROR(Read(&v, what, " value"));
     out->data = static_cast<double>(v);
     return Status::Ok();
   }
@@ -232,14 +241,14 @@ class File::Parser {
                         std::to_string(limits_.max_array_depth));
     }
     uint32_t type_id = 0;
-    COHORT_RETURN_IF_ERROR(Read(&type_id, what + " array element type"));
+    COHORT_RETURN_IF_ERROR(Read(&type_id, what, " array element type"));
     if (!IsKnownValueType(type_id)) {
       return Corrupt(what + " at byte " + std::to_string(pos_ - 4) +
                      ": unknown array element type " + std::to_string(type_id));
     }
     const auto element_type = static_cast<ValueType>(type_id);
     uint64_t count = 0;
-    COHORT_RETURN_IF_ERROR(Read(&count, what + " array count"));
+    COHORT_RETURN_IF_ERROR(Read(&count, what, " array count"));
     COHORT_RETURN_IF_ERROR(CheckArrayCount(count, element_type, what));
     Array array;
     array.element_type = element_type;
@@ -312,27 +321,27 @@ class File::Parser {
     const std::string what = "tensor " + Quote(info->name);
     if (info->name.empty()) return Corrupt("tensor #" + std::to_string(index) + " has an empty name");
     uint32_t n_dims = 0;
-    COHORT_RETURN_IF_ERROR(Read(&n_dims, what + " n_dims"));
+    COHORT_RETURN_IF_ERROR(Read(&n_dims, what, " n_dims"));
     if (n_dims > static_cast<uint32_t>(kMaxDims)) {
       return Corrupt(what + " " + At() + ": n_dims " + std::to_string(n_dims) +
                      " exceeds the maximum of " + std::to_string(kMaxDims));
     }
     info->ne.resize(n_dims);
     for (uint32_t d = 0; d < n_dims; ++d) {
-      COHORT_RETURN_IF_ERROR(Read(&info->ne[d], what + " ne"));
+      COHORT_RETURN_IF_ERROR(Read(&info->ne[d], what, " ne"));
       if (info->ne[d] < 0) {
         return Corrupt(what + ": ne[" + std::to_string(d) + "] = " +
                        std::to_string(info->ne[d]) + " is negative");
       }
     }
     uint32_t type_id = 0;
-    COHORT_RETURN_IF_ERROR(Read(&type_id, what + " type"));
+    COHORT_RETURN_IF_ERROR(Read(&type_id, what, " type"));
     const std::optional<DTypeTraits> traits = FindDType(type_id);
     if (!traits) {
       return Unsupported(what + ": unknown ggml type id " + std::to_string(type_id));
     }
     info->type = traits->type;
-    COHORT_RETURN_IF_ERROR(Read(&info->offset, what + " offset"));
+    COHORT_RETURN_IF_ERROR(Read(&info->offset, what, " offset"));
     return ComputeBytes(what, *traits, info);
   }
 
