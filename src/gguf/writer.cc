@@ -113,12 +113,18 @@ uint64_t Writer::TensorBytes(DType type, const std::vector<int64_t>& ne) {
   const DTypeTraits& traits = Traits(type);
   const int64_t ne0 = ne.empty() ? 1 : ne[0];
   COHORT_CHECK_EQ(ne0 % traits.block_size, 0);
+  bool empty = false;
+  for (int64_t d : ne) {
+    COHORT_CHECK_GE(d, 0);
+    empty = empty || d == 0;
+  }
+  // An empty tensor has no bytes however large its other dimensions (found by the fuzzer:
+  // a partial product could overflow before reaching the zero).
+  if (empty) return 0;
   uint64_t n = static_cast<uint64_t>(ne0 / traits.block_size * traits.type_size);
   for (size_t d = 1; d < ne.size(); ++d) {
-    COHORT_CHECK_GE(ne[d], 0);
     COHORT_CHECK(!__builtin_mul_overflow(n, static_cast<uint64_t>(ne[d]), &n));
   }
-  COHORT_CHECK_GE(ne0, 0);
   return n;
 }
 
