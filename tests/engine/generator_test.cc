@@ -329,5 +329,23 @@ TEST(Generator, SameSeedSameTextAcrossRuns) {
   EXPECT_EQ(a->text, b->text);
 }
 
+TEST(LoadedModel, RendersChatWithTheTemplateAndVocabularyTokens) {
+  auto chatml = tokenizer::ChatTemplate::Builtin("chatml");
+  ASSERT_TRUE(chatml.ok()) << chatml.status().ToString();
+  auto loaded = LoadedModel::FromParts(
+      nullptr, MakeTokenizer(), std::make_unique<ScriptModel>(kScript, 64),
+      std::make_unique<tokenizer::ChatTemplate>(std::move(chatml).value()));
+  auto text = loaded->RenderChat({{"system", "Be brief."}, {"user", "Hi"}});
+  ASSERT_TRUE(text.ok()) << text.status().ToString();
+  EXPECT_EQ(*text,
+            "<|im_start|>system\nBe brief.<|im_end|>\n<|im_start|>user\nHi<|im_end|>\n"
+            "<|im_start|>assistant\n");
+
+  auto bare = LoadedModel::FromParts(nullptr, MakeTokenizer(),
+                                     std::make_unique<ScriptModel>(kScript, 64));
+  EXPECT_EQ(bare->chat_template(), nullptr);
+  EXPECT_EQ(bare->RenderChat({{"user", "Hi"}}).status().code(), StatusCode::kNotFound);
+}
+
 }  // namespace
 }  // namespace cohort::engine
