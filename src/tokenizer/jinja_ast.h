@@ -54,6 +54,7 @@ enum class NodeKind {
   kContinue,
   kDo,        // do expr (evaluated for its side effects)
   kScope,     // a block whose body just renders ({% generation %})
+  kFilterBlock,  // filter name(args) body endfilter: expr is the kFilter, children[0] unused
 };
 
 struct Node;

@@ -23,8 +23,12 @@ Result<Value> Interpreter::Eval(const Expr& expr) {
       for (size_t k = 0; k + 1 < expr.children.size(); k += 2) {
         COHORT_ASSIGN_OR_RETURN(Value key, Eval(*expr.children[k]));
         COHORT_ASSIGN_OR_RETURN(Value value, Eval(*expr.children[k + 1]));
-        if (!key.IsString()) return Unsupported("dict keys must be strings, got a " + std::string(KindName(key.kind)));
-        dict.dict->Set(key.s, std::move(value));
+        // Keys are stored as strings; numeric keys (a lookup table keyed by ints) go by their
+        // decimal text, which GetItem uses for numeric subscripts too.
+        if (!key.IsString() && !key.IsNumber()) {
+          return Unsupported("dict keys must be strings or numbers, got a " + std::string(KindName(key.kind)));
+        }
+        dict.dict->SetTyped(key, std::move(value));
       }
       return dict;
     }

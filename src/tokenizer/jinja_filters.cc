@@ -15,7 +15,7 @@ Result<List> AsItems(const Value& v, const std::string& filter) {
   if (v.IsUndefined()) return List{};
   if (v.IsDict()) {
     List keys;
-    for (const auto& [k, value] : v.dict->items) keys.push_back(Value::Str(k));
+    for (const auto& [k, value] : v.dict->items) keys.push_back(v.dict->KeyValue(k));
     return keys;
   }
   if (v.IsString()) {
@@ -50,6 +50,7 @@ Result<Value> AttributePath(Interpreter& interp, Value v, const std::string& pat
 // select/reject/selectattr/rejectattr: keep items whose (attribute's) test result is `keep`.
 Result<Value> SelectFilter(Interpreter& interp, const Value& value, const CallArgs& args, bool by_attr,
                            bool keep, const std::string& filter) {
+  if (!Truthy(value)) return Value::MakeList();  // Jinja iterates only `if value`
   COHORT_ASSIGN_OR_RETURN(List items, AsItems(value, filter));
   size_t next = 0;
   std::string attr;
@@ -78,6 +79,7 @@ Result<Value> SelectFilter(Interpreter& interp, const Value& value, const CallAr
 }
 
 Result<Value> MapFilter(Interpreter& interp, const Value& value, const CallArgs& args) {
+  if (!Truthy(value)) return Value::MakeList();  // Jinja iterates only `if value`
   COHORT_ASSIGN_OR_RETURN(List items, AsItems(value, "map"));
   Value attribute = args.Get(99, "attribute");
   List out;
@@ -269,7 +271,7 @@ Result<Value> ApplyFilter(Interpreter& interp, const std::string& name, const Va
     if (value.IsUndefined()) return Value::MakeList();
     if (!value.IsDict()) return InvalidArgument("filter '" + name + "' expects a mapping, got a " + KindName(value.kind));
     List out;
-    for (const auto& [k, v] : value.dict->items) out.push_back(Value::MakeList({Value::Str(k), v}));
+    for (const auto& [k, v] : value.dict->items) out.push_back(Value::MakeList({value.dict->KeyValue(k), v}));
     if (name == "dictsort") {
       std::stable_sort(out.begin(), out.end(), [](const Value& a, const Value& b) {
         return (*a.list)[0].s < (*b.list)[0].s;

@@ -81,6 +81,7 @@ Result<Interpreter::Flow> Interpreter::ExecNode(const Node& node) {
       break;
     }
     case NodeKind::kScope: return Exec(node.body);
+    case NodeKind::kFilterBlock: COHORT_RETURN_IF_ERROR(At(node.line, ExecFilterBlock(node))); break;
   }
   return Flow::kNormal;
 }
@@ -115,6 +116,13 @@ Status Interpreter::ExecSet(const Node& node) {
   return Status::Ok();
 }
 
+Status Interpreter::ExecFilterBlock(const Node& node) {
+  COHORT_ASSIGN_OR_RETURN(std::string text, Capture(node.body));
+  COHORT_ASSIGN_OR_RETURN(CallArgs args, EvalArgs(*node.expr, 1));
+  COHORT_ASSIGN_OR_RETURN(Value filtered, ApplyFilter(*this, node.expr->name, Value::Str(std::move(text)), args));
+  return Emit(ToStr(filtered));
+}
+
 Result<Interpreter::Flow> Interpreter::ExecFor(const Node& node) {
   auto iterable = Eval(*node.expr);
   if (!iterable.ok()) return At(node.line, iterable.status());
@@ -123,7 +131,7 @@ Result<Interpreter::Flow> Interpreter::ExecFor(const Node& node) {
   if (v.IsList()) {
     items = *v.list;
   } else if (v.IsDict()) {
-    for (const auto& [key, value] : v.dict->items) items.push_back(Value::Str(key));
+    for (const auto& [key, value] : v.dict->items) items.push_back(v.dict->KeyValue(key));
   } else if (v.IsString()) {
     std::vector<size_t> offsets = Utf8Offsets(v.s);
     for (size_t k = 0; k + 1 < offsets.size(); ++k) {

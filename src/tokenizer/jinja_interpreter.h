@@ -41,6 +41,7 @@ class Interpreter {
   Result<Flow> ExecIf(const Node& node);
   Result<Flow> ExecFor(const Node& node);
   Status ExecSet(const Node& node);
+  Status ExecFilterBlock(const Node& node);
   Status RunLoop(const Node& node, const List& items);
   Value MakeMacro(const Node& node);
   Result<Value> CallMacro(const Node& node, const CallArgs& args);

@@ -69,6 +69,40 @@ std::string MapChars(std::string s, int (*fn)(int)) {
   return s;
 }
 
+// Python str.format with `{}`, `{0}` and `{name}` fields (no format specs) and `{{`/`}}`.
+Result<Value> Format(const std::string& s, const CallArgs& a) {
+  std::string out;
+  size_t next_auto = 0;
+  for (size_t k = 0; k < s.size(); ++k) {
+    char c = s[k];
+    if ((c == '{' || c == '}') && k + 1 < s.size() && s[k + 1] == c) {
+      out += c;
+      ++k;
+      continue;
+    }
+    if (c != '{') {
+      out += c;
+      continue;
+    }
+    size_t close = s.find('}', k);
+    if (close == std::string::npos) return InvalidArgument("str.format: unmatched '{'");
+    std::string field = s.substr(k + 1, close - k - 1);
+    if (field.find_first_of(":!") != std::string::npos) return Unsupported("str.format: format specs are not supported");
+    Value v;
+    if (field.empty()) {
+      v = a.Get(next_auto++, "");
+    } else if (std::all_of(field.begin(), field.end(), ::isdigit)) {
+      v = a.Get(std::stoul(field), "");
+    } else {
+      v = a.Get(SIZE_MAX, field);
+    }
+    if (v.IsUndefined()) return InvalidArgument("str.format: no argument for field '{" + field + "}'");
+    out += ToStr(v);
+    k = close;
+  }
+  return Value::Str(std::move(out));
+}
+
 Result<Value> StringMethod(Interpreter& interp, const std::string& s, const std::string& name,
                            const CallArgs& a) {
   if (name == "startswith" || name == "endswith") return AffixTest(s, a.Get(0, "prefix"), name == "startswith");
@@ -106,6 +140,7 @@ Result<Value> StringMethod(Interpreter& interp, const std::string& s, const std:
     args.positional.push_back(Value::Str(s));
     return ApplyFilter(interp, "join", a.Get(0, "iterable"), args);
   }
+  if (name == "format") return Format(s, a);
   if (name == "splitlines") {
     List lines;
     size_t start = 0;
@@ -183,8 +218,8 @@ Result<Value> DictMethod(const std::shared_ptr<Dict>& dict, const std::string& n
   if (name == "items" || name == "keys" || name == "values") {
     List out;
     for (const auto& [k, v] : dict->items) {
-      if (name == "items") out.push_back(Value::MakeList({Value::Str(k), v}));
-      if (name == "keys") out.push_back(Value::Str(k));
+      if (name == "items") out.push_back(Value::MakeList({dict->KeyValue(k), v}));
+      if (name == "keys") out.push_back(dict->KeyValue(k));
       if (name == "values") out.push_back(v);
     }
     return Value::MakeList(std::move(out));
@@ -244,7 +279,7 @@ Result<Value> GetAttribute(Interpreter& interp, const Value& obj, const std::str
       static const char* const kMethods[] = {"startswith", "endswith", "split", "strip", "lstrip", "rstrip",
                                              "upper", "lower", "replace", "title", "capitalize", "find",
                                              "rfind", "count", "index", "join", "splitlines", "isdigit",
-                                             "isspace", "isalpha", "isalnum"};
+                                             "isspace", "isalpha", "isalnum", "format"};
       for (const char* m : kMethods) {
         if (name == m) {
           std::string s = obj.s;

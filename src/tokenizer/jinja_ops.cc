@@ -151,9 +151,10 @@ Result<Value> BinaryOp(Interpreter& interp, const std::string& op, const Value& 
 Result<Value> GetItem(const Value& obj, const Value& key) {
   switch (obj.kind) {
     case Kind::kDict: {
-      if (!key.IsString()) return Value::Undefined();
-      const Value* found = obj.dict->Find(key.s);
-      return found ? *found : Value::Undefined(key.s);
+      if (!key.IsString() && !key.IsNumber()) return Value::Undefined();
+      std::string name = ToStr(key);
+      const Value* found = obj.dict->Find(name);
+      return found ? *found : Value::Undefined(name);
     }
     case Kind::kList:
     case Kind::kString: {

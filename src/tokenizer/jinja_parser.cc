@@ -135,6 +135,16 @@ class Parser {
       node->kind = NodeKind::kDo;
       COHORT_ASSIGN_OR_RETURN(node->expr, ParseExpression(true));
       COHORT_RETURN_IF_ERROR(Expect(TokenType::kStmtEnd, "'%}'"));
+    } else if (keyword == "filter") {
+      node->kind = NodeKind::kFilterBlock;
+      node->expr = NewExpr(ExprKind::kFilter);
+      COHORT_ASSIGN_OR_RETURN(node->expr->name, ExpectName());
+      node->expr->children.push_back(NewExpr(ExprKind::kLiteral));
+      if (IsOp("(")) COHORT_RETURN_IF_ERROR(ParseCallArgs(node->expr.get()));
+      COHORT_RETURN_IF_ERROR(Expect(TokenType::kStmtEnd, "'%}'"));
+      std::string end;
+      COHORT_ASSIGN_OR_RETURN(node->body, ParseBody({"endfilter"}, &end));
+      COHORT_RETURN_IF_ERROR(Expect(TokenType::kStmtEnd, "'%}'"));
     } else if (keyword == "generation") {
       node->kind = NodeKind::kScope;
       COHORT_RETURN_IF_ERROR(Expect(TokenType::kStmtEnd, "'%}'"));

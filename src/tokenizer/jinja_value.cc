@@ -49,6 +49,25 @@ void Dict::Set(const std::string& key, Value value) {
   items.emplace_back(key, std::move(value));
 }
 
+void Dict::SetTyped(const Value& key, Value value) {
+  if (key.IsString()) {
+    Set(key.s, std::move(value));
+    return;
+  }
+  std::string text = ToStr(key);
+  bool known = false;
+  for (const auto& [k, v] : typed_keys) known = known || k == text;
+  if (!known) typed_keys.emplace_back(text, key);
+  Set(text, std::move(value));
+}
+
+Value Dict::KeyValue(const std::string& key) const {
+  for (const auto& [k, v] : typed_keys) {
+    if (k == key) return v;
+  }
+  return Value::Str(key);
+}
+
 bool Dict::Erase(const std::string& key) {
   for (auto it = items.begin(); it != items.end(); ++it) {
     if (it->first == key) {

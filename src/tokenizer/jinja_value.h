@@ -91,6 +91,12 @@ struct Dict {
   Value* Find(const std::string& key);
   void Set(const std::string& key, Value value);
   bool Erase(const std::string& key);
+
+  // Numeric keys (`{512: 128}`) are stored under their decimal text and remembered here, so
+  // iteration hands back numbers while lookups stay string-based.
+  void SetTyped(const Value& key, Value value);
+  Value KeyValue(const std::string& key) const;
+  std::vector<std::pair<std::string, Value>> typed_keys;
 };
 
 struct CallArgs {

@@ -162,6 +162,35 @@ TEST(RealTemplates, Llama3TrimsMessageContent) {
             "<|start_header_id|>assistant<|end_header_id|>\n\n");
 }
 
+// Every template llama.cpp ships (70 families) must parse and render a plain conversation,
+// except two that Python Jinja2 rejects the same way: Gemma 2 raises (no system role) and
+// firefunction-v2 needs a `functions` variable.
+// Their exact output was cross-checked against Python Jinja2 with
+// tests/data/chat/render_reference.py.
+TEST(RealTemplates, EveryFetchedTemplateParsesAndRenders) {
+  std::string dir = std::string(COHORT_EXTERNAL_DATA) + "/templates";
+  ASSERT_TRUE(std::filesystem::is_directory(dir)) << dir << " is missing: run scripts/fetch-test-data.sh";
+  int rendered = 0;
+  for (const auto& entry : std::filesystem::directory_iterator(dir)) {
+    if (entry.path().extension() != ".jinja") continue;
+    SCOPED_TRACE(entry.path().filename().string());
+    auto tmpl = ChatTemplate::Parse(ReadFile(entry.path().string()));
+    ASSERT_TRUE(tmpl.ok()) << tmpl.status().ToString();
+    auto text = tmpl->Apply(Conversation("<BOS>", "<EOS>"));
+    std::string stem = entry.path().stem().string();
+    if (stem == "google-gemma-2-2b-it" || stem == "fireworks-ai-llama-3-firefunction-v2") {
+      ASSERT_FALSE(text.ok());
+      const char* why = stem[0] == 'g' ? "raised an exception: System role not supported" : "'functions' is undefined";
+      EXPECT_NE(text.status().message().find(why), std::string::npos) << text.status().ToString();
+      continue;
+    }
+    ASSERT_TRUE(text.ok()) << text.status().ToString();
+    EXPECT_NE(text->find("What is 2+2?"), std::string::npos) << *text;
+    ++rendered;
+  }
+  EXPECT_GE(rendered, 68);
+}
+
 // ---- built-in templates: llama.cpp's formats of the same names ----
 
 std::string RenderBuiltin(const std::string& name, bool add_generation_prompt = true) {
