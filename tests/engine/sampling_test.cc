@@ -4,12 +4,31 @@
 
 #include <gtest/gtest.h>
 
+#include <atomic>
 #include <cmath>
+#include <cstdlib>
 #include <limits>
+#include <new>
 #include <map>
 #include <random>
 #include <set>
 #include <vector>
+
+// Counts allocations while g_count_allocations is set, to check the sampler's promise of no
+// allocation per token after warm-up.
+namespace {
+std::atomic<bool> g_count_allocations{false};
+std::atomic<int> g_allocations{0};
+}  // namespace
+
+void* operator new(std::size_t size) {
+  if (g_count_allocations.load(std::memory_order_relaxed)) ++g_allocations;
+  if (void* p = std::malloc(size == 0 ? 1 : size)) return p;
+  throw std::bad_alloc();
+}
+// Not inlined: GCC 12 otherwise pairs the inlined free() with `new` and warns falsely.
+[[gnu::noinline]] void operator delete(void* p) noexcept { std::free(p); }
+[[gnu::noinline]] void operator delete(void* p, std::size_t) noexcept { std::free(p); }
 
 namespace cohort::engine {
 namespace {
@@ -262,6 +281,38 @@ TEST(Sampler, TemperatureSamplingMatchesSoftmax) {
     chi2_wrong += (counts[i] - e) * (counts[i] - e) / e;
   }
   EXPECT_GT(chi2_wrong, 100.0);
+}
+
+TEST(Sampler, NoAllocationPerTokenAfterWarmUp) {
+  std::mt19937 gen(5);
+  std::normal_distribution<float> normal(0.0f, 2.0f);
+  const int32_t n_vocab = 3000;  // past the top-p partial sort
+  std::vector<std::vector<float>> rows(8, std::vector<float>(n_vocab));
+  for (auto& row : rows) {
+    for (float& l : row) l = normal(gen);
+  }
+  SamplingParams p;  // every stage on
+  p.top_k = 0;       // so top-p sorts past its first 256
+  p.top_p = 0.99f;
+  p.repeat_penalty = 1.1f;
+  p.presence_penalty = 0.5f;
+  p.frequency_penalty = 0.5f;
+  p.repeat_last_n = 16;
+  p.logit_bias[7] = 2.0f;
+  Sampler s(p, n_vocab);
+  Logprobs lp;
+  for (int i = 0; i < 4; ++i) s.Accept(s.Sample(rows[i % 8], &lp, 5));  // warm-up
+  g_allocations = 0;
+  g_count_allocations = true;
+  for (int i = 0; i < 200; ++i) s.Accept(s.Sample(rows[i % 8], &lp, 5));
+  g_count_allocations = false;
+  EXPECT_EQ(g_allocations.load(), 0);
+  // The counter itself works: a fresh Logprobs that must grow its top list allocates.
+  g_count_allocations = true;
+  Logprobs fresh;
+  (void)s.Sample(rows[0], &fresh, 5);
+  g_count_allocations = false;
+  EXPECT_GT(g_allocations.load(), 0);
 }
 
 TEST(Sampler, LogprobsAreLogSoftmaxOfRawLogits) {
