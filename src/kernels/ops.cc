@@ -1,0 +1,153 @@
+// Scalar float ops; see ops.h. Accumulation orders and float/double choices follow ggml's CPU
+// code where they affect the last bits (RMSNorm sum in double, RoPE theta by repeated product).
+#include "kernels/ops.h"
+
+#include <algorithm>
+#include <cmath>
+#include <limits>
+#include <numbers>
+
+#include "core/check.h"
+#include "core/fp16.h"
+
+namespace cohort::kernels {
+
+void RmsNorm(const float* x, const float* w, int64_t n, float eps, float* y) {
+  COHORT_CHECK_GT(n, 0);
+  double sum = 0.0;
+  for (int64_t i = 0; i < n; ++i) sum += static_cast<double>(x[i] * x[i]);
+  const float mean = static_cast<float>(sum / static_cast<double>(n));
+  const float scale = 1.0f / std::sqrt(mean + eps);
+  for (int64_t i = 0; i < n; ++i) y[i] = x[i] * scale;
+  if (w != nullptr) {
+    for (int64_t i = 0; i < n; ++i) y[i] *= w[i];
+  }
+}
+
+namespace {
+
+float YarnCorrDim(int n_rot, int n_ctx_orig, float n_rotations, float base) {
+  return static_cast<float>(n_rot) *
+         std::log(static_cast<float>(n_ctx_orig) / (n_rotations * 2.0f * std::numbers::pi_v<float>)) /
+         (2.0f * std::log(base));
+}
+
+float YarnRamp(float low, float high, int64_t i0) {
+  const float y = (static_cast<float>(i0 / 2) - low) / std::max(0.001f, high - low);
+  return 1.0f - std::min(1.0f, std::max(0.0f, y));
+}
+
+}  // namespace
+
+void RopeYarnCorrDims(const RopeParams& p, float dims[2]) {
+  const float start = std::floor(YarnCorrDim(p.n_rot, p.n_ctx_orig, p.beta_fast, p.freq_base));
+  const float end = std::ceil(YarnCorrDim(p.n_rot, p.n_ctx_orig, p.beta_slow, p.freq_base));
+  dims[0] = std::max(0.0f, start);
+  dims[1] = std::min(static_cast<float>(p.n_rot - 1), end);
+}
+
+void RopeCache(const RopeParams& p, int64_t pos, float* cache) {
+  COHORT_CHECK(p.n_rot > 0 && p.n_rot % 2 == 0);
+  float corr_dims[2] = {0.0f, 0.0f};
+  if (p.ext_factor != 0.0f) RopeYarnCorrDims(p, corr_dims);
+  const float theta_scale = std::pow(p.freq_base, -2.0f / static_cast<float>(p.n_rot));
+  // theta is advanced by repeated multiplication, as ggml does, so the angles agree bitwise.
+  float theta = static_cast<float>(pos);
+  for (int64_t i0 = 0; i0 < p.n_rot; i0 += 2) {
+    const float ff = p.freq_factors != nullptr ? p.freq_factors[i0 / 2] : 1.0f;
+    const float theta_extrap = theta / ff;
+    const float theta_interp = p.freq_scale * theta_extrap;
+    float angle = theta_interp;
+    float mscale = p.attn_factor;
+    if (p.ext_factor != 0.0f) {
+      const float ramp_mix = YarnRamp(corr_dims[0], corr_dims[1], i0) * p.ext_factor;
+      angle = theta_interp * (1.0f - ramp_mix) + theta_extrap * ramp_mix;
+      mscale *= 1.0f + 0.1f * std::log(1.0f / p.freq_scale);
+    }
+    cache[i0] = std::cos(angle) * mscale;
+    cache[i0 + 1] = std::sin(angle) * mscale;
+    theta *= theta_scale;
+  }
+}
+
+void RopeApply(RopeMode mode, int n_rot, const float* cache, float* x) {
+  // NORM pairs adjacent values; NEOX pairs value i with value i + n_rot/2.
+  const int64_t offset = mode == RopeMode::kNorm ? 1 : n_rot / 2;
+  for (int64_t i0 = 0; i0 < n_rot; i0 += 2) {
+    const int64_t ic = mode == RopeMode::kNorm ? i0 : i0 / 2;
+    const float c = cache[i0];
+    const float s = cache[i0 + 1];
+    const float x0 = x[ic];
+    const float x1 = x[ic + offset];
+    x[ic] = x0 * c - x1 * s;
+    x[ic + offset] = x0 * s + x1 * c;
+  }
+}
+
+void Rope(const RopeParams& p, int64_t pos, float* x, int n_heads, int64_t head_stride,
+          float* cache) {
+  RopeCache(p, pos, cache);
+  for (int h = 0; h < n_heads; ++h) RopeApply(p.mode, p.n_rot, cache, x + h * head_stride);
+}
+
+void Softmax(float* x, int64_t n) {
+  COHORT_CHECK_GT(n, 0);
+  float max = -std::numeric_limits<float>::infinity();
+  for (int64_t i = 0; i < n; ++i) max = std::max(max, x[i]);
+  COHORT_CHECK(max > -std::numeric_limits<float>::infinity());
+  double sum = 0.0;
+  for (int64_t i = 0; i < n; ++i) {
+    x[i] = std::exp(x[i] - max);
+    sum += static_cast<double>(x[i]);
+  }
+  const float inv = static_cast<float>(1.0 / sum);
+  for (int64_t i = 0; i < n; ++i) x[i] *= inv;
+}
+
+float Silu(float x) { return x / (1.0f + std::exp(-x)); }
+float Sigmoid(float x) { return 1.0f / (1.0f + std::exp(-x)); }
+
+void SwiGlu(const float* gate, const float* up, int64_t n, float* out) {
+  for (int64_t i = 0; i < n; ++i) out[i] = Silu(gate[i]) * up[i];
+}
+
+void Add(const float* x, int64_t n, float* y) {
+  for (int64_t i = 0; i < n; ++i) y[i] += x[i];
+}
+
+void Scale(float s, int64_t n, float* y) {
+  for (int64_t i = 0; i < n; ++i) y[i] *= s;
+}
+
+void AddScaled(const float* x, float s, int64_t n, float* y) {
+  for (int64_t i = 0; i < n; ++i) y[i] += s * x[i];
+}
+
+void Mul(const float* w, int64_t n, float* y) {
+  for (int64_t i = 0; i < n; ++i) y[i] *= w[i];
+}
+
+float Dot(const float* a, const float* b, int64_t n) {
+  // Double accumulation keeps long dot products (attention over thousands of positions,
+  // rows of thousands of floats) within float rounding of the exact value.
+  double sum = 0.0;
+  for (int64_t i = 0; i < n; ++i) sum += static_cast<double>(a[i]) * static_cast<double>(b[i]);
+  return static_cast<float>(sum);
+}
+
+float DotF16(const uint16_t* a, const float* b, int64_t n) {
+  double sum = 0.0;
+  for (int64_t i = 0; i < n; ++i) sum += static_cast<double>(Fp16ToFp32(a[i])) * b[i];
+  return static_cast<float>(sum);
+}
+
+int64_t Argmax(const float* x, int64_t n) {
+  COHORT_CHECK_GT(n, 0);
+  int64_t best = 0;
+  for (int64_t i = 1; i < n; ++i) {
+    if (x[i] > x[best]) best = i;
+  }
+  return best;
+}
+
+}  // namespace cohort::kernels

@@ -1,0 +1,62 @@
+// Float elementwise and row ops of the forward pass (RMSNorm, RoPE with YaRN, softmax, SiLU
+// gating, adds), written as ggml's CPU backend computes them so results agree with llama.cpp.
+// Scalar and simple on purpose: SIMD versions are checked against these later.
+#pragma once
+
+#include <cstdint>
+
+namespace cohort::kernels {
+
+// y = x / sqrt(mean(x^2) + eps) * w (w may be null: no gain). y may alias x. The sum of
+// squares is taken in double, as ggml does.
+void RmsNorm(const float* x, const float* w, int64_t n, float eps, float* y);
+
+enum class RopeMode { kNorm, kNeox };  // rotate (x[2i], x[2i+1]) vs. (x[i], x[i + n_rot/2])
+
+// Everything ggml_rope_ext takes besides the tensor and positions.
+struct RopeParams {
+  RopeMode mode = RopeMode::kNorm;
+  int n_rot = 0;                  // rotated dimensions per head (even)
+  float freq_base = 10000.0f;
+  float freq_scale = 1.0f;        // 1 / context-extension factor
+  int n_ctx_orig = 0;             // YaRN: the training context before extension
+  float ext_factor = 0.0f;        // YaRN: 0 disables the extrapolation mix
+  float attn_factor = 1.0f;       // multiplies cos and sin
+  float beta_fast = 32.0f;
+  float beta_slow = 1.0f;
+  const float* freq_factors = nullptr;  // [n_rot/2] divisors of theta (Llama 3.1 rope_freqs)
+};
+
+// The YaRN correction range [low, high] in rotated-dimension units (ggml_rope_yarn_corr_dims).
+void RopeYarnCorrDims(const RopeParams& p, float dims[2]);
+// Fills cache[n_rot] with interleaved (cos, sin) for position pos: computed once per token
+// and reused for every head.
+void RopeCache(const RopeParams& p, int64_t pos, float* cache);
+// Rotates the first n_rot values of x with a cache from RopeCache; the rest stay untouched.
+void RopeApply(RopeMode mode, int n_rot, const float* cache, float* x);
+// RopeCache + RopeApply over n_heads heads of x spaced head_stride floats apart.
+void Rope(const RopeParams& p, int64_t pos, float* x, int n_heads, int64_t head_stride,
+          float* cache);
+
+// In-place softmax of x[0..n) (max-subtracted, sum in double). -inf entries become 0.
+void Softmax(float* x, int64_t n);
+
+float Silu(float x);
+float Sigmoid(float x);
+// out[i] = silu(gate[i]) * up[i]; out may alias gate or up.
+void SwiGlu(const float* gate, const float* up, int64_t n, float* out);
+// y[i] += x[i]
+void Add(const float* x, int64_t n, float* y);
+// y[i] *= s
+void Scale(float s, int64_t n, float* y);
+// y[i] += s * x[i]
+void AddScaled(const float* x, float s, int64_t n, float* y);
+// y[i] *= w[i]
+void Mul(const float* w, int64_t n, float* y);
+float Dot(const float* a, const float* b, int64_t n);
+// Dot of IEEE-half a with float b.
+float DotF16(const uint16_t* a, const float* b, int64_t n);
+// Index of the largest value; ties go to the lowest index.
+int64_t Argmax(const float* x, int64_t n);
+
+}  // namespace cohort::kernels

@@ -1,0 +1,36 @@
+// AttendOne: scores, softmax and the value sum for one (token, head) query.
+#include "model/attention_core.h"
+
+#include <cstring>
+
+#include "core/check.h"
+#include "core/fp16.h"
+#include "kernels/ops.h"
+
+namespace cohort::model {
+
+void AttendOne(const float* q, int64_t dk, CacheRows k, CacheRows v, int64_t dv, int n_pos,
+               float scale, float* scores, float* out) {
+  COHORT_CHECK_GT(n_pos, 0);
+  const bool half = k.type == DType::kF16;
+  for (int p = 0; p < n_pos; ++p) {
+    const uint8_t* row = k.data + p * k.stride_bytes;
+    const float dot = half ? kernels::DotF16(reinterpret_cast<const uint16_t*>(row), q, dk)
+                           : kernels::Dot(reinterpret_cast<const float*>(row), q, dk);
+    scores[p] = dot * scale;
+  }
+  kernels::Softmax(scores, n_pos);
+  std::memset(out, 0, dv * sizeof(float));
+  for (int p = 0; p < n_pos; ++p) {
+    const uint8_t* row = v.data + p * v.stride_bytes;
+    const float w = scores[p];
+    if (v.type == DType::kF16) {
+      const auto* h = reinterpret_cast<const uint16_t*>(row);
+      for (int64_t i = 0; i < dv; ++i) out[i] += w * Fp16ToFp32(h[i]);
+    } else {
+      kernels::AddScaled(reinterpret_cast<const float*>(row), w, dv, out);
+    }
+  }
+}
+
+}  // namespace cohort::model

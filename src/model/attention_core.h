@@ -1,0 +1,24 @@
+// The core of attention for one query: softmax(scale * q·k_p) over the cached positions p,
+// then the weighted sum of the value rows. Keys and values are read in place from the KV cache
+// (F32 or F16); the same routine serves GQA heads and MLA's latent "single KV head".
+#pragma once
+
+#include <cstdint>
+
+#include "core/dtype.h"
+
+namespace cohort::model {
+
+// Rows of a cache region: row p starts at data + p * stride_bytes and holds `type` elements.
+struct CacheRows {
+  const uint8_t* data = nullptr;
+  int64_t stride_bytes = 0;
+  DType type = DType::kF32;
+};
+
+// out[0..dv) = sum_p softmax_p(scale * dot(q, k_p[0..dk))) * v_p[0..dv), p in [0, n_pos).
+// scores must hold n_pos floats.
+void AttendOne(const float* q, int64_t dk, CacheRows k, CacheRows v, int64_t dv, int n_pos,
+               float scale, float* scores, float* out);
+
+}  // namespace cohort::model

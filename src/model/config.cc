@@ -1,0 +1,336 @@
+// ModelConfig::FromGguf: reads `<arch>.*` metadata the way llama.cpp's loader does (same keys,
+// same defaults, same derived values such as the YaRN attention factor), and Validate().
+#include "model/config.h"
+
+#include <cmath>
+#include <string>
+
+#include <fmt/format.h>
+
+#include "gguf/gguf.h"
+
+namespace cohort::model {
+
+const char* ArchName(Arch arch) {
+  switch (arch) {
+    case Arch::kLlama: return "llama";
+    case Arch::kQwen2: return "qwen2";
+    case Arch::kQwen3: return "qwen3";
+    case Arch::kQwen3Moe: return "qwen3moe";
+    case Arch::kDeepseek2: return "deepseek2";
+  }
+  return "?";
+}
+
+namespace {
+
+Result<Arch> ParseArch(const std::string& name) {
+  for (Arch a : {Arch::kLlama, Arch::kQwen2, Arch::kQwen3, Arch::kQwen3Moe, Arch::kDeepseek2}) {
+    if (name == ArchName(a)) return a;
+  }
+  if (name.empty()) return Corrupt("general.architecture is missing");
+  return Unsupported(fmt::format("architecture '{}' is not supported (llama, qwen2, qwen3, "
+                                 "qwen3moe, deepseek2 are)",
+                                 name));
+}
+
+// Typed reads of `<arch>.<key>` that fail with the full key name.
+class KeyReader {
+ public:
+  KeyReader(const gguf::File& file, std::string prefix) : file_(file), prefix_(std::move(prefix)) {}
+
+  std::string Key(const char* key) const { return prefix_ + "." + key; }
+
+  Result<int> Int(const char* key) const {
+    auto v = file_.GetInt(Key(key));
+    if (!v.ok()) return v.status().Annotate("model metadata");
+    return CheckedInt(key, *v);
+  }
+  Result<int> Int(const char* key, int fallback) const {
+    auto v = file_.GetInt(Key(key), fallback);
+    if (!v.ok()) return v.status().Annotate("model metadata");
+    return CheckedInt(key, *v);
+  }
+  Result<float> Float(const char* key) const {
+    auto v = file_.GetFloat(Key(key));
+    if (!v.ok()) return v.status().Annotate("model metadata");
+    return static_cast<float>(*v);
+  }
+  Result<float> Float(const char* key, float fallback) const {
+    auto v = file_.GetFloat(Key(key), fallback);
+    if (!v.ok()) return v.status().Annotate("model metadata");
+    return static_cast<float>(*v);
+  }
+  Result<bool> Bool(const char* key, bool fallback) const {
+    auto v = file_.GetBool(Key(key), fallback);
+    if (!v.ok()) return v.status().Annotate("model metadata");
+    return *v;
+  }
+  Result<std::string> String(const char* key, std::string fallback) const {
+    auto v = file_.GetString(Key(key), std::move(fallback));
+    if (!v.ok()) return v.status().Annotate("model metadata");
+    return *v;
+  }
+  bool Has(const char* key) const { return file_.Find(Key(key)) != nullptr; }
+
+ private:
+  Result<int> CheckedInt(const char* key, int64_t v) const {
+    if (v < 0 || v > (int64_t{1} << 30)) {
+      return Corrupt(fmt::format("model metadata: {} = {} is out of range", Key(key), v));
+    }
+    return static_cast<int>(v);
+  }
+
+  const gguf::File& file_;
+  std::string prefix_;
+};
+
+Result<int> VocabSize(const gguf::File& file, const KeyReader& keys) {
+  if (keys.Has("vocab_size")) return keys.Int("vocab_size");
+  if (const gguf::Value* tokens = file.Find("tokenizer.ggml.tokens")) {
+    if (tokens->type != gguf::ValueType::kArray) {
+      return Corrupt("tokenizer.ggml.tokens is not an array");
+    }
+    return static_cast<int>(std::get<gguf::Array>(tokens->data).items.size());
+  }
+  const gguf::TensorInfo* out = file.FindTensor("output.weight");
+  if (out == nullptr) out = file.FindTensor("token_embd.weight");
+  if (out == nullptr || out->ne.size() < 2) {
+    return Corrupt("cannot tell the vocabulary size: no tokenizer.ggml.tokens, no output tensor");
+  }
+  return static_cast<int>(out->ne[1]);
+}
+
+// llama.cpp's rope parameters: scaling type/factor, YaRN ext/attn factors (llama_context's
+// constructor), beta values and the original context.
+Status ParseRope(const KeyReader& keys, Arch arch, ModelConfig& c) {
+  RopeConfig& r = c.rope;
+  r.type = (arch == Arch::kLlama || arch == Arch::kDeepseek2) ? RopeType::kNorm : RopeType::kNeox;
+  COHORT_ASSIGN_OR_RETURN(r.freq_base, keys.Float("rope.freq_base", 10000.0f));
+  COHORT_ASSIGN_OR_RETURN(std::string scaling, keys.String("rope.scaling.type", "linear"));
+  if (scaling != "none" && scaling != "linear" && scaling != "yarn") {
+    return Unsupported(fmt::format("{} = '{}' is not supported (none, linear, yarn are)",
+                                   keys.Key("rope.scaling.type"), scaling));
+  }
+  float factor = 0.0f;
+  if (keys.Has("rope.scaling.factor")) {
+    COHORT_ASSIGN_OR_RETURN(factor, keys.Float("rope.scaling.factor"));
+  } else {
+    COHORT_ASSIGN_OR_RETURN(factor, keys.Float("rope.scale_linear", 0.0f));
+  }
+  if (factor < 0.0f || !std::isfinite(factor)) {
+    return Corrupt(fmt::format("{} = {} is invalid", keys.Key("rope.scaling.factor"), factor));
+  }
+  r.freq_scale = (factor == 0.0f || scaling == "none") ? 1.0f : 1.0f / factor;
+  COHORT_ASSIGN_OR_RETURN(r.n_ctx_orig, keys.Int("rope.scaling.original_context_length", c.n_ctx_train));
+  COHORT_ASSIGN_OR_RETURN(r.yarn_log_mul, keys.Float("rope.scaling.yarn_log_multiplier", 0.0f));
+  // llama.cpp cancels the 0.1 that the DeepSeek converter folds into the multiplier.
+  if (arch == Arch::kDeepseek2) r.yarn_log_mul /= 0.1f;
+  COHORT_ASSIGN_OR_RETURN(float rope_attn_factor, keys.Float("rope.scaling.attn_factor", 1.0f));
+  COHORT_ASSIGN_OR_RETURN(r.beta_fast, keys.Float("rope.scaling.yarn_beta_fast", 32.0f));
+  COHORT_ASSIGN_OR_RETURN(r.beta_slow, keys.Float("rope.scaling.yarn_beta_slow", 1.0f));
+  r.yarn = scaling == "yarn";
+  r.ext_factor = r.yarn ? 1.0f : 0.0f;
+  r.attn_factor = 1.0f;
+  if (r.ext_factor != 0.0f) {
+    auto get_mscale = [](float scale, float mscale) {
+      return scale <= 1.0f ? 1.0f : 0.1f * mscale * std::log(scale) + 1.0f;
+    };
+    const float f = 1.0f / r.freq_scale;
+    if (r.yarn_log_mul != 0.0f) {
+      const float mscale_all_dims = r.yarn_log_mul;
+      const float mscale =
+          (arch == Arch::kDeepseek2 && mscale_all_dims != 1.0f) ? mscale_all_dims : 1.0f;
+      r.attn_factor = get_mscale(f, mscale) / get_mscale(f, mscale_all_dims);
+    } else {
+      r.attn_factor = get_mscale(f, 1.0f);
+    }
+    // The rope kernel multiplies by (1 + 0.1 ln f) itself when ext_factor != 0.
+    r.attn_factor *= 1.0f / (1.0f + 0.1f * std::log(f));
+  }
+  r.attn_factor *= rope_attn_factor;
+  return Status::Ok();
+}
+
+Status ParseMoe(const KeyReader& keys, Arch arch, ModelConfig& c) {
+  MoeConfig& m = c.moe;
+  COHORT_ASSIGN_OR_RETURN(m.n_expert, keys.Int("expert_count", 0));
+  if (m.n_expert == 0) return Status::Ok();
+  COHORT_ASSIGN_OR_RETURN(m.n_expert_used, keys.Int("expert_used_count"));
+  COHORT_ASSIGN_OR_RETURN(m.n_ff_expert, keys.Int("expert_feed_forward_length"));
+  COHORT_ASSIGN_OR_RETURN(m.n_expert_shared, keys.Int("expert_shared_count", 0));
+  COHORT_ASSIGN_OR_RETURN(m.n_leading_dense, keys.Int("leading_dense_block_count", 0));
+  COHORT_ASSIGN_OR_RETURN(int gating, keys.Int("expert_gating_func", 0));
+  if (gating == 0 || gating == 1) {
+    m.gating = ExpertGating::kSoftmax;  // 0: absent (DeepSeek-V2 files), softmax
+  } else if (gating == 2) {
+    m.gating = ExpertGating::kSigmoid;
+  } else {
+    return Unsupported(fmt::format("{} = {} is not supported (1 softmax, 2 sigmoid)",
+                                   keys.Key("expert_gating_func"), gating));
+  }
+  COHORT_ASSIGN_OR_RETURN(m.weights_scale, keys.Float("expert_weights_scale", 0.0f));
+  // llama.cpp always renormalises qwen3moe's top-k weights; deepseek2 follows the file.
+  COHORT_ASSIGN_OR_RETURN(m.norm_top_k, keys.Bool("expert_weights_norm", arch == Arch::kQwen3Moe));
+  if (arch == Arch::kQwen3Moe) m.norm_top_k = true;
+  COHORT_ASSIGN_OR_RETURN(m.n_group, keys.Int("expert_group_count", 0));
+  COHORT_ASSIGN_OR_RETURN(m.n_group_used, keys.Int("expert_group_used_count", 0));
+  if (m.n_group == 0) m.n_group = 1;
+  if (m.n_group_used == 0) m.n_group_used = m.n_group;
+  return Status::Ok();
+}
+
+Status ParseMla(const KeyReader& keys, ModelConfig& c) {
+  MlaConfig& m = c.mla;
+  COHORT_ASSIGN_OR_RETURN(m.q_lora_rank, keys.Int("attention.q_lora_rank", 0));
+  COHORT_ASSIGN_OR_RETURN(m.kv_lora_rank, keys.Int("attention.kv_lora_rank"));
+  if (!keys.Has("attention.key_length_mla") || !keys.Has("attention.value_length_mla")) {
+    return Unsupported("deepseek2 file without attention.key_length_mla/value_length_mla "
+                       "(legacy fused attn_kv_b layout) is not supported; reconvert it");
+  }
+  COHORT_ASSIGN_OR_RETURN(int k_mla, keys.Int("attention.key_length_mla"));
+  COHORT_ASSIGN_OR_RETURN(m.v_head_dim, keys.Int("attention.value_length_mla"));
+  m.qk_rope_dim = c.rope.n_rot;
+  m.qk_nope_dim = k_mla - m.qk_rope_dim;
+  if (m.qk_nope_dim < 1) {
+    return Corrupt(fmt::format("deepseek2: key_length_mla {} must exceed rope.dimension_count {}",
+                               k_mla, m.qk_rope_dim));
+  }
+  // DeepSeek's YaRN mscale folds into the softmax scale (llama.cpp's deepseek2 graph).
+  const float ln_inv = std::log(1.0f / c.rope.freq_scale);
+  const float attn_factor_org = c.rope.attn_factor * (1.0f + 0.1f * ln_inv);
+  const float mscale = attn_factor_org * (1.0f + 0.1f * c.rope.yarn_log_mul * ln_inv);
+  c.kq_scale = mscale * mscale / std::sqrt(static_cast<float>(k_mla));
+  return Status::Ok();
+}
+
+}  // namespace
+
+Result<ModelConfig> ModelConfig::FromGguf(const gguf::File& file) {
+  ModelConfig c;
+  COHORT_ASSIGN_OR_RETURN(c.arch, ParseArch(file.architecture()));
+  const KeyReader keys(file, ArchName(c.arch));
+  {
+    auto name = file.GetString("general.name", "");
+    c.name = name.ok() ? *name : "";
+  }
+  COHORT_ASSIGN_OR_RETURN(c.n_embd, keys.Int("embedding_length"));
+  COHORT_ASSIGN_OR_RETURN(c.n_layer, keys.Int("block_count"));
+  COHORT_ASSIGN_OR_RETURN(c.n_ff, keys.Int("feed_forward_length", 0));
+  COHORT_ASSIGN_OR_RETURN(c.n_head, keys.Int("attention.head_count"));
+  COHORT_ASSIGN_OR_RETURN(c.n_head_kv, keys.Int("attention.head_count_kv", c.n_head));
+  COHORT_ASSIGN_OR_RETURN(c.n_ctx_train, keys.Int("context_length"));
+  COHORT_ASSIGN_OR_RETURN(c.rms_eps, keys.Float("attention.layer_norm_rms_epsilon"));
+  if (c.n_head <= 0) return Corrupt(fmt::format("{} must be positive", keys.Key("attention.head_count")));
+  const int head_dim = c.n_embd / c.n_head;
+  COHORT_ASSIGN_OR_RETURN(c.head_dim_k, keys.Int("attention.key_length", head_dim));
+  COHORT_ASSIGN_OR_RETURN(c.head_dim_v, keys.Int("attention.value_length", head_dim));
+  COHORT_ASSIGN_OR_RETURN(c.rope.n_rot, keys.Int("rope.dimension_count", c.head_dim_k));
+  COHORT_ASSIGN_OR_RETURN(c.n_vocab, VocabSize(file, keys));
+  COHORT_RETURN_IF_ERROR(ParseRope(keys, c.arch, c));
+  COHORT_RETURN_IF_ERROR(ParseMoe(keys, c.arch, c));
+  c.qkv_bias = c.arch == Arch::kQwen2;
+  c.qk_norm = c.arch == Arch::kQwen3 || c.arch == Arch::kQwen3Moe;
+  c.tied_output = file.FindTensor("output.weight") == nullptr;
+  c.kq_scale = 1.0f / std::sqrt(static_cast<float>(c.head_dim_k));
+  if (c.arch == Arch::kDeepseek2) COHORT_RETURN_IF_ERROR(ParseMla(keys, c));
+  COHORT_RETURN_IF_ERROR(c.Validate());
+  return c;
+}
+
+namespace {
+
+Status Positive(const char* what, int v) {
+  if (v <= 0) return Corrupt(fmt::format("model config: {} = {} must be positive", what, v));
+  return Status::Ok();
+}
+
+}  // namespace
+
+Status ModelConfig::Validate() const {
+  COHORT_RETURN_IF_ERROR(Positive("n_embd", n_embd));
+  COHORT_RETURN_IF_ERROR(Positive("n_layer", n_layer));
+  COHORT_RETURN_IF_ERROR(Positive("n_head", n_head));
+  COHORT_RETURN_IF_ERROR(Positive("n_head_kv", n_head_kv));
+  COHORT_RETURN_IF_ERROR(Positive("head_dim_k", head_dim_k));
+  COHORT_RETURN_IF_ERROR(Positive("head_dim_v", head_dim_v));
+  COHORT_RETURN_IF_ERROR(Positive("n_vocab", n_vocab));
+  COHORT_RETURN_IF_ERROR(Positive("n_ctx_train", n_ctx_train));
+  if (n_head % n_head_kv != 0) {
+    return Corrupt(fmt::format("model config: n_head {} is not a multiple of n_head_kv {}",
+                               n_head, n_head_kv));
+  }
+  if (!(rms_eps > 0.0f) || !std::isfinite(rms_eps)) {
+    return Corrupt(fmt::format("model config: rms epsilon {} must be positive", rms_eps));
+  }
+  if (!(rope.freq_base > 0.0f) || !(rope.freq_scale > 0.0f)) {
+    return Corrupt("model config: rope freq_base and freq_scale must be positive");
+  }
+  const int rope_width = arch == Arch::kDeepseek2 ? mla.qk_rope_dim : head_dim_k;
+  if (rope.n_rot <= 0 || rope.n_rot % 2 != 0 || rope.n_rot > rope_width) {
+    return Corrupt(fmt::format("model config: rope.dimension_count {} must be even and in "
+                               "(0, {}]", rope.n_rot, rope_width));
+  }
+  if (rope.yarn && rope.n_ctx_orig <= 0) {
+    return Corrupt("model config: YaRN needs a positive original context length");
+  }
+  if (moe.n_expert > 0) {
+    COHORT_RETURN_IF_ERROR(Positive("expert_used_count", moe.n_expert_used));
+    COHORT_RETURN_IF_ERROR(Positive("expert_feed_forward_length", moe.n_ff_expert));
+    if (moe.n_expert_used > moe.n_expert) {
+      return Corrupt(fmt::format("model config: expert_used_count {} exceeds expert_count {}",
+                                 moe.n_expert_used, moe.n_expert));
+    }
+    if (moe.n_group < 1 || moe.n_expert % moe.n_group != 0 || moe.n_group_used < 1 ||
+        moe.n_group_used > moe.n_group) {
+      return Corrupt(fmt::format("model config: expert groups {}/{} do not divide {} experts",
+                                 moe.n_group_used, moe.n_group, moe.n_expert));
+    }
+    if (moe.n_group > 1 && moe.n_expert / moe.n_group < 2) {
+      return Corrupt("model config: grouped expert selection needs >= 2 experts per group");
+    }
+    if (moe.n_group > 1 && moe.n_expert_used > moe.n_group_used * (moe.n_expert / moe.n_group)) {
+      return Corrupt("model config: expert_used_count exceeds the experts of the used groups");
+    }
+  }
+  if (moe.n_leading_dense > n_layer) {
+    return Corrupt("model config: leading_dense_block_count exceeds block_count");
+  }
+  const bool needs_dense = moe.n_expert == 0 || moe.n_leading_dense > 0;
+  if (needs_dense) COHORT_RETURN_IF_ERROR(Positive("feed_forward_length", n_ff));
+  if (arch == Arch::kDeepseek2) {
+    COHORT_RETURN_IF_ERROR(Positive("kv_lora_rank", mla.kv_lora_rank));
+    COHORT_RETURN_IF_ERROR(Positive("value_length_mla", mla.v_head_dim));
+    COHORT_RETURN_IF_ERROR(Positive("qk_nope_dim", mla.qk_nope_dim));
+    if (mla.qk_rope_dim != rope.n_rot) return Corrupt("model config: MLA rope dim != n_rot");
+  }
+  if (!(kq_scale > 0.0f) || !std::isfinite(kq_scale)) {
+    return Corrupt(fmt::format("model config: kq_scale {} must be positive", kq_scale));
+  }
+  return Status::Ok();
+}
+
+std::string ModelConfig::ToString() const {
+  std::string s = fmt::format(
+      "arch={} n_embd={} n_layer={} n_head={} n_head_kv={} head_dim_k={} head_dim_v={} n_ff={} "
+      "n_vocab={} n_ctx_train={} rms_eps={} kq_scale={} tied={} rope(n_rot={} base={} "
+      "freq_scale={} yarn={} ext={} attn_factor={})",
+      ArchName(arch), n_embd, n_layer, n_head, n_head_kv, head_dim_k, head_dim_v, n_ff, n_vocab,
+      n_ctx_train, rms_eps, kq_scale, tied_output, rope.n_rot, rope.freq_base, rope.freq_scale,
+      rope.yarn, rope.ext_factor, rope.attn_factor);
+  if (moe.n_expert > 0) {
+    s += fmt::format(" moe(n_expert={} used={} n_ff_exp={} shared={} dense_lead={} gating={} "
+                     "norm={} scale={} groups={}/{})",
+                     moe.n_expert, moe.n_expert_used, moe.n_ff_expert, moe.n_expert_shared,
+                     moe.n_leading_dense,
+                     moe.gating == ExpertGating::kSigmoid ? "sigmoid" : "softmax",
+                     moe.norm_top_k, moe.weights_scale, moe.n_group_used, moe.n_group);
+  }
+  if (arch == Arch::kDeepseek2) {
+    s += fmt::format(" mla(q_lora={} kv_lora={} nope={} rope={} v={})", mla.q_lora_rank,
+                     mla.kv_lora_rank, mla.qk_nope_dim, mla.qk_rope_dim, mla.v_head_dim);
+  }
+  return s;
+}
+
+}  // namespace cohort::model

@@ -1,0 +1,145 @@
+// Decoder::Forward and its batch checks; see decoder.h.
+#include "model/decoder.h"
+
+#include <cstring>
+
+#include <fmt/format.h>
+
+#include "kernels/matmul.h"
+#include "kernels/ops.h"
+#include "kernels/quant.h"
+
+namespace cohort::model {
+
+int Batch::n_logits() const {
+  int n = 0;
+  for (uint8_t w : want_logits) n += w != 0;
+  return n;
+}
+
+LayerShard FullShard(const ModelConfig& c) {
+  LayerShard s;
+  s.heads = {0, c.n_head};
+  s.ffn_cols = {0, c.n_ff};
+  s.experts = {0, c.moe.n_expert};
+  s.shared_cols = {0, static_cast<int64_t>(c.moe.n_ff_expert) * c.moe.n_expert_shared};
+  return s;
+}
+
+Decoder::Decoder(ModelConfig config, OutputWeights output)
+    : config_(std::move(config)), output_(output), shard_(FullShard(config_)) {}
+
+Result<std::unique_ptr<KvCache>> Decoder::NewKvCache(const KvCacheOptions& options) const {
+  KvCacheOptions o = options;
+  if (o.n_ctx == 0) o.n_ctx = config_.n_ctx_train;
+  COHORT_RETURN_IF_ERROR(o.Validate());
+  return std::make_unique<KvCache>(o, config_.n_layer, KvKeyWidth(), KvValueWidth());
+}
+
+Status Decoder::CheckBatch(const Batch& batch, const KvCache& cache, size_t logits_size) {
+  const size_t n = batch.tokens.size();
+  if (n == 0) return InvalidArgument("batch is empty");
+  if (batch.positions.size() != n || batch.seq_ids.size() != n || batch.want_logits.size() != n) {
+    return InvalidArgument("batch fields have different lengths");
+  }
+  if (cache.k_width() != KvKeyWidth() || cache.v_width() != KvValueWidth()) {
+    return InvalidArgument("kv cache was not made for this model");
+  }
+  const size_t need = static_cast<size_t>(batch.n_logits()) * config_.n_vocab;
+  if (logits_size < need) {
+    return InvalidArgument(fmt::format("logits buffer holds {} floats, batch needs {}",
+                                       logits_size, need));
+  }
+  // Positions must continue each sequence without gaps, so every earlier position a token
+  // attends to is in the cache or earlier in this batch.
+  std::vector<int>& next = next_pos_;
+  next.resize(cache.n_seq());
+  for (int s = 0; s < cache.n_seq(); ++s) next[s] = cache.length(s);
+  for (size_t i = 0; i < n; ++i) {
+    const int32_t token = batch.tokens[i];
+    const int32_t seq = batch.seq_ids[i];
+    const int32_t pos = batch.positions[i];
+    if (token < 0 || token >= config_.n_vocab) {
+      return InvalidArgument(fmt::format("batch token {} at index {} is outside the vocabulary "
+                                         "[0, {})", token, i, config_.n_vocab));
+    }
+    if (seq < 0 || seq >= cache.n_seq()) {
+      return InvalidArgument(fmt::format("batch seq_id {} is outside the cache's {} slots", seq,
+                                         cache.n_seq()));
+    }
+    if (pos != next[seq]) {
+      return InvalidArgument(fmt::format("batch position {} of sequence {} does not continue it "
+                                         "(expected {})", pos, seq, next[seq]));
+    }
+    if (pos >= cache.n_ctx()) {
+      return OutOfRange(fmt::format("position {} exceeds the cache's context of {}", pos,
+                                    cache.n_ctx()));
+    }
+    next[seq] = pos + 1;
+  }
+  return Status::Ok();
+}
+
+void Decoder::Embed(const Batch& batch) {
+  const int64_t n_embd = config_.n_embd;
+  for (size_t t = 0; t < batch.size(); ++t) {
+    kernels::DequantizeRow(output_.token_embd.type, output_.token_embd.row(batch.tokens[t]),
+                           x_.data() + t * n_embd, n_embd);
+  }
+}
+
+void Decoder::RunFfn(const BlockEnv& env, int layer, const float* x, float* out) {
+  const FfnWeights& ffn = Ffn(layer);
+  if (const auto* dense = std::get_if<DenseFfnWeights>(&ffn)) {
+    DenseFfn(env.pool, env.matmul_scratch, *dense, shard_.ffn_cols, x, env.n_tokens, ffn_scratch_,
+             out);
+  } else {
+    MoeFfn(env.pool, env.matmul_scratch, config_.moe, std::get<MoeWeights>(ffn), shard_.experts,
+           shard_.shared_cols, x, env.n_tokens, config_.n_embd, moe_scratch_, out);
+  }
+}
+
+void Decoder::Head(const Batch& batch, ThreadPool* pool, float* logits) {
+  const int64_t n_embd = config_.n_embd;
+  int n_out = 0;
+  for (size_t t = 0; t < batch.size(); ++t) {
+    if (batch.want_logits[t] == 0) continue;
+    kernels::RmsNorm(x_.data() + t * n_embd, output_.output_norm, n_embd, config_.rms_eps,
+                     head_in_.data() + n_out * n_embd);
+    ++n_out;
+  }
+  if (n_out > 0) kernels::MatMul(output_.output, head_in_.data(), n_out, logits, pool, &matmul_scratch_);
+}
+
+Status Decoder::Forward(const Context& ctx, const Batch& batch, KvCache& cache,
+                        std::span<float> logits) {
+  COHORT_RETURN_IF_ERROR(CheckBatch(batch, cache, logits.size()));
+  const int n_tokens = static_cast<int>(batch.size());
+  const size_t n_act = static_cast<size_t>(n_tokens) * config_.n_embd;
+  x_.resize(n_act);
+  xn_.resize(n_act);
+  block_out_.resize(n_act);
+  head_in_.resize(static_cast<size_t>(batch.n_logits()) * config_.n_embd);
+  BlockEnv env{ctx.pool, n_tokens, batch.positions.data(), batch.seq_ids.data(), &matmul_scratch_};
+
+  Embed(batch);
+  const int64_t n_embd = config_.n_embd;
+  for (int layer = 0; layer < config_.n_layer; ++layer) {
+    for (int t = 0; t < n_tokens; ++t) {
+      kernels::RmsNorm(x_.data() + t * n_embd, AttnNorm(layer), n_embd, config_.rms_eps, xn_.data() + t * n_embd);
+    }
+    Attention(env, layer, xn_.data(), cache, block_out_.data());
+    // (tensor parallel: all-reduce block_out_ here)
+    kernels::Add(block_out_.data(), static_cast<int64_t>(n_act), x_.data());
+    for (int t = 0; t < n_tokens; ++t) {
+      kernels::RmsNorm(x_.data() + t * n_embd, FfnNorm(layer), n_embd, config_.rms_eps, xn_.data() + t * n_embd);
+    }
+    RunFfn(env, layer, xn_.data(), block_out_.data());
+    // (tensor parallel: all-reduce block_out_ here)
+    kernels::Add(block_out_.data(), static_cast<int64_t>(n_act), x_.data());
+  }
+  Head(batch, ctx.pool, logits.data());
+  return Status::Ok();
+}
+
+}  // namespace cohort::model

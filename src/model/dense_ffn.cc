@@ -1,0 +1,23 @@
+// DenseFfn; see dense_ffn.h.
+#include "model/dense_ffn.h"
+
+#include "core/check.h"
+#include "kernels/matmul.h"
+#include "kernels/ops.h"
+
+namespace cohort::model {
+
+void DenseFfn(ThreadPool* pool, std::vector<uint8_t>* matmul_scratch, const DenseFfnWeights& w,
+              ColumnRange cols, const float* x, int n_tokens, DenseFfnScratch& s, float* out) {
+  COHORT_CHECK(0 <= cols.begin && cols.begin < cols.end && cols.end <= w.n_ff());
+  const int64_t width = cols.size();
+  s.gate.resize(n_tokens * width);
+  s.up.resize(n_tokens * width);
+  kernels::MatMul(w.gate.Rows(cols.begin, cols.end), x, n_tokens, s.gate.data(), pool, matmul_scratch);
+  kernels::MatMul(w.up.Rows(cols.begin, cols.end), x, n_tokens, s.up.data(), pool, matmul_scratch);
+  kernels::SwiGlu(s.gate.data(), s.up.data(), n_tokens * width, s.gate.data());
+  kernels::MatMul(ColumnSlice(w.down, cols.begin, cols.end), s.gate.data(), n_tokens, out, pool,
+                  matmul_scratch);
+}
+
+}  // namespace cohort::model

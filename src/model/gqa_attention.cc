@@ -1,0 +1,96 @@
+// GqaAttention; see gqa_attention.h. Projections run over the whole batch at once; attention
+// runs per (token, head) pair across the thread pool, reading keys/values in place.
+#include "model/gqa_attention.h"
+
+#include "core/check.h"
+#include "kernels/matmul.h"
+#include "model/attention_core.h"
+
+namespace cohort::model {
+namespace {
+
+void AddBias(const float* bias, int64_t width, int n_tokens, float* y) {
+  if (bias == nullptr) return;
+  for (int t = 0; t < n_tokens; ++t) kernels::Add(bias, width, y + t * width);
+}
+
+// Per-head RMSNorm (qwen3) then RoPE, for every token's heads.
+void NormAndRope(const BlockEnv& env, const GqaParams& p, const float* norm, int n_heads,
+                 float* y, std::vector<float>& rope_cache) {
+  const int64_t width = static_cast<int64_t>(n_heads) * p.head_dim;
+  for (int t = 0; t < env.n_tokens; ++t) {
+    float* row = y + t * width;
+    if (norm != nullptr) {
+      for (int h = 0; h < n_heads; ++h) {
+        kernels::RmsNorm(row + h * p.head_dim, norm, p.head_dim, p.rms_eps, row + h * p.head_dim);
+      }
+    }
+    kernels::Rope(p.rope, env.positions[t], row, n_heads, p.head_dim, rope_cache.data());
+  }
+}
+
+}  // namespace
+
+void GqaAttention(const BlockEnv& env, const GqaWeights& w, const GqaParams& p, HeadRange heads,
+                  int layer, const float* x, KvCache& cache, GqaScratch& s, float* out) {
+  const int group = p.n_head / p.n_head_kv;
+  COHORT_CHECK(heads.begin % group == 0 && heads.end % group == 0 && heads.size() > 0);
+  const int kv_begin = heads.begin / group;
+  const int n_q = heads.size();
+  const int n_kv = n_q / group;
+  const int64_t hd = p.head_dim;
+  const int64_t q_width = n_q * hd;
+  const int64_t kv_width = n_kv * hd;
+  COHORT_CHECK_EQ(cache.k_width(), kv_width);
+  COHORT_CHECK_EQ(cache.v_width(), kv_width);
+  const int n_tokens = env.n_tokens;
+
+  s.q.resize(n_tokens * q_width);
+  s.k.resize(n_tokens * kv_width);
+  s.v.resize(n_tokens * kv_width);
+  s.attn.resize(n_tokens * q_width);
+  s.rope_cache.resize(p.rope.n_rot);
+  const int64_t q0 = heads.begin * hd;
+  const int64_t kv0 = kv_begin * hd;
+  kernels::MatMul(w.wq.Rows(q0, q0 + q_width), x, n_tokens, s.q.data(), env.pool, env.matmul_scratch);
+  kernels::MatMul(w.wk.Rows(kv0, kv0 + kv_width), x, n_tokens, s.k.data(), env.pool, env.matmul_scratch);
+  kernels::MatMul(w.wv.Rows(kv0, kv0 + kv_width), x, n_tokens, s.v.data(), env.pool, env.matmul_scratch);
+  AddBias(w.bq ? w.bq + q0 : nullptr, q_width, n_tokens, s.q.data());
+  AddBias(w.bk ? w.bk + kv0 : nullptr, kv_width, n_tokens, s.k.data());
+  AddBias(w.bv ? w.bv + kv0 : nullptr, kv_width, n_tokens, s.v.data());
+  NormAndRope(env, p, w.q_norm, n_q, s.q.data(), s.rope_cache);
+  NormAndRope(env, p, w.k_norm, n_kv, s.k.data(), s.rope_cache);
+
+  // Append the whole batch first: a token then sees earlier tokens of its own sequence in the
+  // batch through the cache, masked causally by position.
+  for (int t = 0; t < n_tokens; ++t) {
+    cache.Store(layer, env.seq_ids[t], env.positions[t], s.k.data() + t * kv_width,
+                s.v.data() + t * kv_width);
+  }
+
+  const int n_ctx = cache.n_ctx();
+  const int n_threads = env.pool != nullptr ? env.pool->size() : 1;
+  s.scores.resize(static_cast<size_t>(n_threads) * n_ctx);
+  const int64_t elem = cache.type() == DType::kF16 ? 2 : 4;
+  const int64_t n_jobs = static_cast<int64_t>(n_tokens) * n_q;
+  RunOnPool(env.pool, [&](int thread, int threads) {
+    int64_t begin, end;
+    SplitRange(n_jobs, thread, threads, &begin, &end);
+    float* scores = s.scores.data() + static_cast<size_t>(thread) * n_ctx;
+    for (int64_t job = begin; job < end; ++job) {
+      const int t = static_cast<int>(job / n_q);
+      const int h = static_cast<int>(job % n_q);
+      const int g = h / group;  // local KV head
+      const int seq = env.seq_ids[t];
+      const CacheRows k{cache.KRow(layer, seq, 0) + g * hd * elem, kv_width * elem, cache.type()};
+      const CacheRows v{cache.VRow(layer, seq, 0) + g * hd * elem, kv_width * elem, cache.type()};
+      AttendOne(s.q.data() + t * q_width + h * hd, hd, k, v, hd, env.positions[t] + 1,
+                p.kq_scale, scores, s.attn.data() + t * q_width + h * hd);
+    }
+  });
+
+  kernels::MatMul(ColumnSlice(w.wo, q0, q0 + q_width), s.attn.data(), n_tokens, out, env.pool,
+                  env.matmul_scratch);
+}
+
+}  // namespace cohort::model

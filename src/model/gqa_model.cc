@@ -1,0 +1,71 @@
+// GqaModel; see gqa_model.h.
+#include "model/gqa_model.h"
+
+#include "gguf/gguf.h"
+
+namespace cohort::model {
+
+kernels::RopeParams MakeRopeParams(const ModelConfig& c, const float* freq_factors) {
+  kernels::RopeParams p;
+  p.mode = c.rope.type == RopeType::kNeox ? kernels::RopeMode::kNeox : kernels::RopeMode::kNorm;
+  p.n_rot = c.rope.n_rot;
+  p.freq_base = c.rope.freq_base;
+  p.freq_scale = c.rope.freq_scale;
+  p.n_ctx_orig = c.rope.n_ctx_orig;
+  p.ext_factor = c.rope.ext_factor;
+  p.attn_factor = c.rope.attn_factor;
+  p.beta_fast = c.rope.beta_fast;
+  p.beta_slow = c.rope.beta_slow;
+  p.freq_factors = freq_factors;
+  return p;
+}
+
+GqaModel::GqaModel(ModelConfig config, OutputWeights output, std::vector<GqaLayer> layers,
+                   const float* rope_freqs)
+    : Decoder(std::move(config), output), layers_(std::move(layers)) {
+  const ModelConfig& c = this->config();
+  params_.n_embd = c.n_embd;
+  params_.n_head = c.n_head;
+  params_.n_head_kv = c.n_head_kv;
+  params_.head_dim = c.head_dim_k;
+  params_.kq_scale = c.kq_scale;
+  params_.rms_eps = c.rms_eps;
+  params_.rope = MakeRopeParams(c, rope_freqs);
+}
+
+int64_t GqaModel::KvKeyWidth() const {
+  const int group = params_.n_head / params_.n_head_kv;
+  return static_cast<int64_t>(shard().heads.size() / group) * params_.head_dim;
+}
+
+int64_t GqaModel::KvValueWidth() const { return KvKeyWidth(); }
+
+void GqaModel::Attention(const BlockEnv& env, int layer, const float* x, KvCache& cache,
+                         float* out) {
+  GqaAttention(env, layers_[layer].attn, params_, shard().heads, layer, x, cache, scratch_, out);
+}
+
+Result<std::unique_ptr<Model>> LoadGqaModel(const gguf::File& file, const ModelConfig& c) {
+  if (c.head_dim_k != c.head_dim_v) {
+    return Unsupported("GQA models with key_length != value_length are not supported");
+  }
+  const WeightLoader loader(file);
+  COHORT_ASSIGN_OR_RETURN(OutputWeights output, LoadOutputWeights(loader, c));
+  COHORT_ASSIGN_OR_RETURN(const float* rope_freqs,
+                          loader.OptionalVector("rope_freqs.weight", c.rope.n_rot / 2));
+  std::vector<GqaLayer> layers(c.n_layer);
+  for (int il = 0; il < c.n_layer; ++il) {
+    GqaLayer& l = layers[il];
+    COHORT_ASSIGN_OR_RETURN(l.attn_norm, loader.Vector(WeightLoader::Blk(il, "attn_norm"), c.n_embd));
+    COHORT_ASSIGN_OR_RETURN(l.ffn_norm, loader.Vector(WeightLoader::Blk(il, "ffn_norm"), c.n_embd));
+    COHORT_ASSIGN_OR_RETURN(l.attn, LoadGqaWeights(loader, c, il));
+    if (c.is_moe_layer(il)) {
+      COHORT_ASSIGN_OR_RETURN(l.ffn, LoadMoeWeights(loader, c, il));
+    } else {
+      COHORT_ASSIGN_OR_RETURN(l.ffn, LoadDenseFfn(loader, c, il, c.n_ff, ""));
+    }
+  }
+  return std::unique_ptr<Model>(new GqaModel(c, output, std::move(layers), rope_freqs));
+}
+
+}  // namespace cohort::model

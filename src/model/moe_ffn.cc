@@ -1,0 +1,147 @@
+// Route and MoeFfn; see moe_ffn.h. Experts are evaluated one at a time over the tokens routed
+// to them (a batched matmul per expert), and the weighted outputs are summed per token in slot
+// order, as ggml sums the views of its mul_mat_id result.
+#include "model/moe_ffn.h"
+
+#include <algorithm>
+#include <cstring>
+#include <limits>
+#include <numeric>
+
+#include "core/check.h"
+#include "kernels/matmul.h"
+#include "kernels/ops.h"
+
+namespace cohort::model {
+namespace {
+
+// Indices of the k largest values of v[0..n), largest first (ties: lower index first).
+void TopK(const float* v, int n, int k, int32_t* out, std::vector<int32_t>& order) {
+  order.resize(n);
+  std::iota(order.begin(), order.end(), 0);
+  std::partial_sort(order.begin(), order.begin() + k, order.end(), [v](int32_t a, int32_t b) {
+    return v[a] > v[b] || (v[a] == v[b] && a < b);
+  });
+  std::copy(order.begin(), order.begin() + k, out);
+}
+
+// DeepSeek-V3 grouped selection: keep the n_group_used groups whose two best selection
+// scores sum highest; the other groups' experts drop out (-inf).
+void MaskGroups(const MoeConfig& c, float* sel, std::vector<int32_t>& order) {
+  const int per_group = c.n_expert / c.n_group;
+  float group_score[256];
+  COHORT_CHECK_LE(c.n_group, 256);
+  int32_t top[2];
+  for (int g = 0; g < c.n_group; ++g) {
+    TopK(sel + g * per_group, per_group, 2, top, order);
+    group_score[g] = sel[g * per_group + top[0]] + sel[g * per_group + top[1]];
+  }
+  int32_t keep[256];
+  TopK(group_score, c.n_group, c.n_group_used, keep, order);
+  bool kept[256] = {};
+  for (int i = 0; i < c.n_group_used; ++i) kept[keep[i]] = true;
+  for (int g = 0; g < c.n_group; ++g) {
+    if (kept[g]) continue;
+    for (int i = 0; i < per_group; ++i) sel[g * per_group + i] = -std::numeric_limits<float>::infinity();
+  }
+}
+
+}  // namespace
+
+void Route(const MoeConfig& c, const float* selection_bias, const float* logits, int n_tokens,
+           std::vector<float>& work, std::vector<int32_t>& order, Routing& routing) {
+  const int n_expert = c.n_expert;
+  const int k = c.n_expert_used;
+  work.resize(2 * n_expert);
+  routing.n_used = k;
+  routing.experts.resize(static_cast<size_t>(n_tokens) * k);
+  routing.weights.resize(static_cast<size_t>(n_tokens) * k);
+  float* probs = work.data();
+  float* sel = work.data() + n_expert;
+  for (int t = 0; t < n_tokens; ++t) {
+    std::memcpy(probs, logits + static_cast<int64_t>(t) * n_expert, n_expert * sizeof(float));
+    if (c.gating == ExpertGating::kSoftmax) {
+      kernels::Softmax(probs, n_expert);
+    } else {
+      for (int e = 0; e < n_expert; ++e) probs[e] = kernels::Sigmoid(probs[e]);
+    }
+    for (int e = 0; e < n_expert; ++e) sel[e] = probs[e] + (selection_bias ? selection_bias[e] : 0.0f);
+    if (c.n_group > 1) MaskGroups(c, sel, order);
+    int32_t* chosen = routing.experts.data() + static_cast<size_t>(t) * k;
+    float* weights = routing.weights.data() + static_cast<size_t>(t) * k;
+    TopK(sel, n_expert, k, chosen, order);
+    // Weights come from the unbiased probabilities.
+    for (int i = 0; i < k; ++i) weights[i] = probs[chosen[i]];
+    if (c.norm_top_k) {
+      float sum = 0.0f;
+      for (int i = 0; i < k; ++i) sum += weights[i];
+      sum = std::max(sum, 6.103515625e-5f);  // ggml clamps at the smallest normal half
+      for (int i = 0; i < k; ++i) weights[i] /= sum;
+    }
+    if (c.weights_scale != 0.0f && c.weights_scale != 1.0f) {
+      for (int i = 0; i < k; ++i) weights[i] *= c.weights_scale;
+    }
+  }
+}
+
+void MoeFfn(ThreadPool* pool, std::vector<uint8_t>* matmul_scratch, const MoeConfig& c,
+            const MoeWeights& w, ExpertRange experts, ColumnRange shared_cols, const float* x,
+            int n_tokens, int n_embd, MoeScratch& s, float* out) {
+  COHORT_CHECK(0 <= experts.begin && experts.begin <= experts.end && experts.end <= c.n_expert);
+  const int k = c.n_expert_used;
+  const int64_t n_ff = c.n_ff_expert;
+  s.logits.resize(static_cast<size_t>(n_tokens) * c.n_expert);
+  kernels::MatMul(w.router, x, n_tokens, s.logits.data(), pool, matmul_scratch);
+  Route(c, w.selection_bias, s.logits.data(), n_tokens, s.route_work, s.route_order, s.routing);
+
+  s.slot_out.assign(static_cast<size_t>(n_tokens) * k * n_embd, 0.0f);
+  s.rows.reserve(n_tokens);
+  s.slots.reserve(n_tokens);
+  for (int e = experts.begin; e < experts.end; ++e) {
+    s.rows.clear();
+    s.slots.clear();
+    for (int t = 0; t < n_tokens; ++t) {
+      for (int i = 0; i < k; ++i) {
+        if (s.routing.experts[static_cast<size_t>(t) * k + i] != e) continue;
+        s.rows.push_back(t);
+        s.slots.push_back(i);
+      }
+    }
+    const int n = static_cast<int>(s.rows.size());
+    if (n == 0) continue;
+    s.x.resize(static_cast<size_t>(n) * n_embd);
+    s.gate.resize(static_cast<size_t>(n) * n_ff);
+    s.up.resize(static_cast<size_t>(n) * n_ff);
+    s.y.resize(static_cast<size_t>(n) * n_embd);
+    for (int r = 0; r < n; ++r) {
+      std::memcpy(s.x.data() + static_cast<size_t>(r) * n_embd,
+                  x + static_cast<size_t>(s.rows[r]) * n_embd, n_embd * sizeof(float));
+    }
+    kernels::MatMul(w.gate_exps.Rows(e * n_ff, (e + 1) * n_ff), s.x.data(), n, s.gate.data(), pool, matmul_scratch);
+    kernels::MatMul(w.up_exps.Rows(e * n_ff, (e + 1) * n_ff), s.x.data(), n, s.up.data(), pool, matmul_scratch);
+    kernels::SwiGlu(s.gate.data(), s.up.data(), static_cast<int64_t>(n) * n_ff, s.gate.data());
+    kernels::MatMul(w.down_exps.Rows(static_cast<int64_t>(e) * n_embd, static_cast<int64_t>(e + 1) * n_embd),
+                    s.gate.data(), n, s.y.data(), pool, matmul_scratch);
+    for (int r = 0; r < n; ++r) {
+      const size_t slot = static_cast<size_t>(s.rows[r]) * k + s.slots[r];
+      float* dst = s.slot_out.data() + slot * n_embd;
+      const float weight = s.routing.weights[slot];
+      const float* src = s.y.data() + static_cast<size_t>(r) * n_embd;
+      for (int i = 0; i < n_embd; ++i) dst[i] = src[i] * weight;
+    }
+  }
+  std::memset(out, 0, static_cast<size_t>(n_tokens) * n_embd * sizeof(float));
+  for (int t = 0; t < n_tokens; ++t) {
+    for (int i = 0; i < k; ++i) {
+      kernels::Add(s.slot_out.data() + (static_cast<size_t>(t) * k + i) * n_embd, n_embd,
+                   out + static_cast<size_t>(t) * n_embd);
+    }
+  }
+  if (w.shared.has_value()) {
+    s.shared_out.resize(static_cast<size_t>(n_tokens) * n_embd);
+    DenseFfn(pool, matmul_scratch, *w.shared, shared_cols, x, n_tokens, s.shared, s.shared_out.data());
+    kernels::Add(s.shared_out.data(), static_cast<int64_t>(n_tokens) * n_embd, out);
+  }
+}
+
+}  // namespace cohort::model

@@ -1,0 +1,59 @@
+// Mixture-of-experts feed-forward block (Qwen3-MoE, DeepSeek-V3, Kimi-K2): router logits,
+// softmax or sigmoid gating, optional selection bias (exp_probs_b) and grouped selection,
+// top-k, weight normalisation and scale, SiLU-GLU experts, optional shared experts. Routing is
+// computed for every expert; only experts in an ExpertRange are evaluated, so a rank that owns
+// a subset of experts produces a partial sum.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <vector>
+
+#include "core/tensor.h"
+#include "model/block_env.h"
+#include "model/config.h"
+#include "model/dense_ffn.h"
+
+namespace cohort::model {
+
+struct MoeWeights {
+  TensorView router;                      // ffn_gate_inp: [n_embd] -> [n_expert]
+  const float* selection_bias = nullptr;  // exp_probs_b [n_expert]: affects selection only
+  TensorView gate_exps;                   // [n_embd, n_ff_exp, n_expert]
+  TensorView up_exps;                     // [n_embd, n_ff_exp, n_expert]
+  TensorView down_exps;                   // [n_ff_exp, n_embd, n_expert]
+  std::optional<DenseFfnWeights> shared;  // *_shexp, width n_ff_exp * n_expert_shared
+};
+
+// The routing decision for one batch: per token, n_used (expert, weight) pairs in rank order.
+struct Routing {
+  int n_used = 0;
+  std::vector<int32_t> experts;  // [n_tokens][n_used]
+  std::vector<float> weights;    // [n_tokens][n_used]
+};
+
+// Chooses experts for each row of router logits [n_tokens][n_expert], as llama.cpp's
+// build_moe_ffn does. `work` and `order` are scratch (2 * n_expert floats, n_expert ints).
+void Route(const MoeConfig& c, const float* selection_bias, const float* logits, int n_tokens,
+           std::vector<float>& work, std::vector<int32_t>& order, Routing& routing);
+
+struct MoeScratch {
+  std::vector<float> logits;      // [n_tokens][n_expert]
+  std::vector<float> route_work;
+  std::vector<int32_t> route_order;
+  Routing routing;
+  std::vector<int32_t> rows;      // tokens routed to the current expert
+  std::vector<int32_t> slots;     // their slot index
+  std::vector<float> x, gate, up, y;  // gathered rows for one expert
+  std::vector<float> slot_out;    // [n_tokens][n_used][n_embd]
+  DenseFfnScratch shared;
+  std::vector<float> shared_out;  // [n_tokens][n_embd]
+};
+
+// out[n_tokens][n_embd] = sum over the chosen experts in `experts` of w_e * expert_e(x), plus
+// the shared experts' columns `shared_cols` (ignored when there is no shared expert).
+void MoeFfn(ThreadPool* pool, std::vector<uint8_t>* matmul_scratch, const MoeConfig& c,
+            const MoeWeights& w, ExpertRange experts, ColumnRange shared_cols, const float* x,
+            int n_tokens, int n_embd, MoeScratch& s, float* out);
+
+}  // namespace cohort::model

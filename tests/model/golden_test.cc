@@ -1,0 +1,136 @@
+// Golden tests: every fixture's 48 (stories260K: 69) teacher-forced logit rows must match
+// llama.cpp's, fed as one batch and as prompt-then-one-token-at-a-time; F32 models must also
+// reproduce llama.cpp's greedy continuation exactly, with an F32 and an F16 KV cache.
+#include <cstdio>
+
+#include "golden_util.h"
+
+namespace cohort::model::testing {
+namespace {
+
+struct FixtureCase {
+  const char* name;
+  bool quantized;
+};
+
+void PrintTo(const FixtureCase& c, std::ostream* os) { *os << c.name; }
+
+constexpr float kF32Tol = 1e-4f;       // README: llama.cpp's own F32 paths differ by 1e-5
+constexpr float kQuantMaxTol = 0.3f;   // README: activation-quantization flips reach 0.07-0.2
+constexpr float kQuantRowTol = 1e-3f;
+constexpr double kQuantRowsFraction = 0.9;
+constexpr int kQuantMinCleanRows = 4;
+
+class GoldenTest : public ::testing::TestWithParam<FixtureCase> {
+ protected:
+  void SetUp() override {
+    golden_ = LoadGolden(GetParam().name);
+    loaded_ = LoadModel(GetParam().name);
+    ASSERT_NE(loaded_.model, nullptr);
+    ASSERT_EQ(loaded_.model->config().n_vocab, golden_.n_vocab);
+    tokens_ = golden_.prompt_ids;
+    tokens_.insert(tokens_.end(), golden_.greedy_ids.begin(), golden_.greedy_ids.end());
+  }
+
+  std::unique_ptr<KvCache> NewCache(DType type = DType::kF32) {
+    KvCacheOptions o;
+    o.n_ctx = 128;
+    o.type = type;
+    auto cache = loaded_.model->NewKvCache(o);
+    EXPECT_TRUE(cache.ok()) << cache.status().ToString();
+    return std::move(*cache);
+  }
+
+  void CheckLogits(const std::vector<float>& got, const char* how) {
+    const bool quantized = GetParam().quantized;
+    const Diff d = Compare(got, golden_.logits, golden_.n_vocab, quantized ? kQuantRowTol : kF32Tol);
+    std::printf("[ golden ] %-20s %-16s max_abs %.3g, rows within %.0e: %d/%d (first over: %d, "
+                "max before it %.3g), argmax agree %d/%d\n",
+                GetParam().name, how, d.max_abs, quantized ? kQuantRowTol : kF32Tol,
+                d.rows_within, d.rows, d.first_row_over, d.max_before_first_over, d.argmax_agree,
+                d.rows);
+    if (quantized) {
+      // README: with ggml's activation quantization rows agree to ~1e-6 until an activation
+      // lands within ~1e-6 of a rounding boundary; that one-step flip then shifts later rows
+      // by 0.07-0.2 (llama.cpp's own repack/no-repack runs show the same). So: agreement to
+      // 1e-5 up to the first divergence, which must not be in the first rows, then a bounded
+      // difference and the same argmax in >= 90% of rows.
+      EXPECT_LE(d.max_abs, kQuantMaxTol);
+      EXPECT_LE(d.max_before_first_over, 1e-5f);
+      EXPECT_TRUE(d.first_row_over < 0 || d.first_row_over >= kQuantMinCleanRows) << d.first_row_over;
+      EXPECT_GE(d.argmax_agree, static_cast<int>(std::ceil(kQuantRowsFraction * d.rows)));
+    } else {
+      EXPECT_LE(d.max_abs, kF32Tol);
+      EXPECT_EQ(d.argmax_agree, d.rows);
+    }
+  }
+
+  Golden golden_;
+  Loaded loaded_;
+  std::vector<int32_t> tokens_;
+  ThreadPool pool_{2};
+  Context ctx_{&pool_, nullptr};
+};
+
+TEST_P(GoldenTest, OneBatchMatchesLlamaCpp) {
+  auto cache = NewCache();
+  CheckLogits(RunChunks(*loaded_.model, ctx_, *cache, tokens_, tokens_.size(), 1), "one batch");
+}
+
+TEST_P(GoldenTest, PromptThenTokenByTokenMatchesLlamaCpp) {
+  auto cache = NewCache();
+  CheckLogits(RunChunks(*loaded_.model, ctx_, *cache, tokens_, golden_.prompt_ids.size(), 1),
+              "token by token");
+}
+
+TEST_P(GoldenTest, UnevenChunksMatchLlamaCpp) {
+  auto cache = NewCache();
+  CheckLogits(RunChunks(*loaded_.model, ctx_, *cache, tokens_, 3, 7), "chunks 3+7");
+}
+
+// README: exact greedy ids are required of F32 models only (quantized ones would need a
+// bit-faithful ggml port), so this suite is instantiated with the F32 fixtures.
+class GreedyTest : public GoldenTest {};
+
+TEST_P(GreedyTest, GreedyDecodeReproducesGreedyIds) {
+  auto cache = NewCache();
+  EXPECT_EQ(GreedyDecode(*loaded_.model, ctx_, *cache, golden_.prompt_ids, golden_.greedy_ids.size()),
+            golden_.greedy_ids);
+}
+
+TEST_P(GreedyTest, F16KvCacheKeepsGreedyIds) {
+  auto cache = NewCache(DType::kF16);
+  EXPECT_EQ(GreedyDecode(*loaded_.model, ctx_, *cache, golden_.prompt_ids, golden_.greedy_ids.size()),
+            golden_.greedy_ids);
+  // README: llama.cpp's own F16-KV runs differ by 0.005-0.03 from the F32 goldens.
+  auto cache2 = NewCache(DType::kF16);
+  const Diff d = Compare(RunChunks(*loaded_.model, ctx_, *cache2, tokens_, tokens_.size(), 1),
+                         golden_.logits, golden_.n_vocab, 0.05f);
+  std::printf("[ golden ] %-20s f16 kv cache     max_abs %.3g\n", GetParam().name, d.max_abs);
+  EXPECT_LE(d.max_abs, 0.05f);
+}
+
+std::string CaseName(const ::testing::TestParamInfo<FixtureCase>& info) {
+  std::string n = info.param.name;
+  for (char& ch : n) {
+    if (ch == '-' || ch == '.') ch = '_';
+  }
+  return n;
+}
+
+const FixtureCase kF32Cases[] = {{"tiny-llama-f32", false},    {"tiny-qwen2-f32", false},
+                                 {"tiny-qwen3-f32", false},    {"tiny-qwen3moe-f32", false},
+                                 {"tiny-deepseek2-f32", false}, {"stories260K", false}};
+
+INSTANTIATE_TEST_SUITE_P(F32, GreedyTest, ::testing::ValuesIn(kF32Cases), CaseName);
+INSTANTIATE_TEST_SUITE_P(F32, GoldenTest, ::testing::ValuesIn(kF32Cases), CaseName);
+INSTANTIATE_TEST_SUITE_P(
+    Quantized, GoldenTest,
+    ::testing::Values(FixtureCase{"tiny-llama-q8_0", true}, FixtureCase{"tiny-llama-q4_0", true},
+                      FixtureCase{"tiny-llama-q6_k", true}, FixtureCase{"tiny-llama-q4_k_m", true},
+                      FixtureCase{"tiny-qwen3-q8_0", true}, FixtureCase{"tiny-qwen3-q4_0", true},
+                      FixtureCase{"tiny-qwen3-q6_k", true}, FixtureCase{"tiny-qwen3-q4_k_m", true}),
+    CaseName);
+
+}  // namespace
+}  // namespace cohort::model::testing
