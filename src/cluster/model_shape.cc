@@ -1,0 +1,209 @@
+// Parameter accounting for ModelShape, and the built-in model shapes and quantization schemes.
+#include "cluster/model_shape.h"
+
+#include <algorithm>
+#include <cctype>
+
+namespace cohort::cluster {
+namespace {
+
+std::string Lower(std::string s) {
+  std::transform(s.begin(), s.end(), s.begin(), [](unsigned char c) { return std::tolower(c); });
+  return s;
+}
+
+// DeepSeek-V3 architecture (DeepseekV3ForCausalLM) with the fields both models share.
+ModelShape DeepSeekV3Arch(std::string name, int n_head, int n_expert, int n_leading_dense,
+                          int n_vocab) {
+  ModelShape m;
+  m.name = std::move(name);
+  m.n_layer = 61;
+  m.n_embd = 7168;
+  m.n_head = n_head;
+  m.n_head_kv = n_head;
+  m.q_lora_rank = 1536;
+  m.kv_lora_rank = 512;
+  m.qk_nope_dim = 128;
+  m.qk_rope_dim = 64;
+  m.v_head_dim = 128;
+  m.n_ff = 18432;
+  m.n_leading_dense = n_leading_dense;
+  m.n_expert = n_expert;
+  m.n_expert_used = 8;
+  m.n_ff_expert = 2048;
+  m.n_expert_shared = 1;
+  m.n_vocab = n_vocab;
+  return m;
+}
+
+ModelShape Llama(std::string name, int n_layer, int n_embd, int n_head, int n_head_kv, int head_dim,
+                 int n_ff, bool tied) {
+  ModelShape m;
+  m.name = std::move(name);
+  m.n_layer = n_layer;
+  m.n_embd = n_embd;
+  m.n_head = n_head;
+  m.n_head_kv = n_head_kv;
+  m.head_dim = head_dim;
+  m.n_ff = n_ff;
+  m.n_vocab = 128256;
+  m.tied_embeddings = tied;
+  return m;
+}
+
+}  // namespace
+
+Status ModelShape::Validate() const {
+  if (n_layer <= 0 || n_embd <= 0 || n_head <= 0 || n_head_kv <= 0 || n_vocab <= 0) {
+    return InvalidArgument("model '" + name + "': layers, embedding, heads and vocabulary must be positive");
+  }
+  if (n_head % n_head_kv != 0) return InvalidArgument("model '" + name + "': n_head % n_head_kv != 0");
+  if (!is_mla() && head_dim <= 0) return InvalidArgument("model '" + name + "': head_dim must be positive");
+  if (is_mla() && (qk_nope_dim + qk_rope_dim <= 0 || v_head_dim <= 0)) {
+    return InvalidArgument("model '" + name + "': MLA needs qk_nope_dim/qk_rope_dim and v_head_dim");
+  }
+  if (is_moe()) {
+    if (n_expert_used <= 0 || n_expert_used > n_expert || n_ff_expert <= 0) {
+      return InvalidArgument("model '" + name + "': MoE needs 0 < n_expert_used <= n_expert and n_ff_expert");
+    }
+    if (n_leading_dense < 0 || n_leading_dense > n_layer || (n_leading_dense > 0 && n_ff <= 0)) {
+      return InvalidArgument("model '" + name + "': bad leading dense layers");
+    }
+  } else if (n_ff <= 0) {
+    return InvalidArgument("model '" + name + "': a dense model needs n_ff");
+  }
+  return Status::Ok();
+}
+
+double ModelShape::AttnReplicatedParams() const {
+  if (!is_mla()) return 0;
+  // The down-projections to the latents are computed by every rank of a tensor-parallel group.
+  return static_cast<double>(n_embd) * q_lora_rank +
+         static_cast<double>(n_embd) * (kv_lora_rank + qk_rope_dim);
+}
+
+double ModelShape::AttnPerQHeadParams() const {
+  if (!is_mla()) return 2.0 * n_embd * head_dim;  // wq rows and wo columns of one head
+  const double qk = qk_nope_dim + qk_rope_dim;
+  const double q_in = q_lora_rank > 0 ? q_lora_rank : n_embd;
+  return q_in * qk + static_cast<double>(kv_lora_rank) * (qk_nope_dim + v_head_dim) +
+         static_cast<double>(v_head_dim) * n_embd;
+}
+
+double ModelShape::AttnPerKvHeadParams() const {
+  return is_mla() ? 0 : 2.0 * n_embd * head_dim;  // wk and wv rows of one KV head
+}
+
+double ModelShape::AttnParams() const {
+  return AttnReplicatedParams() + n_head * AttnPerQHeadParams() + n_head_kv * AttnPerKvHeadParams();
+}
+
+double ModelShape::TotalParams() const {
+  double layer_sum = n_layer * AttnParams() + n_dense_layers() * DenseFfnParams();
+  layer_sum += n_moe_layers() * (n_expert * ExpertParams() + SharedExpertParams() + RouterParams());
+  return layer_sum + EmbeddingParams() * (tied_embeddings ? 1 : 2);
+}
+
+double ModelShape::ActiveParams() const {
+  double layer_sum = n_layer * AttnParams() + n_dense_layers() * DenseFfnParams();
+  layer_sum +=
+      n_moe_layers() * (n_expert_used * ExpertParams() + SharedExpertParams() + RouterParams());
+  return layer_sum + EmbeddingParams() + n_embd;  // the whole output matrix, one embedding row
+}
+
+double ModelShape::KvElementsPerToken() const {
+  if (is_mla()) return kv_lora_rank + qk_rope_dim;
+  return 2.0 * n_head_kv * head_dim;
+}
+
+parallel::PlanShape ModelShape::ToPlanShape(int block) const {
+  parallel::PlanShape p;
+  p.n_layer = n_layer;
+  p.n_embd = n_embd;
+  p.n_head = n_head;
+  p.n_head_kv = n_head_kv;
+  p.head_dim = is_mla() ? v_head_dim : head_dim;
+  // Dense-FFN columns only matter where a layer has a dense FFN.
+  p.n_ff = (!is_moe() || n_leading_dense > 0) ? n_ff : 0;
+  p.n_expert = n_expert;
+  p.n_ff_expert = is_moe() ? n_ff_expert : 0;
+  p.n_ff_shexp = is_moe() ? n_expert_shared * n_ff_expert : 0;
+  p.n_vocab = n_vocab;
+  p.block = block;
+  return p;
+}
+
+// Dimensions from each model's config.json on Hugging Face (Qwen/Qwen3-235B-A22B,
+// moonshotai/Kimi-K2-Thinking, deepseek-ai/DeepSeek-V3, meta-llama/Llama-3.1-70B and -405B,
+// meta-llama/Llama-3.2-1B). Counting them gives 235.1B/21.6B active, 1026B/31.7B,
+// 671.0B/36.5B, 70.6B, 405.8B and 1.24B, matching the published totals.
+std::vector<ModelShape> BuiltinShapes() {
+  std::vector<ModelShape> out;
+  ModelShape qwen;
+  qwen.name = "qwen3-235b-a22b";
+  qwen.n_layer = 94;
+  qwen.n_embd = 4096;
+  qwen.n_head = 64;
+  qwen.n_head_kv = 4;
+  qwen.head_dim = 128;
+  qwen.n_ff = 12288;  // present in config.json, unused: every layer is MoE
+  qwen.n_expert = 128;
+  qwen.n_expert_used = 8;
+  qwen.n_ff_expert = 1536;
+  qwen.n_vocab = 151936;
+  out.push_back(qwen);
+  out.push_back(DeepSeekV3Arch("kimi-k2", /*n_head=*/64, /*n_expert=*/384, /*n_leading_dense=*/1,
+                               /*n_vocab=*/163840));
+  out.push_back(DeepSeekV3Arch("deepseek-v3", 128, 256, 3, 129280));
+  out.push_back(Llama("llama-3.1-70b", 80, 8192, 64, 8, 128, 28672, false));
+  out.push_back(Llama("llama-3.1-405b", 126, 16384, 128, 8, 128, 53248, false));
+  out.push_back(Llama("llama-3.2-1b", 16, 2048, 32, 8, 64, 8192, true));
+  return out;
+}
+
+Result<ModelShape> FindBuiltinShape(const std::string& name) {
+  const std::string want = Lower(name);
+  for (const ModelShape& m : BuiltinShapes()) {
+    if (m.name == want) return m;
+  }
+  if (want == "kimi-k2-thinking" || want == "kimi-k2-instruct") return FindBuiltinShape("kimi-k2");
+  std::string names;
+  for (const ModelShape& m : BuiltinShapes()) names += (names.empty() ? "" : ", ") + m.name;
+  return NotFound("no built-in model shape '" + name + "' (have: " + names + ")");
+}
+
+// Bits per weight include the block scales: Q8_0 stores 32 int8 + one fp16 scale (8.5 bits),
+// Q4_0 32 nibbles + fp16 scale (4.5), MLX affine groups of 64 add an fp16 scale and bias
+// (+0.5 bit), K-quants per llama.cpp's block layouts (Q4_K 4.5, Q6_K 6.5625).
+std::vector<QuantScheme> BuiltinQuants() {
+  auto uniform = [](std::string name, double bits, int block, std::string note) {
+    return QuantScheme{std::move(name), bits, bits, bits, bits, block, std::move(note)};
+  };
+  std::vector<QuantScheme> out;
+  out.push_back(uniform("f16", 16, 1, "unquantized (f16/bf16)"));
+  out.push_back(uniform("q8_0", 8.5, 32, "llama.cpp Q8_0"));
+  out.push_back(uniform("q4_0", 4.5, 32, "llama.cpp Q4_0"));
+  // Q4_K_M: Q4_K almost everywhere, Q6_K for about half of ffn_down/attn_v and the output.
+  out.push_back({"q4_k_m", 4.85, 4.85, 4.5, 6.5625, 256, "llama.cpp Q4_K_M (average)"});
+  out.push_back(uniform("mlx-8bit", 8.5, 64, "MLX affine 8-bit, group 64"));
+  out.push_back(uniform("mlx-4bit", 4.5, 64, "MLX affine 4-bit, group 64"));
+  out.push_back({"int4-native", 4.5, 16, 16, 16, 32,
+                 "Kimi K2 Thinking as released: INT4 (group 32, bf16 scale) routed experts, "
+                 "BF16 everything else; what MLX loads without requantizing"});
+  out.push_back({"q4_0-experts-q8_0", 4.5, 8.5, 8.5, 8.5, 32,
+                 "llama.cpp GGUF of the INT4 release: experts repacked to Q4_0, the rest Q8_0"});
+  return out;
+}
+
+Result<QuantScheme> FindBuiltinQuant(const std::string& name) {
+  const std::string want = Lower(name);
+  for (const QuantScheme& q : BuiltinQuants()) {
+    if (q.name == want) return q;
+  }
+  if (want == "bf16") return FindBuiltinQuant("f16");
+  std::string names;
+  for (const QuantScheme& q : BuiltinQuants()) names += (names.empty() ? "" : ", ") + q.name;
+  return NotFound("no built-in quantization '" + name + "' (have: " + names + ")");
+}
+
+}  // namespace cohort::cluster

@@ -1,0 +1,128 @@
+// Cost model: parameter accounting against published totals, and the physical behaviour of
+// each term (pipeline at batch 1 adds memory, not speed; tensor parallel divides the bytes
+// read; collectives by topology; batching and experts).
+#include <gtest/gtest.h>
+
+#include "cluster/cost_model.h"
+
+namespace cohort::cluster {
+namespace {
+
+TEST(ModelShape, ParameterCountsMatchPublishedTotals) {
+  struct Want {
+    const char* name;
+    double total_b, active_b;
+  };
+  for (const Want& w : {Want{"qwen3-235b-a22b", 235, 22}, Want{"kimi-k2", 1026, 32},
+                        Want{"deepseek-v3", 671, 37}, Want{"llama-3.1-70b", 70.6, 70.6},
+                        Want{"llama-3.1-405b", 405.8, 405.8}, Want{"llama-3.2-1b", 1.24, 1.24}}) {
+    auto m = FindBuiltinShape(w.name);
+    ASSERT_TRUE(m.ok()) << w.name;
+    ASSERT_TRUE(m->Validate().ok());
+    EXPECT_NEAR(m->TotalParams() / 1e9, w.total_b, 0.01 * w.total_b) << w.name;
+    // Active: every weight read per token (for a tied model the output matrix is read
+    // although the embedding is counted once in the total).
+    EXPECT_NEAR(m->ActiveParams() / 1e9, w.active_b, 0.05 * w.active_b) << w.name;
+  }
+  EXPECT_FALSE(FindBuiltinShape("gpt-5").ok());
+  EXPECT_TRUE(FindBuiltinShape("Kimi-K2-Thinking").ok());
+}
+
+ClusterSpec IdealLinkCluster(int nodes) {
+  ClusterSpec c = *UniformCluster("mac-studio-m3-ultra-512", nodes, "tb5-rdma", "cohort");
+  c.link.latency_s = 0;
+  c.stack.collective_overhead_s = 0;
+  c.stack.message_overhead_s = 0;
+  c.stack.token_overhead_s = 0;
+  return c;
+}
+
+Prediction PredictWith(const std::string& model, const std::string& quant, const ClusterSpec& c,
+               parallel::LayoutSpec spec, Workload w = {}) {
+  auto p = Predict(*FindBuiltinShape(model), *FindBuiltinQuant(quant), c, Layout{"x", spec, {}}, w);
+  EXPECT_TRUE(p.ok()) << p.status().ToString();
+  return *p;
+}
+
+TEST(CostModel, PipelineAtBatchOneAddsMemoryNotSpeed) {
+  const Prediction one = PredictWith("llama-3.1-70b", "q8_0", IdealLinkCluster(1), parallel::LayoutSpec::Tensor(1));
+  const Prediction pp4 = PredictWith("llama-3.1-70b", "q8_0", IdealLinkCluster(4), parallel::LayoutSpec::Pipeline(4));
+  EXPECT_NEAR(pp4.gen_tok_s_b1 / one.gen_tok_s_b1, 1.0, 0.02);
+  EXPECT_NEAR(pp4.max_memory_bytes() / one.max_memory_bytes(), 0.25, 0.03);
+  // With several sequences in flight the stages overlap: micro-batches keep every stage busy,
+  // so a batch runs as fast as on one node that could hold the model.
+  EXPECT_NEAR(pp4.gen_tok_s_batch / one.gen_tok_s_batch, 1.0, 0.1);
+  EXPECT_GT(pp4.gen_tok_s_batch, 2.5 * pp4.gen_tok_s_b1);
+}
+
+TEST(CostModel, TensorParallelDividesBytesReadPerNode) {
+  const Prediction one = PredictWith("llama-3.1-70b", "q8_0", IdealLinkCluster(1), parallel::LayoutSpec::Tensor(1));
+  const Prediction tp4 = PredictWith("llama-3.1-70b", "q8_0", IdealLinkCluster(4), parallel::LayoutSpec::Tensor(4));
+  EXPECT_NEAR(tp4.step_b1.weights_s / one.step_b1.weights_s, 0.25, 0.02);
+  EXPECT_NEAR(tp4.ranks[0].read_bytes_b1 / one.ranks[0].read_bytes_b1, 0.25, 0.02);
+  EXPECT_GT(tp4.gen_tok_s_b1, 3.5 * one.gen_tok_s_b1);  // ideal link: almost linear
+  // A real link costs 2 all-reduces per layer: 160 collectives per token for 80 layers.
+  ClusterSpec tcp = *UniformCluster("mac-studio-m3-ultra-512", 4, "tb5-tcp", "cohort");
+  const Prediction slow = PredictWith("llama-3.1-70b", "q8_0", tcp, parallel::LayoutSpec::Tensor(4));
+  EXPECT_GE(slow.step_b1.collectives_s, 160 * AllReduceSeconds(tcp, 4, 8192 * 4));
+  EXPECT_LT(slow.step_b1.collectives_s, 160 * AllReduceSeconds(tcp, 4, 8192 * 4) + 1e-3);
+  EXPECT_LT(slow.gen_tok_s_b1, 0.5 * tp4.gen_tok_s_b1);
+}
+
+TEST(CostModel, AllReduceByTopologyAndSize) {
+  ClusterSpec c = *UniformCluster("mac-studio-m3-ultra-512", 4, "10gbe", "cohort");
+  EXPECT_EQ(AllReduceSeconds(c, 1, 1e6), 0);
+  const double mesh_small = AllReduceSeconds(c, 4, 16e3);
+  const double mesh_large = AllReduceSeconds(c, 4, 64e6);
+  c.topology = Topology::kRing;
+  const double ring_small = AllReduceSeconds(c, 4, 16e3);
+  const double ring_large = AllReduceSeconds(c, 4, 64e6);
+  c.topology = Topology::kChain;
+  const double chain_small = AllReduceSeconds(c, 4, 16e3);
+  EXPECT_LT(mesh_small, ring_small);   // one exchange instead of 6 ring steps
+  EXPECT_LT(ring_small, chain_small);  // whole vectors per step on a chain
+  EXPECT_NEAR(mesh_large, ring_large, 1e-9);  // large messages: the ring wins on a mesh too
+  // Ring: 2 (n-1) / n of the data crosses each link: 96 MB at 1.175 GB/s.
+  EXPECT_NEAR(ring_large, 2.0 * 3 / 4 * 64e6 / (9.4e9 / 8), 0.01);
+}
+
+TEST(CostModel, ExpertsAndBatching) {
+  EXPECT_NEAR(DistinctExperts(128, 8, 1), 8, 1e-9);
+  EXPECT_GT(DistinctExperts(128, 8, 64), 120);
+  EXPECT_EQ(DistinctExperts(0, 0, 8), 0);
+  ClusterSpec c = *UniformCluster("mac-studio-m3-ultra-512", 4, "tb5-rdma", "cohort");
+  const Prediction cols = PredictWith("qwen3-235b-a22b", "q8_0", c, parallel::LayoutSpec::Tensor(4));
+  parallel::LayoutSpec ep = parallel::LayoutSpec::Tensor(4);
+  ep.expert_split = parallel::ExpertSplit::kWhole;
+  const Prediction whole = PredictWith("qwen3-235b-a22b", "q8_0", c, ep);
+  // At batch 1 eight active experts land unevenly on 4 ranks; column slices stay balanced.
+  EXPECT_GT(cols.gen_tok_s_b1, whole.gen_tok_s_b1);
+  EXPECT_NEAR(cols.max_memory_bytes(), whole.max_memory_bytes(), 0.01 * cols.max_memory_bytes());
+  // Batching reads each weight once for many tokens.
+  EXPECT_GT(cols.gen_tok_s_batch, 1.5 * cols.gen_tok_s_b1);
+  EXPECT_GT(cols.prompt_tok_s, cols.gen_tok_s_b1);
+  EXPECT_GT(cols.ttft_s, 512 / cols.prompt_tok_s * 0.99);
+}
+
+TEST(CostModel, MemoryPerNodeAndErrors) {
+  ClusterSpec c = *UniformCluster("mac-studio-m3-ultra-512", 2, "tb5-rdma", "cohort");
+  const Prediction p = PredictWith("llama-3.1-405b", "f16", c, parallel::LayoutSpec::TensorWeighted({3, 1}));
+  ASSERT_EQ(p.ranks.size(), 2u);
+  EXPECT_NEAR(p.ranks[0].weight_bytes / p.ranks[1].weight_bytes, 3.0, 0.05);
+  EXPECT_NEAR(p.ranks[0].weight_bytes + p.ranks[1].weight_bytes,
+              ModelBytes(*FindBuiltinShape("llama-3.1-405b"), *FindBuiltinQuant("f16")), 1e6);
+  EXPECT_FALSE(p.fits);  // 3/4 of 812 GB exceeds one 512 GB node
+  EXPECT_FALSE(p.ranks[0].fits());
+  EXPECT_TRUE(p.ranks[1].fits());
+  // More ranks than nodes, or a plan the model cannot have: a clear Status.
+  auto bad = Predict(*FindBuiltinShape("llama-3.1-70b"), *FindBuiltinQuant("q8_0"), c,
+                     Layout{"tp3", parallel::LayoutSpec::Tensor(3), {}}, Workload{});
+  EXPECT_EQ(bad.status().code(), StatusCode::kInvalidArgument);
+  Workload w;
+  w.batch = 0;
+  EXPECT_FALSE(Predict(*FindBuiltinShape("llama-3.1-70b"), *FindBuiltinQuant("q8_0"), c,
+                       Layout{"tp2", parallel::LayoutSpec::Tensor(2), {}}, w).ok());
+}
+
+}  // namespace
+}  // namespace cohort::cluster
