@@ -7,6 +7,7 @@
 #include <limits>
 
 #include "engine/stop.h"
+#include "engine/utf8.h"
 #include "tokenizer/tokenizer.h"
 
 namespace cohort::engine {
@@ -28,8 +29,11 @@ class TextSink {
 
   // Returns false when the caller cancelled.
   bool Push(std::string_view piece) {
+    // Bytes the decoder released are final, so an invalid one will never become valid.
+    clean_.clear();
+    AppendSanitizedUtf8(piece, clean_);
     out_.clear();
-    stop_.Push(piece, out_);
+    stop_.Push(clean_, out_);
     return Emit();
   }
   bool Finish() {
@@ -50,6 +54,7 @@ class TextSink {
   StopMatcher stop_;
   const StreamCallback& on_text_;
   GenerateResult& result_;
+  std::string clean_;
   std::string out_;
 };
 

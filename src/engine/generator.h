@@ -63,7 +63,9 @@ struct GenerateResult {
 };
 
 // Receives the completion's text as it becomes final: whole UTF-8 characters, never a part
-// of a stop string. The pieces concatenate to GenerateResult::text. Returning false cancels
+// of a stop string. The text is always well-formed UTF-8: bytes that cannot form a character
+// (a stray continuation byte, a character cut off by the end of the generation) arrive as
+// U+FFFD. The pieces concatenate to GenerateResult::text. Returning false cancels
 // the generation (a client went away).
 using StreamCallback = std::function<bool(std::string_view text)>;
 

@@ -14,6 +14,9 @@
 namespace cohort::engine {
 
 // How to pick tokens. A plain aggregate; Validate() says whether the values make sense.
+// Defaults are llama.cpp's. As there, top-p and min-p measure probabilities at temperature 1
+// (before temperature is applied), and temperature 0 is greedy: the argmax after bias and
+// penalties, ties to the lowest id, no random draw.
 //
 // Penalties (repeat, presence, frequency) count the tokens passed to Sampler::Accept() that
 // lie in the last `repeat_last_n` of them (-1: all of them, 0: none, so penalties are off).

@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "core/status.h"
+#include "engine/utf8.h"
 
 namespace cohort::engine {
 
@@ -16,9 +17,6 @@ namespace cohort::engine {
 constexpr size_t kMaxStopStrings = 16;
 constexpr size_t kMaxStopBytes = 256;
 Status ValidateStopStrings(const std::vector<std::string>& stops);
-
-// Whether `text` is well-formed UTF-8 (no overlong forms, surrogates or values past U+10FFFF).
-bool IsValidUtf8(std::string_view text);
 
 class StopMatcher {
  public:

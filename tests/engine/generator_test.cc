@@ -227,6 +227,17 @@ TEST(Generator, StreamingIsUtf8Safe) {
   for (const auto& p : pieces) EXPECT_TRUE(IsValidUtf8(p)) << p;
 }
 
+TEST(Generator, BytesThatFormNoCharacterBecomeReplacementCharacters) {
+  // A stray continuation byte, then a lead byte cut off by max_tokens.
+  Fixture f({kHello, kByteA9, kBang, kByteC3});
+  std::vector<std::string> pieces;
+  auto r = RunStreaming(f, {kBos}, Greedy(4), &pieces);
+  ASSERT_TRUE(r.ok());
+  EXPECT_EQ(r->text, " Hello\xEF\xBF\xBD!\xEF\xBF\xBD");
+  EXPECT_EQ(Join(pieces), r->text);
+  for (const auto& p : pieces) EXPECT_TRUE(IsValidUtf8(p)) << p;
+}
+
 TEST(Generator, CallbackReturningFalseCancels) {
   Fixture f(kScript);
   int calls = 0;

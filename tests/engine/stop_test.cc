@@ -42,6 +42,20 @@ TEST(Utf8, Validity) {
   EXPECT_FALSE(IsValidUtf8("\xF4\x90\x80\x80"));  // past U+10FFFF
 }
 
+TEST(Utf8, SanitizeReplacesEachBadByte) {
+  auto clean = [](std::string_view in) {
+    std::string out = "<";
+    AppendSanitizedUtf8(in, out);
+    return out;
+  };
+  EXPECT_EQ(clean("caf\xC3\xA9"), "<caf\xC3\xA9");
+  EXPECT_EQ(clean("a\xA9" "b"), "<a\xEF\xBF\xBD" "b");
+  EXPECT_EQ(clean("\xC3"), "<\xEF\xBF\xBD");
+  EXPECT_EQ(clean("\xE2\x82" "x"), "<\xEF\xBF\xBD\xEF\xBF\xBD" "x");
+  EXPECT_EQ(clean("\xC0\xAF"), "<\xEF\xBF\xBD\xEF\xBF\xBD");
+  EXPECT_TRUE(IsValidUtf8(clean("\xFF\xFE\xF0\x9F\x98")));
+}
+
 TEST(StopStrings, Validation) {
   EXPECT_TRUE(ValidateStopStrings({}).ok());
   EXPECT_TRUE(ValidateStopStrings({"\n\n", "END", "\xC3\xA9"}).ok());
