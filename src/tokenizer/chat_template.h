@@ -31,7 +31,10 @@ struct ChatTemplateInputs {
 
 class ChatTemplate {
  public:
-  // Parses Jinja source; a syntax error or unsupported construct is a clear Status.
+  // Parses Jinja source. Syntax errors and unsupported statements (include, extends, ...)
+  // fail here with kUnsupported and the line; an unsupported filter, test or method fails
+  // Apply with kUnsupported naming it, so a template whose exotic branch is never taken (a
+  // tool-call path, say) still serves plain chats.
   static Result<ChatTemplate> Parse(const std::string& source);
   // A built-in template by family name: "llama3", "chatml", "deepseek3", "mistral", "llama2"
   // (llama.cpp's formats of the same names; mistral is its v7-tekken). Unknown name: kNotFound.
@@ -39,6 +42,11 @@ class ChatTemplate {
   // The names Builtin() accepts.
   static std::vector<std::string> BuiltinNames();
 
+  // Renders the conversation. Templates run with the variables llama.cpp passes: messages,
+  // bos_token, eos_token, add_generation_prompt (defined only when true), enable_thinking,
+  // date_string ("15 Mar 2025"), datetime, strftime_now(); tools stay undefined. A template's
+  // raise_exception() is kInvalidArgument; a runaway template is kOutOfRange (output, step and
+  // recursion budgets), never a hang. Thread-safe: a parsed template is immutable.
   Result<std::string> Apply(const ChatTemplateInputs& inputs) const;
 
   ChatTemplate(ChatTemplate&&) noexcept;

@@ -116,7 +116,14 @@ bool Truthy(const Value& v) {
   return false;
 }
 
-bool Equal(const Value& a, const Value& b) {
+namespace {
+
+// Containers can nest (or, through namespaces, refer to themselves); comparisons and printing
+// stop at this depth instead of recursing without bound.
+constexpr int kMaxValueDepth = 100;
+
+bool EqualAt(const Value& a, const Value& b, int depth) {
+  if (depth > kMaxValueDepth) return false;
   if (a.IsNumber() && b.IsNumber()) {
     if (a.kind == Kind::kFloat || b.kind == Kind::kFloat) return a.AsDouble() == b.AsDouble();
     int64_t x = a.kind == Kind::kBool ? a.b : a.i;
@@ -129,17 +136,19 @@ bool Equal(const Value& a, const Value& b) {
     case Kind::kNone: return true;
     case Kind::kString: return a.s == b.s;
     case Kind::kList: {
+      if (a.list == b.list) return true;  // identity first, as Python's containers do
       if (a.list->size() != b.list->size()) return false;
       for (size_t k = 0; k < a.list->size(); ++k) {
-        if (!Equal((*a.list)[k], (*b.list)[k])) return false;
+        if (!EqualAt((*a.list)[k], (*b.list)[k], depth + 1)) return false;
       }
       return true;
     }
     case Kind::kDict: {
+      if (a.dict == b.dict) return true;
       if (a.dict->items.size() != b.dict->items.size()) return false;
       for (const auto& [key, value] : a.dict->items) {
         const Value* other = b.dict->Find(key);
-        if (other == nullptr || !Equal(value, *other)) return false;
+        if (other == nullptr || !EqualAt(value, *other, depth + 1)) return false;
       }
       return true;
     }
@@ -147,6 +156,10 @@ bool Equal(const Value& a, const Value& b) {
     default: return false;
   }
 }
+
+}  // namespace
+
+bool Equal(const Value& a, const Value& b) { return EqualAt(a, b, 0); }
 
 std::string FloatRepr(double x) {
   if (std::isnan(x)) return "nan";
@@ -227,12 +240,16 @@ std::string StrRepr(const std::string& s) {
 
 }  // namespace
 
-std::string Repr(const Value& v) {
+namespace {
+
+std::string StrAt(const Value& v, int depth);
+
+std::string ReprAt(const Value& v, int depth) {
   if (v.kind == Kind::kString) return StrRepr(v.s);
-  return ToStr(v);
+  return StrAt(v, depth);
 }
 
-std::string ToStr(const Value& v) {
+std::string StrAt(const Value& v, int depth) {
   switch (v.kind) {
     case Kind::kUndefined: return "";
     case Kind::kNone: return "None";
@@ -241,20 +258,22 @@ std::string ToStr(const Value& v) {
     case Kind::kFloat: return FloatRepr(v.f);
     case Kind::kString: return v.s;
     case Kind::kList: {
+      if (depth > kMaxValueDepth) return "[...]";
       std::string out = "[";
       for (size_t k = 0; k < v.list->size(); ++k) {
         if (k > 0) out += ", ";
-        out += Repr((*v.list)[k]);
+        out += ReprAt((*v.list)[k], depth + 1);
       }
       return out + "]";
     }
     case Kind::kDict: {
+      if (depth > kMaxValueDepth) return "{...}";
       std::string out = "{";
       bool first = true;
       for (const auto& [key, value] : v.dict->items) {
         if (!first) out += ", ";
         first = false;
-        out += StrRepr(key) + ": " + Repr(value);
+        out += ReprAt(v.dict->KeyValue(key), depth + 1) + ": " + ReprAt(value, depth + 1);
       }
       return out + "}";
     }
@@ -262,6 +281,11 @@ std::string ToStr(const Value& v) {
   }
   return "";
 }
+
+}  // namespace
+
+std::string Repr(const Value& v) { return ReprAt(v, 0); }
+std::string ToStr(const Value& v) { return StrAt(v, 0); }
 
 namespace {
 

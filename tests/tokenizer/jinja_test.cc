@@ -286,5 +286,15 @@ TEST(JinjaLimits, WorkIsBounded) {
   EXPECT_EQ(RenderError("{% macro f() %}{{ f() }}{% endmacro %}{{ f() }}", {}, small).code(), StatusCode::kOutOfRange);
 }
 
+TEST(JinjaLimits, SelfReferenceDoesNotRecurseForever) {
+  std::string text = Render("{% set ns = namespace() %}{% set ns.me = ns %}{% set other = namespace() %}"
+                            "{% set other.me = other %}{{ ns }}|{{ ns == ns }}|{{ ns == other }}");
+  EXPECT_NE(text.find("{...}"), std::string::npos);
+  // Identity compares equal at once; two distinct cycles make the bounded comparison give up.
+  EXPECT_TRUE(text.ends_with("|True|False")) << text;
+  EXPECT_EQ(RenderError("{% set ns = namespace() %}{% set ns.me = ns %}{{ ns | tojson }}").code(),
+            StatusCode::kOutOfRange);
+}
+
 }  // namespace
 }  // namespace cohort::tokenizer::jinja
