@@ -95,7 +95,7 @@ Status PollOne(int fd, short events, Deadline deadline) {
 Status WriteAll(int fd, std::span<const std::byte> data, Deadline deadline) {
   size_t done = 0;
   while (done < data.size()) {
-    const ssize_t n = send(fd, data.data() + done, data.size() - done, MSG_NOSIGNAL);
+    const ssize_t n = send(fd, data.data() + done, data.size() - done, MSG_NOSIGNAL | MSG_DONTWAIT);
     if (n > 0) {
       done += static_cast<size_t>(n);
     } else if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR)) {
@@ -110,7 +110,7 @@ Status WriteAll(int fd, std::span<const std::byte> data, Deadline deadline) {
 Status ReadAll(int fd, std::span<std::byte> data, Deadline deadline) {
   size_t done = 0;
   while (done < data.size()) {
-    const ssize_t n = recv(fd, data.data() + done, data.size() - done, 0);
+    const ssize_t n = recv(fd, data.data() + done, data.size() - done, MSG_DONTWAIT);
     if (n > 0) {
       done += static_cast<size_t>(n);
     } else if (n == 0) {

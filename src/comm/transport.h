@@ -18,12 +18,17 @@ using Deadline = Clock::time_point;
 
 inline Deadline DeadlineAfter(std::chrono::milliseconds timeout) { return Clock::now() + timeout; }
 
-// How a rank waits for a peer. Measured on small machines: a pure busy-poll stalls for whole
-// scheduler ticks once ranks outnumber cores, while anything that sleeps on a timer pays a
-// ~4 ms wake-up. So we spin briefly, then yield, then block in the kernel on the very event we
-// wait for (poll on a socket, futex on a ring), which wakes without a timer.
+// How a rank waits for a peer: spin for spin_us, then sched_yield for yield_us, then block in
+// the kernel on the very event awaited (a socket's readiness, a futex in the shared ring),
+// which wakes without a timer. Measured on the 2-core test machines (ranks, compilers and other
+// users sharing the cores): a pure busy-poll stalls for whole scheduler ticks once ranks
+// outnumber cores, anything sleeping on a timer pays a ~4 ms wake-up, and even a short pause
+// spin costs more than it saves (the peer we wait for may need our core). So the defaults do
+// not spin: shared memory yields a little before sleeping on its futex (a futex wake-up costs
+// ~25 µs, more than the whole 16 KB exchange), TCP blocks in the kernel at once (see
+// TcpOptions). Every wait is still bounded by its deadline.
 struct WaitPolicy {
-  int spin_us = 30;    // busy-poll this long before giving up the core
+  int spin_us = 0;     // busy-poll this long before giving up the core
   int yield_us = 200;  // then sched_yield in a loop this long before blocking
   // Never block: spin and yield until the deadline. Lowest latency when every rank owns a core,
   // harmful when ranks outnumber cores.
