@@ -20,8 +20,10 @@ double SecondsSince(Clock::time_point start) {
   return std::chrono::duration<double>(Clock::now() - start).count();
 }
 
+}  // namespace
+
 // Text from the decoder goes through the stop matcher, then to the result and the caller.
-class TextSink {
+class Generator::TextSink {
  public:
   TextSink(const std::vector<std::string>& stops, const StreamCallback& on_text,
            GenerateResult& result)
@@ -58,7 +60,6 @@ class TextSink {
   std::string out_;
 };
 
-}  // namespace
 
 const char* FinishReasonName(FinishReason reason) {
   switch (reason) {
@@ -152,44 +153,11 @@ SamplingParams Generator::EffectiveSampling(const GenerateOptions& options) cons
   return params;
 }
 
-Result<GenerateResult> Generator::GenerateText(std::string_view prompt,
-                                               const GenerateOptions& options,
-                                               const StreamCallback& on_text) {
-  COHORT_RETURN_IF_ERROR(options.Validate());
-  const std::vector<int32_t> ids =
-      model_.tokenizer().Encode(prompt, options.add_special, options.parse_special);
-  return Generate(ids, options, on_text);
-}
-
-Result<GenerateResult> Generator::Generate(std::span<const int32_t> prompt,
-                                           const GenerateOptions& options,
-                                           const StreamCallback& on_text) {
-  COHORT_RETURN_IF_ERROR(options.Validate());
-  const model::ModelConfig& config = model_.config();
-  COHORT_RETURN_IF_ERROR(options.sampling.Validate(config.n_vocab));
-  const int32_t n_ctx = options.n_ctx > 0 ? options.n_ctx : config.n_ctx_train;
-  if (n_ctx <= 0) return InvalidArgument("no context length: set n_ctx");
-  COHORT_RETURN_IF_ERROR(CheckPrompt(prompt, options, n_ctx));
-  const int32_t n_prompt = static_cast<int32_t>(prompt.size());
-
-  GenerateResult result;
-  result.prompt_tokens = n_prompt;
-  if (options.max_tokens == 0) return result;
-  COHORT_RETURN_IF_ERROR(EnsureCache(n_ctx, options.kv_type));
-
+Status Generator::DecodeLoop(const GenerateOptions& options, int32_t n_ctx, Sampler& sampler,
+                             tokenizer::StreamDecoder& decoder, TextSink& sink,
+                             GenerateResult& result) {
   const tokenizer::Tokenizer& tok = model_.tokenizer();
-  Sampler sampler(EffectiveSampling(options), config.n_vocab);
-  // The completion's text is its pieces as llama.cpp's server streams them: an SPM piece
-  // keeps its leading space even right after BOS (" Once"), so prompt + text is the whole.
-  tokenizer::StreamDecoder decoder(tok);
-  for (int32_t id : prompt) sampler.Accept(id);
-  TextSink sink(options.stop, on_text, result);
-
-  const auto prompt_start = Clock::now();
-  COHORT_RETURN_IF_ERROR(EvalPrompt(prompt, options.n_batch).Annotate("prompt"));
-  result.prompt_seconds = SecondsSince(prompt_start);
-
-  const auto gen_start = Clock::now();
+  const int32_t n_prompt = result.prompt_tokens;
   Logprobs logprobs;
   const bool want_logprobs = options.top_logprobs >= 0;
   bool cancelled = false;
@@ -231,6 +199,47 @@ Result<GenerateResult> Generator::Generate(std::span<const int32_t> prompt,
       (void)sink.Finish();
     }
   }
+  return Status::Ok();
+}
+
+Result<GenerateResult> Generator::GenerateText(std::string_view prompt,
+                                               const GenerateOptions& options,
+                                               const StreamCallback& on_text) {
+  COHORT_RETURN_IF_ERROR(options.Validate());
+  const std::vector<int32_t> ids =
+      model_.tokenizer().Encode(prompt, options.add_special, options.parse_special);
+  return Generate(ids, options, on_text);
+}
+
+Result<GenerateResult> Generator::Generate(std::span<const int32_t> prompt,
+                                           const GenerateOptions& options,
+                                           const StreamCallback& on_text) {
+  COHORT_RETURN_IF_ERROR(options.Validate());
+  const model::ModelConfig& config = model_.config();
+  COHORT_RETURN_IF_ERROR(options.sampling.Validate(config.n_vocab));
+  const int32_t n_ctx = options.n_ctx > 0 ? options.n_ctx : config.n_ctx_train;
+  if (n_ctx <= 0) return InvalidArgument("no context length: set n_ctx");
+  COHORT_RETURN_IF_ERROR(CheckPrompt(prompt, options, n_ctx));
+  const int32_t n_prompt = static_cast<int32_t>(prompt.size());
+
+  GenerateResult result;
+  result.prompt_tokens = n_prompt;
+  if (options.max_tokens == 0) return result;
+  COHORT_RETURN_IF_ERROR(EnsureCache(n_ctx, options.kv_type));
+
+  Sampler sampler(EffectiveSampling(options), config.n_vocab);
+  // The completion's text is its pieces as llama.cpp's server streams them: an SPM piece
+  // keeps its leading space even right after BOS (" Once"), so prompt + text is the whole.
+  tokenizer::StreamDecoder decoder(model_.tokenizer());
+  for (int32_t id : prompt) sampler.Accept(id);
+  TextSink sink(options.stop, on_text, result);
+
+  const auto prompt_start = Clock::now();
+  COHORT_RETURN_IF_ERROR(EvalPrompt(prompt, options.n_batch).Annotate("prompt"));
+  result.prompt_seconds = SecondsSince(prompt_start);
+
+  const auto gen_start = Clock::now();
+  COHORT_RETURN_IF_ERROR(DecodeLoop(options, n_ctx, sampler, decoder, sink, result));
   result.stop_index = sink.stop_index();
   result.completion_tokens = static_cast<int32_t>(result.tokens.size());
   result.generation_seconds = SecondsSince(gen_start);

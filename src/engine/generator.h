@@ -95,6 +95,10 @@ class Generator {
   Status EvalPrompt(std::span<const int32_t> tokens, int32_t n_batch);
   Status EvalOne(int32_t token, int32_t pos);
   SamplingParams EffectiveSampling(const GenerateOptions& options) const;
+  class TextSink;
+  // Samples, streams and decodes until the generation ends; sets result.finish_reason.
+  Status DecodeLoop(const GenerateOptions& options, int32_t n_ctx, Sampler& sampler,
+                    tokenizer::StreamDecoder& decoder, TextSink& sink, GenerateResult& result);
 
   LoadedModel& model_;
   Context ctx_;
