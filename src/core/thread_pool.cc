@@ -65,11 +65,17 @@ void ThreadPool::ParallelFor(int64_t n, const std::function<void(int64_t, int64_
     fn(0, n);
     return;
   }
-  ParallelRun([&](int index, int) {
-    if (index >= parts) return;
+  // One captured reference fits std::function's inline buffer: no allocation per call.
+  struct Loop {
+    const std::function<void(int64_t, int64_t)>* fn;
+    int64_t n;
+    int parts;
+  } loop{&fn, n, parts};
+  ParallelRun([&loop](int index, int) {
+    if (index >= loop.parts) return;
     int64_t begin, end;
-    SplitRange(n, index, parts, &begin, &end);
-    if (begin < end) fn(begin, end);
+    SplitRange(loop.n, index, loop.parts, &begin, &end);
+    if (begin < end) (*loop.fn)(begin, end);
   });
 }
 

@@ -16,10 +16,12 @@ namespace {
 constexpr int64_t kRowTile = 4;
 constexpr int64_t kTokenTile = 32;
 
-void RunParallel(ThreadPool* pool, int64_t n,
-                 const std::function<void(int64_t, int64_t)>& fn) {
+// A template, and the pool gets a lambda holding one reference, so std::function stores it
+// inline: a matmul on the decode path allocates nothing.
+template <typename Fn>
+void RunParallel(ThreadPool* pool, int64_t n, const Fn& fn) {
   if (pool != nullptr && pool->size() > 1 && n > 1) {
-    pool->ParallelFor(n, fn);
+    pool->ParallelFor(n, [&fn](int64_t begin, int64_t end) { fn(begin, end); });
   } else if (n > 0) {
     fn(0, n);
   }
