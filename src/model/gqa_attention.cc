@@ -68,24 +68,35 @@ void GqaAttention(const BlockEnv& env, const GqaWeights& w, const GqaParams& p, 
                 s.v.data() + t * kv_width);
   }
 
-  const int n_ctx = cache.n_ctx();
+  // The loop's state travels as one struct so the pool's std::function stores the lambda
+  // inline (no allocation per call).
+  struct Job {
+    const BlockEnv* env;
+    const GqaParams* p;
+    GqaScratch* s;
+    const KvCache* cache;
+    int layer, group, n_q;
+    int64_t q_width, kv_width, elem;
+  } job{&env, &p, &s, &cache, layer, group, n_q, q_width, kv_width,
+        cache.type() == DType::kF16 ? 2 : 4};
   const int n_threads = env.pool != nullptr ? env.pool->size() : 1;
-  s.scores.resize(static_cast<size_t>(n_threads) * n_ctx);
-  const int64_t elem = cache.type() == DType::kF16 ? 2 : 4;
-  const int64_t n_jobs = static_cast<int64_t>(n_tokens) * n_q;
-  RunOnPool(env.pool, [&](int thread, int threads) {
+  s.scores.resize(static_cast<size_t>(n_threads) * cache.n_ctx());
+  RunOnPool(env.pool, [&job](int thread, int threads) {
+    const int64_t hd = job.p->head_dim;
+    const int n_ctx = job.cache->n_ctx();
     int64_t begin, end;
-    SplitRange(n_jobs, thread, threads, &begin, &end);
-    float* scores = s.scores.data() + static_cast<size_t>(thread) * n_ctx;
-    for (int64_t job = begin; job < end; ++job) {
-      const int t = static_cast<int>(job / n_q);
-      const int h = static_cast<int>(job % n_q);
-      const int g = h / group;  // local KV head
-      const int seq = env.seq_ids[t];
-      const CacheRows k{cache.KRow(layer, seq, 0) + g * hd * elem, kv_width * elem, cache.type()};
-      const CacheRows v{cache.VRow(layer, seq, 0) + g * hd * elem, kv_width * elem, cache.type()};
-      AttendOne(s.q.data() + t * q_width + h * hd, hd, k, v, hd, env.positions[t] + 1,
-                p.kq_scale, scores, s.attn.data() + t * q_width + h * hd);
+    SplitRange(static_cast<int64_t>(job.env->n_tokens) * job.n_q, thread, threads, &begin, &end);
+    float* scores = job.s->scores.data() + static_cast<size_t>(thread) * n_ctx;
+    for (int64_t i = begin; i < end; ++i) {
+      const int t = static_cast<int>(i / job.n_q);
+      const int h = static_cast<int>(i % job.n_q);
+      const int g = h / job.group;  // local KV head
+      const int seq = job.env->seq_ids[t];
+      const int64_t stride = job.kv_width * job.elem;
+      const CacheRows k{job.cache->KRow(job.layer, seq, 0) + g * hd * job.elem, stride, job.cache->type()};
+      const CacheRows v{job.cache->VRow(job.layer, seq, 0) + g * hd * job.elem, stride, job.cache->type()};
+      AttendOne(job.s->q.data() + t * job.q_width + h * hd, hd, k, v, hd, job.env->positions[t] + 1,
+                job.p->kq_scale, scores, job.s->attn.data() + t * job.q_width + h * hd);
     }
   });
 

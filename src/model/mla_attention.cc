@@ -118,23 +118,31 @@ void MlaAttention(const BlockEnv& env, const MlaWeights& w, const MlaParams& p, 
   AbsorbQuery(env, w, p, heads, s);
 
   const int n_q = heads.size();
-  const int n_ctx = cache.n_ctx();
   const int n_threads = env.pool != nullptr ? env.pool->size() : 1;
-  s.scores.resize(static_cast<size_t>(n_threads) * n_ctx);
+  s.scores.resize(static_cast<size_t>(n_threads) * cache.n_ctx());
   s.latent.resize(static_cast<size_t>(env.n_tokens) * n_q * p.kv_lora_rank);
-  const int64_t elem = cache.type() == DType::kF16 ? 2 : 4;
-  const int64_t n_jobs = static_cast<int64_t>(env.n_tokens) * n_q;
-  RunOnPool(env.pool, [&](int thread, int threads) {
+  // One struct captured by reference keeps the pool's std::function allocation-free.
+  struct Job {
+    const BlockEnv* env;
+    const MlaParams* p;
+    MlaScratch* s;
+    const KvCache* cache;
+    int layer, n_q;
+    int64_t dl, elem;
+  } job{&env, &p, &s, &cache, layer, n_q, dl, cache.type() == DType::kF16 ? 2 : 4};
+  RunOnPool(env.pool, [&job](int thread, int threads) {
+    const int n_ctx = job.cache->n_ctx();
+    const int64_t kv_lora = job.p->kv_lora_rank;
     int64_t begin, end;
-    SplitRange(n_jobs, thread, threads, &begin, &end);
-    float* scores = s.scores.data() + static_cast<size_t>(thread) * n_ctx;
-    for (int64_t job = begin; job < end; ++job) {
-      const int t = static_cast<int>(job / n_q);
-      const int seq = env.seq_ids[t];
+    SplitRange(static_cast<int64_t>(job.env->n_tokens) * job.n_q, thread, threads, &begin, &end);
+    float* scores = job.s->scores.data() + static_cast<size_t>(thread) * n_ctx;
+    for (int64_t i = begin; i < end; ++i) {
+      const int t = static_cast<int>(i / job.n_q);
+      const int seq = job.env->seq_ids[t];
       // Keys are whole cache rows; values are their latent part.
-      const CacheRows rows{cache.KRow(layer, seq, 0), dl * elem, cache.type()};
-      AttendOne(s.q_full.data() + job * dl, dl, rows, rows, p.kv_lora_rank,
-                env.positions[t] + 1, p.kq_scale, scores, s.latent.data() + job * p.kv_lora_rank);
+      const CacheRows rows{job.cache->KRow(job.layer, seq, 0), job.dl * job.elem, job.cache->type()};
+      AttendOne(job.s->q_full.data() + i * job.dl, job.dl, rows, rows, kv_lora,
+                job.env->positions[t] + 1, job.p->kq_scale, scores, job.s->latent.data() + i * kv_lora);
     }
   });
 
