@@ -87,14 +87,30 @@ std::vector<int> DealRanksToKvHeads(const std::vector<double>& weights, int n_kv
   return group;
 }
 
-// Query and KV heads of each rank of one tensor-parallel group.
+// Splits `total` heads over `weights` in whole units of `unit` heads when that is possible
+// (enough units for every rank), else head by head.
+Result<std::vector<Range>> SplitHeadUnits(int total, int unit, const std::vector<double>& weights,
+                                          const char* what) {
+  if (unit > 1 && total % unit == 0 && total / unit >= static_cast<int>(weights.size())) {
+    COHORT_ASSIGN_OR_RETURN(auto units, SplitUnits(total / unit, weights, what));
+    for (Range& r : units) r = {r.begin * unit, r.end * unit};
+    return units;
+  }
+  return SplitUnits(total, weights, what);
+}
+
+// Query and KV heads of each rank of one tensor-parallel group. Splits fall on quant-block
+// boundaries of attn_output where the head counts allow: with head_dim 128 and 256-wide
+// K-quant blocks, heads go in pairs.
 Status SplitHeads(const PlanShape& shape, const std::vector<double>& weights,
                   std::vector<RankShard>* ranks) {
   const int n_kv = shape.n_head_kv;
   const int group = shape.n_head / n_kv;  // query heads per KV head
   const int t = static_cast<int>(weights.size());
+  const int align = shape.head_dim > 0 ? shape.block / std::gcd(shape.block, shape.head_dim) : 1;
   if (t <= n_kv) {
-    COHORT_ASSIGN_OR_RETURN(auto kv, SplitUnits(n_kv, weights, "KV heads"));
+    const int kv_unit = align / std::gcd(align, group);  // KV heads whose queries fill a block
+    COHORT_ASSIGN_OR_RETURN(auto kv, SplitHeadUnits(n_kv, kv_unit, weights, "KV heads"));
     for (int i = 0; i < t; ++i) {
       (*ranks)[i].kv_heads = kv[i];
       (*ranks)[i].q_heads = {kv[i].begin * group, kv[i].end * group};
@@ -112,7 +128,7 @@ Status SplitHeads(const PlanShape& shape, const std::vector<double>& weights,
     int end = r;
     while (end < t && kv_of[end] == k) ++end;
     std::vector<double> sub(weights.begin() + r, weights.begin() + end);
-    auto q = SplitUnits(group, sub, "query heads of a replicated KV head");
+    auto q = SplitHeadUnits(group, align, sub, "query heads of a replicated KV head");
     if (!q.ok()) {
       return InvalidArgument(std::to_string(sub.size()) + " ranks share KV head " +
                              std::to_string(k) + " which has only " + std::to_string(group) +

@@ -169,6 +169,29 @@ TEST(ShardPlan, HybridTwoByTwoAndPipeline) {
   EXPECT_EQ(pp->stages[1].ranks[0].q_heads, (Range{0, 64}));  // one rank per stage: all heads
 }
 
+TEST(ShardPlan, HeadSplitsFollowQuantBlocks) {
+  // Kimi K2-like MLA: 64 heads of 128 columns, Q4_K blocks of 256: heads go in pairs.
+  PlanShape mla = Qwen235B();
+  mla.n_head_kv = 64;
+  mla.block = 256;
+  auto plan = MakePlan(mla, LayoutSpec::Tensor(3));
+  ASSERT_TRUE(plan.ok()) << plan.status().ToString();
+  EXPECT_EQ(Sizes(plan->stages[0], &RankShard::q_heads), (std::vector<int>{22, 22, 20}));
+  // Twelve ranks on 4 KV heads: each KV head's 16 queries split 6,6,4 (pairs), not 6,5,5.
+  PlanShape gqa = Llama70B();
+  gqa.n_head_kv = 4;
+  gqa.block = 256;
+  auto twelve = MakePlan(gqa, LayoutSpec::Tensor(12));
+  ASSERT_TRUE(twelve.ok()) << twelve.status().ToString();
+  EXPECT_EQ(Sizes(twelve->stages[0], &RankShard::q_heads),
+            (std::vector<int>{6, 6, 4, 6, 6, 4, 6, 6, 4, 6, 6, 4}));
+  // With 32-wide blocks single heads are fine: 6,5,5.
+  gqa.block = 32;
+  auto fine = MakePlan(gqa, LayoutSpec::Tensor(12));
+  ASSERT_TRUE(fine.ok());
+  EXPECT_EQ(Sizes(fine->stages[0], &RankShard::q_heads)[1], 5);
+}
+
 TEST(ShardPlan, WholeExperts) {
   LayoutSpec spec = LayoutSpec::TensorWeighted({1, 1, 1});
   spec.expert_split = ExpertSplit::kWhole;
@@ -193,11 +216,13 @@ TEST(ShardPlan, InvalidSpecsGiveClearStatus) {
   small.n_ff = 64;
   expect_error(small, LayoutSpec::Tensor(3), "dense FFN");
   // Q4_K blocks of 256 columns cannot start an attention slice at head 1 (column 128).
-  // Twelve ranks on 4 KV heads split each head's 16 queries 6,5,5: rank 2 starts at head 11.
+  // Five ranks on one KV head of 8 queries with 256-wide blocks: pairs of heads would be
+  // aligned, but 4 pairs cannot serve 5 ranks, and head 7 starts at column 896.
   PlanShape kquant = Llama70B();
-  kquant.n_head_kv = 4;
+  kquant.n_head = 8;
+  kquant.n_head_kv = 1;
   kquant.block = 256;
-  expect_error(kquant, LayoutSpec::Tensor(12), "quant block 256");
+  expect_error(kquant, LayoutSpec::Tensor(5), "quant block 256");
   PlanShape bad = Llama70B();
   bad.n_head_kv = 7;
   expect_error(bad, LayoutSpec::Tensor(2), "multiple of n_head_kv");
