@@ -40,8 +40,9 @@ Status SamplingParams::Validate(int32_t n_vocab) const {
     return InvalidArgument("repeat_penalty must be a finite number > 0, got " +
                            FloatStr(repeat_penalty));
   }
-  if (repeat_last_n < -1) {
-    return InvalidArgument("repeat_last_n must be >= -1, got " + std::to_string(repeat_last_n));
+  if (repeat_last_n < -1 || repeat_last_n > kMaxRepeatLastN) {
+    return InvalidArgument("repeat_last_n must be in [-1, " + std::to_string(kMaxRepeatLastN) +
+                           "], got " + std::to_string(repeat_last_n));
   }
   if (!std::isfinite(presence_penalty) || !std::isfinite(frequency_penalty)) {
     return InvalidArgument("presence_penalty and frequency_penalty must be finite");

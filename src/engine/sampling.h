@@ -13,6 +13,9 @@
 
 namespace cohort::engine {
 
+// The penalty window is a ring buffer of this many tokens at most (-1 needs none).
+constexpr int32_t kMaxRepeatLastN = 1 << 20;
+
 // How to pick tokens. A plain aggregate; Validate() says whether the values make sense.
 // Defaults are llama.cpp's. As there, top-p and min-p measure probabilities at temperature 1
 // (before temperature is applied), and temperature 0 is greedy: the argmax after bias and

@@ -68,6 +68,7 @@ TEST(SamplingParams, ValidateRejectsBadValues) {
   EXPECT_TRUE(bad([](SamplingParams& p) { p.min_p = -0.1f; }));
   EXPECT_TRUE(bad([](SamplingParams& p) { p.repeat_penalty = 0.0f; }));
   EXPECT_TRUE(bad([](SamplingParams& p) { p.repeat_last_n = -2; }));
+  EXPECT_TRUE(bad([](SamplingParams& p) { p.repeat_last_n = kMaxRepeatLastN + 1; }));
   EXPECT_TRUE(bad([](SamplingParams& p) { p.frequency_penalty = INFINITY; }));
   EXPECT_TRUE(bad([](SamplingParams& p) { p.logit_bias[100] = 1.0f; }));
   EXPECT_TRUE(bad([](SamplingParams& p) { p.logit_bias[-1] = 1.0f; }));
