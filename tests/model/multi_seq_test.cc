@@ -84,6 +84,24 @@ TEST_P(MultiSeqTest, OnlyRequestedRowsGetLogits) {
   }
 }
 
+TEST_P(MultiSeqTest, ThreadCountDoesNotChangeLogits) {
+  Loaded l = LoadModel(GetParam());
+  ASSERT_NE(l.model, nullptr);
+  const std::vector<int32_t> toks = {1, 10, 20, 30, 40, 50, 60, 70, 80};
+  std::vector<float> results[2];
+  const int threads[2] = {1, 3};
+  for (int i = 0; i < 2; ++i) {
+    ThreadPool pool(threads[i]);
+    const Context ctx{&pool, nullptr};
+    KvCacheOptions o;
+    o.n_ctx = 32;
+    auto cache = l.model->NewKvCache(o);
+    ASSERT_TRUE(cache.ok());
+    results[i] = RunChunks(*l.model, ctx, **cache, toks, 6, 1);
+  }
+  EXPECT_EQ(results[0], results[1]);  // bitwise: every output element has one owner thread
+}
+
 INSTANTIATE_TEST_SUITE_P(Archs, MultiSeqTest,
                          ::testing::Values("tiny-llama-f32", "tiny-qwen3moe-f32",
                                            "tiny-deepseek2-f32", "tiny-llama-q4_k_m"),
