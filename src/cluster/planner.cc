@@ -249,7 +249,10 @@ Result<std::vector<Layout>> EnumerateLayouts(const PlanRequest& req) {
   }
   const std::vector<int> order = NodesBySpeed(req.cluster);
   std::vector<Layout> out;
-  for (size_t k = 1; k <= order.size(); ++k) {
+  // Bounded search: beyond 64 nodes per instance the per-layer collectives of any layout here
+  // dominate, and enumerating every prefix would cost O(nodes^3).
+  constexpr size_t kMaxNodesPerInstance = 64;
+  for (size_t k = 1; k <= std::min(order.size(), kMaxNodesPerInstance); ++k) {
     AddLayoutsFor(req, std::vector<int>(order.begin(), order.begin() + k), kind, &out);
   }
   if (out.empty()) return InvalidArgument("layout '" + kind + "' is not possible on this cluster and stack");
