@@ -90,25 +90,55 @@ void Rope(const RopeParams& p, int64_t pos, float* x, int n_heads, int64_t head_
   for (int h = 0; h < n_heads; ++h) RopeApply(p.mode, p.n_rot, cache, x + h * head_stride);
 }
 
+float ExpPoly(float x) {
+  // exp(x) = 2^n * exp(b) with n = round(x / ln 2) (via the 1.5 * 2^23 shifter) and b the
+  // remainder, reduced with a two-part ln 2; exp(b) by a degree-5 polynomial.
+  constexpr float kShifter = 0x1.8p23f;
+  const float z = std::fma(x, 0x1.715476p+0f, kShifter);
+  const float n = z - kShifter;
+  if (std::fabs(n) > 192.0f || std::isnan(n)) return n <= 0.0f ? 0.0f : INFINITY;
+  const float b = std::fma(-n, 0x1.7f7d1cp-20f, std::fma(-n, 0x1.62e4p-1f, x));
+  const float u = b * b;
+  const float j = std::fma(std::fma(std::fma(0x1.0e4020p-7f, b, 0x1.573e2ep-5f), u,
+                                    std::fma(0x1.555e66p-3f, b, 0x1.fffdb6p-2f)),
+                           u, std::fma(0x1.ffffecp-1f, b, 1.0f));
+  return std::ldexp(j, static_cast<int>(n));
+}
+
 void Softmax(float* x, int64_t n) {
   COHORT_CHECK_GT(n, 0);
   float max = -std::numeric_limits<float>::infinity();
   for (int64_t i = 0; i < n; ++i) max = std::max(max, x[i]);
   COHORT_CHECK(max > -std::numeric_limits<float>::infinity());
   double sum = 0.0;
-  for (int64_t i = 0; i < n; ++i) {
+  int64_t i = 0;
+  for (; i + 15 < n; i += 16) {
+    float v[16];
+    for (int k = 0; k < 16; ++k) v[k] = x[i + k] = ExpPoly(x[i + k] - max);
+    // The pairwise order of a 16-lane horizontal add: halves, quarters, pairs.
+    for (int k = 0; k < 8; ++k) v[k] += v[k + 8];
+    for (int k = 0; k < 4; ++k) v[k] += v[k + 4];
+    v[0] += v[2];
+    v[1] += v[3];
+    sum += static_cast<double>(v[0] + v[1]);
+  }
+  for (; i < n; ++i) {
     x[i] = std::exp(x[i] - max);
     sum += static_cast<double>(x[i]);
   }
   const float inv = static_cast<float>(1.0 / sum);
-  for (int64_t i = 0; i < n; ++i) x[i] *= inv;
+  for (int64_t k = 0; k < n; ++k) x[k] *= inv;
 }
 
 float Silu(float x) { return x / (1.0f + std::exp(-x)); }
 float Sigmoid(float x) { return 1.0f / (1.0f + std::exp(-x)); }
 
 void SwiGlu(const float* gate, const float* up, int64_t n, float* out) {
-  for (int64_t i = 0; i < n; ++i) out[i] = Silu(gate[i]) * up[i];
+  int64_t i = 0;
+  for (; i + 15 < n; i += 16) {
+    for (int64_t k = i; k < i + 16; ++k) out[k] = gate[k] / (1.0f + ExpPoly(-gate[k])) * up[k];
+  }
+  for (; i < n; ++i) out[i] = Silu(gate[i]) * up[i];
 }
 
 void Add(const float* x, int64_t n, float* y) {

@@ -39,11 +39,18 @@ void Rope(const RopeParams& p, int64_t pos, float* x, int n_heads, int64_t head_
           float* cache);
 
 // In-place softmax of x[0..n) (max-subtracted, sum in double). -inf entries become 0.
+// Computed as ggml's AVX-512 CPU backend does, so that results agree to the last bit as often
+// as possible: chunks of 16 use ExpPoly and a pairwise chunk sum, the remaining n % 16 values
+// use libm's expf.
 void Softmax(float* x, int64_t n);
+// exp(x) by the polynomial ggml's SIMD code uses (ggml_v_expf: range reduction by ln 2 and a
+// degree-5 polynomial, within ~1.5 ulp of expf); 0 below and inf above the range.
+float ExpPoly(float x);
 
-float Silu(float x);
+float Silu(float x);  // x / (1 + expf(-x)), libm
 float Sigmoid(float x);
-// out[i] = silu(gate[i]) * up[i]; out may alias gate or up.
+// out[i] = silu(gate[i]) * up[i]; out may alias gate or up. As ggml: chunks of 16 take
+// silu through ExpPoly, the n % 16 tail through libm.
 void SwiGlu(const float* gate, const float* up, int64_t n, float* out);
 // y[i] += x[i]
 void Add(const float* x, int64_t n, float* y);

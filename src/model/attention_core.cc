@@ -2,6 +2,7 @@
 #include "model/attention_core.h"
 
 #include <cstring>
+#include <limits>
 
 #include "core/check.h"
 #include "core/fp16.h"
@@ -19,7 +20,9 @@ void AttendOne(const float* q, int64_t dk, CacheRows k, CacheRows v, int64_t dv,
                            : kernels::Dot(reinterpret_cast<const float*>(row), q, dk);
     scores[p] = dot * scale;
   }
-  kernels::Softmax(scores, n_pos);
+  const int n_padded = ScoresStride(n_pos);
+  for (int p = n_pos; p < n_padded; ++p) scores[p] = -std::numeric_limits<float>::infinity();
+  kernels::Softmax(scores, n_padded);
   std::memset(out, 0, dv * sizeof(float));
   for (int p = 0; p < n_pos; ++p) {
     const uint8_t* row = v.data + p * v.stride_bytes;

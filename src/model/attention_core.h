@@ -16,8 +16,13 @@ struct CacheRows {
   DType type = DType::kF32;
 };
 
+// llama.cpp's softmax rows span the whole padded cache (a multiple of 256 cells, masked
+// cells at -inf), so every value goes through the 16-wide path; scores are padded likewise.
+constexpr int kScorePad = 16;
+inline int ScoresStride(int n_ctx) { return (n_ctx + kScorePad - 1) / kScorePad * kScorePad; }
+
 // out[0..dv) = sum_p softmax_p(scale * dot(q, k_p[0..dk))) * v_p[0..dv), p in [0, n_pos).
-// scores must hold n_pos floats.
+// scores must hold ScoresStride(n_pos) floats.
 void AttendOne(const float* q, int64_t dk, CacheRows k, CacheRows v, int64_t dv, int n_pos,
                float scale, float* scores, float* out);
 

@@ -15,7 +15,10 @@ void DenseFfn(ThreadPool* pool, std::vector<uint8_t>* matmul_scratch, const Dens
   s.up.resize(n_tokens * width);
   kernels::MatMul(w.gate.Rows(cols.begin, cols.end), x, n_tokens, s.gate.data(), pool, matmul_scratch);
   kernels::MatMul(w.up.Rows(cols.begin, cols.end), x, n_tokens, s.up.data(), pool, matmul_scratch);
-  kernels::SwiGlu(s.gate.data(), s.up.data(), n_tokens * width, s.gate.data());
+  // Row by row: the op's SIMD-chunk/tail split is per row, as in ggml.
+  for (int t = 0; t < n_tokens; ++t) {
+    kernels::SwiGlu(s.gate.data() + t * width, s.up.data() + t * width, width, s.gate.data() + t * width);
+  }
   kernels::MatMul(ColumnSlice(w.down, cols.begin, cols.end), s.gate.data(), n_tokens, out, pool,
                   matmul_scratch);
 }

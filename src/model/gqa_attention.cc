@@ -80,10 +80,10 @@ void GqaAttention(const BlockEnv& env, const GqaWeights& w, const GqaParams& p, 
   } job{&env, &p, &s, &cache, layer, group, n_q, q_width, kv_width,
         cache.type() == DType::kF16 ? 2 : 4};
   const int n_threads = env.pool != nullptr ? env.pool->size() : 1;
-  s.scores.resize(static_cast<size_t>(n_threads) * cache.n_ctx());
+  s.scores.resize(static_cast<size_t>(n_threads) * ScoresStride(cache.n_ctx()));
   RunOnPool(env.pool, [&job](int thread, int threads) {
     const int64_t hd = job.p->head_dim;
-    const int n_ctx = job.cache->n_ctx();
+    const int n_ctx = ScoresStride(job.cache->n_ctx());
     int64_t begin, end;
     SplitRange(static_cast<int64_t>(job.env->n_tokens) * job.n_q, thread, threads, &begin, &end);
     float* scores = job.s->scores.data() + static_cast<size_t>(thread) * n_ctx;

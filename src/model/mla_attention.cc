@@ -119,7 +119,7 @@ void MlaAttention(const BlockEnv& env, const MlaWeights& w, const MlaParams& p, 
 
   const int n_q = heads.size();
   const int n_threads = env.pool != nullptr ? env.pool->size() : 1;
-  s.scores.resize(static_cast<size_t>(n_threads) * cache.n_ctx());
+  s.scores.resize(static_cast<size_t>(n_threads) * ScoresStride(cache.n_ctx()));
   s.latent.resize(static_cast<size_t>(env.n_tokens) * n_q * p.kv_lora_rank);
   // One struct captured by reference keeps the pool's std::function allocation-free.
   struct Job {
@@ -131,7 +131,7 @@ void MlaAttention(const BlockEnv& env, const MlaWeights& w, const MlaParams& p, 
     int64_t dl, elem;
   } job{&env, &p, &s, &cache, layer, n_q, dl, cache.type() == DType::kF16 ? 2 : 4};
   RunOnPool(env.pool, [&job](int thread, int threads) {
-    const int n_ctx = job.cache->n_ctx();
+    const int n_ctx = ScoresStride(job.cache->n_ctx());
     const int64_t kv_lora = job.p->kv_lora_rank;
     int64_t begin, end;
     SplitRange(static_cast<int64_t>(job.env->n_tokens) * job.n_q, thread, threads, &begin, &end);
