@@ -1,7 +1,9 @@
 // Jinja filters (`x | name`), tests (`x is name`) and global functions, as chat templates use
 // them; tojson follows transformers' override (json.dumps, ensure_ascii=False).
 #include <algorithm>
+#include <cmath>
 #include <ctime>
+#include <map>
 #include <string>
 
 #include "tokenizer/jinja_builtins.h"
@@ -36,7 +38,7 @@ Result<Value> AttributePath(Interpreter& interp, Value v, const std::string& pat
     size_t dot = path.find('.', start);
     std::string part = path.substr(start, dot == std::string::npos ? std::string::npos : dot - start);
     if (v.IsUndefined()) return v;
-    if (!part.empty() && std::all_of(part.begin(), part.end(), ::isdigit) && v.IsList()) {
+    if (!part.empty() && part.size() < 10 && std::all_of(part.begin(), part.end(), ::isdigit) && v.IsList()) {
       COHORT_ASSIGN_OR_RETURN(v, GetItem(v, Value::Int(std::stoll(part))));
     } else {
       COHORT_ASSIGN_OR_RETURN(v, GetAttribute(interp, v, part));
@@ -213,110 +215,32 @@ Result<Value> SortFilter(Interpreter& interp, const Value& value, const CallArgs
   return Value::MakeList(std::move(out));
 }
 
-}  // namespace
-
-Result<Value> ApplyFilter(Interpreter& interp, const std::string& name, const Value& value, const CallArgs& args) {
-  COHORT_RETURN_IF_ERROR(interp.Step());
-  if (name == "default" || name == "d") {
-    bool boolean = Truthy(args.Get(1, "boolean"));
-    if (value.IsUndefined() || (boolean && !Truthy(value))) {
-      Value fallback = args.Get(0, "default_value");
-      return fallback.IsUndefined() ? Value::Str("") : fallback;
-    }
-    return value;
+Result<Value> DefaultFilter(Interpreter&, const std::string&, const Value& value, const CallArgs& args) {
+  bool boolean = Truthy(args.Get(1, "boolean"));
+  if (value.IsUndefined() || (boolean && !Truthy(value))) {
+    Value fallback = args.Get(0, "default_value");
+    return fallback.IsUndefined() ? Value::Str("") : fallback;
   }
+  return value;
+}
+
+Result<Value> TextFilter(Interpreter& interp, const std::string& name, const Value& value, const CallArgs& args) {
   if (name == "trim") return Value::Str(StripChars(ToStr(value), args.Get(0, "chars"), true, true));
   if (name == "string") return Value::Str(ToStr(value));
-  if (name == "safe" || name == "escape" || name == "e") {
-    if (name == "safe") return value;
+  if (name == "safe") return value;
+  if (name == "escape" || name == "e") {
     std::string out;
     for (char c : ToStr(value)) {
       out += c == '&' ? "&amp;" : c == '<' ? "&lt;" : c == '>' ? "&gt;" : c == '"' ? "&#34;" : c == '\'' ? "&#39;" : std::string(1, c);
     }
     return Value::Str(std::move(out));
   }
-  if (name == "upper" || name == "lower" || name == "capitalize" || name == "title") {
-    return Value::Str(CaseFilter(ToStr(value), name));
-  }
-  if (name == "length" || name == "count") {
-    if (value.IsString()) return Value::Int(static_cast<int64_t>(Utf8Length(value.s)));
-    if (value.IsList()) return Value::Int(static_cast<int64_t>(value.list->size()));
-    if (value.IsDict()) return Value::Int(static_cast<int64_t>(value.dict->items.size()));
-    if (value.IsUndefined()) return Value::Int(0);
-    return InvalidArgument(std::string("object of type '") + KindName(value.kind) + "' has no length");
-  }
   if (name == "tojson") return ToJsonFilter(value, args);
   if (name == "replace") return ReplaceFilter(value, args, interp.output_bytes_max());
-  if (name == "join") return JoinFilter(interp, value, args);
-  if (name == "first" || name == "last") {
-    COHORT_ASSIGN_OR_RETURN(List items, AsItems(value, name));
-    if (items.empty()) return Value::Undefined();
-    return name == "first" ? items.front() : items.back();
-  }
-  if (name == "list") {
-    COHORT_ASSIGN_OR_RETURN(List items, AsItems(value, name));
-    return Value::MakeList(std::move(items));
-  }
-  if (name == "reverse") {
-    COHORT_ASSIGN_OR_RETURN(List items, AsItems(value, name));
-    std::reverse(items.begin(), items.end());
-    if (value.IsString()) {
-      std::string s;
-      for (const Value& c : items) s += c.s;
-      return Value::Str(std::move(s));
-    }
-    return Value::MakeList(std::move(items));
-  }
-  if (name == "items" || name == "dictsort") {
-    if (value.IsUndefined()) return Value::MakeList();
-    if (!value.IsDict()) return InvalidArgument("filter '" + name + "' expects a mapping, got a " + KindName(value.kind));
-    List out;
-    for (const auto& [k, v] : value.dict->items) out.push_back(Value::MakeList({value.dict->KeyValue(k), v}));
-    if (name == "dictsort") {
-      std::stable_sort(out.begin(), out.end(), [](const Value& a, const Value& b) {
-        return (*a.list)[0].s < (*b.list)[0].s;
-      });
-    }
-    return Value::MakeList(std::move(out));
-  }
-  if (name == "selectattr" || name == "rejectattr") {
-    return SelectFilter(interp, value, args, true, name == "selectattr", name);
-  }
-  if (name == "select" || name == "reject") return SelectFilter(interp, value, args, false, name == "select", name);
-  if (name == "map") return MapFilter(interp, value, args);
-  if (name == "sort") return SortFilter(interp, value, args);
-  if (name == "unique") {
-    COHORT_ASSIGN_OR_RETURN(List items, AsItems(value, name));
-    List out;
-    for (const Value& item : items) {
-      COHORT_RETURN_IF_ERROR(interp.Step(static_cast<int64_t>(out.size()) + 1));
-      if (std::none_of(out.begin(), out.end(), [&](const Value& o) { return Equal(o, item); })) out.push_back(item);
-    }
-    return Value::MakeList(std::move(out));
-  }
-  if (name == "abs") {
-    if (value.kind == Kind::kInt) return Value::Int(value.i < 0 ? -value.i : value.i);
-    if (value.IsNumber()) return Value::Float(std::abs(value.AsDouble()));
-    return InvalidArgument("abs expects a number");
-  }
-  if (name == "int" || name == "float") {
-    double d = 0;
-    if (value.IsNumber()) {
-      d = value.AsDouble();
-    } else if (value.IsString()) {
-      char* end = nullptr;
-      d = std::strtod(value.s.c_str(), &end);
-      if (end == value.s.c_str()) {
-        Value fallback = args.Get(0, "default");
-        return fallback.IsUndefined() ? (name == "int" ? Value::Int(0) : Value::Float(0)) : fallback;
-      }
-    }
-    if (name == "int") return Value::Int(value.kind == Kind::kInt ? value.i : static_cast<int64_t>(d));
-    return Value::Float(d);
-  }
   if (name == "indent") {
     Value width_v = args.Get(0, "width");
-    std::string pad = width_v.IsString() ? width_v.s : std::string(width_v.kind == Kind::kInt ? width_v.i : 4, ' ');
+    std::string pad = width_v.IsString() ? width_v.s
+                                         : std::string(width_v.kind == Kind::kInt ? std::clamp<int64_t>(width_v.i, 0, 256) : 4, ' ');
     bool first = Truthy(args.Get(1, "first"));
     bool blank = Truthy(args.Get(2, "blank"));
     std::string s = ToStr(value);
@@ -324,10 +248,115 @@ Result<Value> ApplyFilter(Interpreter& interp, const std::string& name, const Va
     for (size_t k = 0; k < s.size(); ++k) {
       out += s[k];
       if (s[k] == '\n' && k + 1 < s.size() && (blank || s[k + 1] != '\n')) out += pad;
+      if (out.size() > interp.output_bytes_max()) return OutOfRange("indent result too large");
     }
     return Value::Str(std::move(out));
   }
-  return Unsupported("unsupported filter '" + name + "'");
+  return Value::Str(CaseFilter(ToStr(value), name));  // upper, lower, capitalize, title
+}
+
+Result<Value> NumberFilter(Interpreter&, const std::string& name, const Value& value, const CallArgs& args) {
+  if (name == "abs") {
+    if (value.kind == Kind::kInt) return Value::Int(value.i < 0 ? -value.i : value.i);
+    if (value.IsNumber()) return Value::Float(std::abs(value.AsDouble()));
+    return InvalidArgument("abs expects a number");
+  }
+  double d = 0;  // int, float
+  if (value.IsNumber()) {
+    d = value.AsDouble();
+  } else if (value.IsString()) {
+    char* end = nullptr;
+    d = std::strtod(value.s.c_str(), &end);
+    if (end == value.s.c_str()) {
+      Value fallback = args.Get(0, "default");
+      return fallback.IsUndefined() ? (name == "int" ? Value::Int(0) : Value::Float(0)) : fallback;
+    }
+  }
+  if (name == "float") return Value::Float(d);
+  if (value.kind == Kind::kInt) return value;
+  if (!(std::abs(d) < 9.2e18)) return OutOfRange("int: value out of range");
+  return Value::Int(static_cast<int64_t>(d));
+}
+
+Result<Value> LengthFilter(Interpreter&, const std::string&, const Value& value, const CallArgs&) {
+  if (value.IsString()) return Value::Int(static_cast<int64_t>(Utf8Length(value.s)));
+  if (value.IsList()) return Value::Int(static_cast<int64_t>(value.list->size()));
+  if (value.IsDict()) return Value::Int(static_cast<int64_t>(value.dict->items.size()));
+  if (value.IsUndefined()) return Value::Int(0);
+  return InvalidArgument(std::string("object of type '") + KindName(value.kind) + "' has no length");
+}
+
+Result<Value> SequenceFilter(Interpreter& interp, const std::string& name, const Value& value, const CallArgs& args) {
+  if (name == "join") return JoinFilter(interp, value, args);
+  if (name == "map") return MapFilter(interp, value, args);
+  if (name == "sort") return SortFilter(interp, value, args);
+  if (name == "selectattr" || name == "rejectattr") {
+    return SelectFilter(interp, value, args, true, name == "selectattr", name);
+  }
+  if (name == "select" || name == "reject") return SelectFilter(interp, value, args, false, name == "select", name);
+  COHORT_ASSIGN_OR_RETURN(List items, AsItems(value, name));
+  if (name == "first" || name == "last") {
+    if (items.empty()) return Value::Undefined();
+    return name == "first" ? items.front() : items.back();
+  }
+  if (name == "reverse") {
+    std::reverse(items.begin(), items.end());
+    if (value.IsString()) {
+      std::string s;
+      for (const Value& c : items) s += c.s;
+      return Value::Str(std::move(s));
+    }
+  }
+  if (name == "unique") {
+    List out;
+    for (const Value& item : items) {
+      COHORT_RETURN_IF_ERROR(interp.Step(static_cast<int64_t>(out.size()) + 1));
+      if (std::none_of(out.begin(), out.end(), [&](const Value& o) { return Equal(o, item); })) out.push_back(item);
+    }
+    return Value::MakeList(std::move(out));
+  }
+  return Value::MakeList(std::move(items));  // list, reverse
+}
+
+Result<Value> ItemsFilter(Interpreter&, const std::string& name, const Value& value, const CallArgs&) {
+  if (value.IsUndefined()) return Value::MakeList();
+  if (!value.IsDict()) return InvalidArgument("filter '" + name + "' expects a mapping, got a " + KindName(value.kind));
+  List out;
+  for (const auto& [k, v] : value.dict->items) out.push_back(Value::MakeList({value.dict->KeyValue(k), v}));
+  if (name == "dictsort") {
+    std::stable_sort(out.begin(), out.end(), [](const Value& a, const Value& b) {
+      return ToStr((*a.list)[0]) < ToStr((*b.list)[0]);
+    });
+  }
+  return Value::MakeList(std::move(out));
+}
+
+using FilterFn = Result<Value> (*)(Interpreter&, const std::string&, const Value&, const CallArgs&);
+
+const std::map<std::string, FilterFn>& FilterTable() {
+  static const std::map<std::string, FilterFn> kTable = {
+      {"default", DefaultFilter}, {"d", DefaultFilter},          {"trim", TextFilter},
+      {"string", TextFilter},     {"safe", TextFilter},           {"escape", TextFilter},
+      {"e", TextFilter},          {"tojson", TextFilter},         {"replace", TextFilter},
+      {"indent", TextFilter},     {"upper", TextFilter},          {"lower", TextFilter},
+      {"capitalize", TextFilter}, {"title", TextFilter},          {"abs", NumberFilter},
+      {"int", NumberFilter},      {"float", NumberFilter},        {"length", LengthFilter},
+      {"count", LengthFilter},    {"join", SequenceFilter},       {"map", SequenceFilter},
+      {"sort", SequenceFilter},   {"selectattr", SequenceFilter}, {"rejectattr", SequenceFilter},
+      {"select", SequenceFilter}, {"reject", SequenceFilter},     {"first", SequenceFilter},
+      {"last", SequenceFilter},   {"list", SequenceFilter},       {"reverse", SequenceFilter},
+      {"unique", SequenceFilter}, {"items", ItemsFilter},         {"dictsort", ItemsFilter},
+  };
+  return kTable;
+}
+
+}  // namespace
+
+Result<Value> ApplyFilter(Interpreter& interp, const std::string& name, const Value& value, const CallArgs& args) {
+  COHORT_RETURN_IF_ERROR(interp.Step());
+  auto it = FilterTable().find(name);
+  if (it == FilterTable().end()) return Unsupported("unsupported filter '" + name + "'");
+  return it->second(interp, name, value, args);
 }
 
 Result<bool> ApplyTest(const std::string& name, const Value& v, const CallArgs& args) {
@@ -370,6 +399,9 @@ Result<bool> ApplyTest(const std::string& name, const Value& v, const CallArgs& 
   return Unsupported("unsupported test 'is " + name + "'");
 }
 
+// Chat templates count messages, not millions; a longer range is a runaway template.
+constexpr size_t kMaxRangeLength = 1u << 17;
+
 void AddGlobalFunctions(Interpreter& interp, int64_t now_unix_s) {
   Interpreter* in = &interp;
   interp.SetGlobal("range", Value::Function([in](const CallArgs& a) -> Result<Value> {
@@ -391,6 +423,7 @@ void AddGlobalFunctions(Interpreter& interp, int64_t now_unix_s) {
     if (step == 0) return InvalidArgument("range step must not be zero");
     List out;
     for (int64_t k = start; step > 0 ? k < stop : k > stop; k += step) {
+      if (out.size() >= kMaxRangeLength) return OutOfRange("range() longer than " + std::to_string(kMaxRangeLength));
       COHORT_RETURN_IF_ERROR(in->Step());
       out.push_back(Value::Int(k));
     }

@@ -112,6 +112,9 @@ Status Interpreter::ExecSet(const Node& node) {
     return InvalidArgument("cannot set attribute '" + node.attr + "' on '" + node.text + "' (a " +
                            KindName(target.kind) + ", not a namespace)");
   }
+  if (WouldCycle(value, target.dict.get())) {
+    return InvalidArgument("setting '" + node.text + "." + node.attr + "' would make it contain itself or nest too deeply");
+  }
   target.dict->Set(node.attr, std::move(value));
   return Status::Ok();
 }

@@ -91,7 +91,7 @@ Result<Value> Format(const std::string& s, const CallArgs& a) {
     Value v;
     if (field.empty()) {
       v = a.Get(next_auto++, "");
-    } else if (std::all_of(field.begin(), field.end(), ::isdigit)) {
+    } else if (field.size() < 10 && std::all_of(field.begin(), field.end(), ::isdigit)) {
       v = a.Get(std::stoul(field), "");
     } else {
       v = a.Get(SIZE_MAX, field);
@@ -164,7 +164,9 @@ Result<Value> StringMethod(Interpreter& interp, const std::string& s, const std:
 Result<Value> ListMethod(const std::shared_ptr<List>& list, const std::string& name, const CallArgs& a) {
   if (name == "append") {
     if (list->size() >= (1u << 20)) return OutOfRange("list.append: list too long");
-    list->push_back(a.Get(0, "object"));
+    Value item = a.Get(0, "object");
+    if (WouldCycle(item, list.get())) return InvalidArgument("list.append would make the list contain itself or nest too deeply");
+    list->push_back(std::move(item));
     return Value::None();
   }
   if (name == "pop") {
@@ -183,12 +185,15 @@ Result<Value> ListMethod(const std::shared_ptr<List>& list, const std::string& n
     if (index.kind != Kind::kInt) return InvalidArgument("list.insert expects an integer index");
     auto n = static_cast<int64_t>(list->size());
     int64_t k = std::clamp<int64_t>(index.i < 0 ? index.i + n : index.i, 0, n);
-    list->insert(list->begin() + k, a.Get(1, "object"));
+    Value item = a.Get(1, "object");
+    if (WouldCycle(item, list.get())) return InvalidArgument("list.insert would make the list contain itself or nest too deeply");
+    list->insert(list->begin() + k, std::move(item));
     return Value::None();
   }
   if (name == "extend") {
     Value other = a.Get(0, "iterable");
     if (!other.IsList()) return InvalidArgument("list.extend expects a list");
+    if (WouldCycle(other, list.get())) return InvalidArgument("list.extend would make the list contain itself or nest too deeply");
     List copy = *other.list;
     list->insert(list->end(), copy.begin(), copy.end());
     return Value::None();
@@ -238,6 +243,12 @@ Result<Value> DictMethod(const std::shared_ptr<Dict>& dict, const std::string& n
   }
   if (name == "update") {
     Value other = a.Get(0, "other");
+    for (const auto& [k, v] : a.keyword) {
+      if (WouldCycle(v, dict.get())) return InvalidArgument("dict.update would make the dict contain itself or nest too deeply");
+    }
+    if (WouldCycle(other, dict.get()) && other.dict != dict) {
+      return InvalidArgument("dict.update would make the dict contain itself or nest too deeply");
+    }
     if (other.IsDict()) {
       auto copy = other.dict->items;
       for (auto& [k, v] : copy) dict->Set(k, v);
@@ -251,6 +262,7 @@ Result<Value> DictMethod(const std::shared_ptr<Dict>& dict, const std::string& n
     if (const Value* found = dict->Find(key.s)) return *found;
     Value fallback = a.Get(1, "default");
     if (fallback.IsUndefined()) fallback = Value::None();
+    if (WouldCycle(fallback, dict.get())) return InvalidArgument("dict.setdefault would make the dict contain itself or nest too deeply");
     dict->Set(key.s, fallback);
     return fallback;
   }

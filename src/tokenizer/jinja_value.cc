@@ -282,7 +282,24 @@ std::string StrAt(const Value& v, int depth) {
   return "";
 }
 
+bool WouldCycleAt(const Value& v, const void* container, int depth) {
+  if (v.IsList()) {
+    if (v.list.get() == container || depth > kMaxValueDepth) return true;
+    for (const Value& item : *v.list) {
+      if (WouldCycleAt(item, container, depth + 1)) return true;
+    }
+  } else if (v.IsDict()) {
+    if (v.dict.get() == container || depth > kMaxValueDepth) return true;
+    for (const auto& [key, item] : v.dict->items) {
+      if (WouldCycleAt(item, container, depth + 1)) return true;
+    }
+  }
+  return false;
+}
+
 }  // namespace
+
+bool WouldCycle(const Value& v, const void* container) { return WouldCycleAt(v, container, 0); }
 
 std::string Repr(const Value& v) { return ReprAt(v, 0); }
 std::string ToStr(const Value& v) { return StrAt(v, 0); }

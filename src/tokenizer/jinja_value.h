@@ -128,6 +128,11 @@ struct JsonOptions {
 // json.dumps(v) as transformers' tojson filter computes it. Undefined/callables are errors.
 Result<std::string> ToJson(const Value& v, const JsonOptions& options);
 
+// Whether storing `v` inside the container `container` (a List* or Dict*) would make the
+// container reach itself. Mutations refuse that: cycles would leak (shared_ptr) and make
+// printing unbounded. The search stops at a nesting depth that real templates never reach.
+bool WouldCycle(const Value& v, const void* container);
+
 // Python strings index by code point; these map code point positions onto UTF-8 bytes.
 size_t Utf8Length(const std::string& s);
 // Byte offsets of each code point start, plus s.size() at the end.
