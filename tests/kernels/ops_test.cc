@@ -177,6 +177,17 @@ TEST(OpsTest, SoftmaxOfMaskedEntriesIsZero) {
   EXPECT_FLOAT_EQ(x[2], 0.5f);
 }
 
+TEST(OpsTest, ExpPolyIsCloseToExpAndSaturates) {
+  for (float x = -87.0f; x < 88.0f; x += 0.37f) {
+    const double want = std::exp(static_cast<double>(x));
+    EXPECT_NEAR(ExpPoly(x), want, 4e-7 * want) << x;  // within ~2 ulp
+  }
+  EXPECT_EQ(ExpPoly(0.0f), 1.0f);
+  EXPECT_EQ(ExpPoly(-std::numeric_limits<float>::infinity()), 0.0f);
+  EXPECT_EQ(ExpPoly(-200.0f), 0.0f);
+  EXPECT_EQ(ExpPoly(200.0f), std::numeric_limits<float>::infinity());
+}
+
 TEST(OpsTest, SiluSigmoidSwiGlu) {
   for (float v : {-20.0f, -1.0f, 0.0f, 0.5f, 3.0f, 30.0f}) {
     EXPECT_NEAR(Sigmoid(v), 1.0 / (1.0 + std::exp(-static_cast<double>(v))), 1e-7);
