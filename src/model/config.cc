@@ -170,9 +170,10 @@ Status ParseMoe(const KeyReader& keys, Arch arch, ModelConfig& c) {
                                    keys.Key("expert_gating_func"), gating));
   }
   COHORT_ASSIGN_OR_RETURN(m.weights_scale, keys.Float("expert_weights_scale", 0.0f));
-  // llama.cpp always renormalises qwen3moe's top-k weights; deepseek2 follows the file.
-  COHORT_ASSIGN_OR_RETURN(m.norm_top_k, keys.Bool("expert_weights_norm", arch == Arch::kQwen3Moe));
-  if (arch == Arch::kQwen3Moe) m.norm_top_k = true;
+  // llama.cpp always renormalises the top-k weights of qwen3moe and of llama-arch MoE
+  // (Mixtral); deepseek2 follows the file.
+  COHORT_ASSIGN_OR_RETURN(m.norm_top_k, keys.Bool("expert_weights_norm", false));
+  if (arch == Arch::kQwen3Moe || arch == Arch::kLlama) m.norm_top_k = true;
   COHORT_ASSIGN_OR_RETURN(m.n_group, keys.Int("expert_group_count", 0));
   COHORT_ASSIGN_OR_RETURN(m.n_group_used, keys.Int("expert_group_used_count", 0));
   if (m.n_group == 0) m.n_group = 1;
