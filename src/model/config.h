@@ -62,13 +62,16 @@ struct ModelConfig {
   int n_layer = 0;
   int n_head = 0;
   int n_head_kv = 0;
-  int head_dim_k = 0;            // per-head query/key width
-  int head_dim_v = 0;            // per-head value width
+  // Per-head query/key and value widths. For deepseek2 these are llama.cpp's "MQA over the
+  // latent" widths (key_length = kv_lora + rope, value_length = kv_lora); the real per-head
+  // MLA widths are in `mla`.
+  int head_dim_k = 0;
+  int head_dim_v = 0;
   int n_ff = 0;                  // dense FFN width
   int n_vocab = 0;
   int n_ctx_train = 0;
   float rms_eps = 1e-5f;
-  float kq_scale = 0.0f;         // softmax scale applied to q·k
+  float kq_scale = 0.0f;         // softmax scale applied to q·k (deepseek2: with YaRN mscale²)
   bool tied_output = false;      // LM head is token_embd
   bool qkv_bias = false;
   bool qk_norm = false;
