@@ -1,0 +1,171 @@
+// The inspection subcommands: `cohort tokenize`, `cohort logits` and `cohort inspect`.
+#include <fmt/format.h>
+
+#include <cstdio>
+#include <iostream>
+#include <iterator>
+#include <map>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "commands.h"
+#include "core/context.h"
+#include "gguf/gguf.h"
+#include "model/config.h"
+#include "model/model.h"
+#include "tokenizer/tokenizer.h"
+
+namespace cohort::app {
+namespace {
+
+int Fail(const char* command, const Status& status) {
+  std::fprintf(stderr, "cohort %s: %s\n", command, status.ToString().c_str());
+  return 1;
+}
+
+Result<std::vector<int32_t>> ParseIds(const std::string& text, char separator) {
+  std::vector<int32_t> ids;
+  std::string item;
+  std::istringstream in(text);
+  while (separator == ' ' ? static_cast<bool>(in >> item) : static_cast<bool>(std::getline(in, item, separator))) {
+    if (item.empty()) continue;
+    char* end = nullptr;
+    const long long v = std::strtoll(item.c_str(), &end, 10);
+    if (end == item.c_str() || *end != '\0' || v < 0 || v > INT32_MAX) {
+      return InvalidArgument("'" + item + "' is not a token id");
+    }
+    ids.push_back(static_cast<int32_t>(v));
+  }
+  return ids;
+}
+
+}  // namespace
+
+int TokenizeCommand(const CommonOptions& common, const TokenizeOptions& options) {
+  auto file = gguf::File::Open(options.model);
+  if (!file.ok()) return Fail("tokenize", file.status());
+  auto tokenizer = tokenizer::Tokenizer::FromGguf(**file);
+  if (!tokenizer.ok()) return Fail("tokenize", tokenizer.status());
+  std::string input((std::istreambuf_iterator<char>(std::cin)), std::istreambuf_iterator<char>());
+
+  if (options.detokenize) {
+    auto ids = ParseIds(input, ' ');
+    if (!ids.ok()) return Fail("tokenize", ids.status());
+    for (int32_t id : *ids) {
+      if (id >= (*tokenizer)->n_vocab()) {
+        return Fail("tokenize", InvalidArgument(fmt::format("token id {} is outside the vocabulary of {}", id,
+                                                            (*tokenizer)->n_vocab())));
+      }
+    }
+    std::string text = (*tokenizer)->Decode(*ids, !options.no_special);
+    std::fwrite(text.data(), 1, text.size(), stdout);
+    return 0;
+  }
+  const bool special = !options.no_special;
+  std::vector<int32_t> ids = (*tokenizer)->Encode(input, special, special);
+  std::string line;
+  for (size_t i = 0; i < ids.size(); ++i) fmt::format_to(std::back_inserter(line), "{}{}", i ? " " : "", ids[i]);
+  std::printf("%s\n", line.c_str());
+  return 0;
+}
+
+int LogitsCommand(const CommonOptions& common, const LogitsOptions& options) {
+  auto ids = ParseIds(options.tokens, ',');
+  if (!ids.ok()) return Fail("logits", ids.status());
+  if (ids->empty()) return Fail("logits", InvalidArgument("--tokens is empty"));
+  auto file = gguf::File::Open(options.model);
+  if (!file.ok()) return Fail("logits", file.status());
+  auto model = model::Model::Load(**file);
+  if (!model.ok()) return Fail("logits", model.status());
+  const model::ModelConfig& config = (*model)->config();
+  for (int32_t id : *ids) {
+    if (id >= config.n_vocab) {
+      return Fail("logits", InvalidArgument(fmt::format("token id {} is outside the vocabulary of {}", id, config.n_vocab)));
+    }
+  }
+  model::KvCacheOptions kv;
+  kv.n_ctx = static_cast<int>(ids->size());
+  kv.type = options.kv_type == "f16" ? DType::kF16 : DType::kF32;
+  auto cache = (*model)->NewKvCache(kv);
+  if (!cache.ok()) return Fail("logits", cache.status());
+
+  ThreadPool pool(common.threads);
+  Logger log(common.verbose ? LogLevel::kInfo : LogLevel::kWarn);
+  Context ctx{&pool, &log};
+  const size_t n = ids->size();
+  const size_t step = options.n_batch > 0 ? static_cast<size_t>(options.n_batch) : n;
+  std::vector<float> logits(n * static_cast<size_t>(config.n_vocab));
+  model::Batch batch;
+  for (size_t begin = 0; begin < n; begin += step) {
+    const size_t end = std::min(n, begin + step);
+    batch.Clear();
+    for (size_t i = begin; i < end; ++i) batch.Add((*ids)[i], static_cast<int32_t>(i), 0, true);
+    std::span<float> out(logits.data() + begin * config.n_vocab, (end - begin) * config.n_vocab);
+    Status status = (*model)->Forward(ctx, batch, **cache, out);
+    if (!status.ok()) return Fail("logits", status);
+  }
+  std::FILE* f = std::fopen(options.output.c_str(), "wb");
+  if (f == nullptr) return Fail("logits", IoError("cannot open " + options.output + " for writing"));
+  const size_t written = std::fwrite(logits.data(), sizeof(float), logits.size(), f);
+  if (std::fclose(f) != 0 || written != logits.size()) {
+    return Fail("logits", IoError("short write to " + options.output));
+  }
+  return 0;
+}
+
+int InspectCommand(const CommonOptions& common, const std::string& path, int n_ctx) {
+  auto file = gguf::File::Open(path);
+  if (!file.ok()) return Fail("inspect", file.status());
+  const gguf::File& f = **file;
+  std::printf("file          %s\n", path.c_str());
+  std::printf("gguf version  %u, %zu metadata keys, %zu tensors, alignment %llu\n", f.version(),
+              f.metadata().size(), f.tensors().size(), static_cast<unsigned long long>(f.alignment()));
+  auto name = f.GetString("general.name", "");
+  if (name.ok() && !name->empty()) std::printf("name          %s\n", name->c_str());
+
+  std::map<std::string, std::pair<int, uint64_t>> by_type;
+  uint64_t weight_bytes = 0;
+  for (const gguf::TensorInfo& t : f.tensors()) {
+    auto& slot = by_type[std::string(DTypeName(t.type))];
+    slot.first += 1;
+    slot.second += t.n_bytes;
+    weight_bytes += t.n_bytes;
+  }
+  auto config = model::ModelConfig::FromGguf(f);
+  if (config.ok()) {
+    std::printf("\n%s\n", config->ToString().c_str());
+  } else {
+    std::printf("\narchitecture  %s (not runnable: %s)\n", f.architecture().c_str(),
+                config.status().ToString().c_str());
+  }
+
+  std::printf("\ntensors by type\n");
+  for (const auto& [type, count_bytes] : by_type) {
+    std::printf("  %-6s %5d tensors %12.2f MiB\n", type.c_str(), count_bytes.first,
+                count_bytes.second / 1048576.0);
+  }
+  std::printf("\ntensors\n");
+  for (const gguf::TensorInfo& t : f.tensors()) {
+    std::string shape;
+    for (size_t i = 0; i < t.ne.size(); ++i) fmt::format_to(std::back_inserter(shape), "{}{}", i ? " x " : "", t.ne[i]);
+    std::printf("  %-32s %-6s [%s] %.2f MiB\n", t.name.c_str(), std::string(DTypeName(t.type)).c_str(),
+                shape.c_str(), t.n_bytes / 1048576.0);
+  }
+
+  std::printf("\nmemory\n  weights       %.2f MiB\n", weight_bytes / 1048576.0);
+  if (config.ok()) {
+    const int ctx = n_ctx > 0 ? n_ctx : config->n_ctx_train;
+    // Per token and layer: MLA caches the latent plus the shared rope key; other attention
+    // caches every KV head's key and value.
+    const int64_t per_layer = config->mla.kv_lora_rank > 0
+                                  ? config->mla.kv_lora_rank + config->mla.qk_rope_dim
+                                  : static_cast<int64_t>(config->n_head_kv) * (config->head_dim_k + config->head_dim_v);
+    const double elements = static_cast<double>(per_layer) * config->n_layer * ctx;
+    std::printf("  KV cache      %.2f MiB (f32) / %.2f MiB (f16) at context %d\n",
+                elements * 4 / 1048576.0, elements * 2 / 1048576.0, ctx);
+  }
+  return 0;
+}
+
+}  // namespace cohort::app

@@ -1,0 +1,278 @@
+// Random-weight GGUF writer for `cohort synth`. Tensor names, shapes and metadata keys are
+// those llama.cpp's converter writes for each architecture; the per-tensor quantization
+// follows llama-quantize's default mixtures (the output matrix at Q6_K, Q4_K_M's Q6_K
+// attn_v/ffn_down on the "more bits" layers), so files behave like the published ones.
+#include "synth.h"
+
+#include <cmath>
+#include <cstring>
+#include <string_view>
+#include <vector>
+
+#include "core/fp16.h"
+#include "gguf/gguf.h"
+#include "gguf/writer.h"
+#include "kernels/quant.h"
+#include "synth_shapes.h"
+
+namespace cohort::app {
+namespace {
+
+struct TypeChoice {
+  DType base;               // most matrices
+  DType output;             // the LM head (token_embd when tied)
+  bool k_mix = false;       // Q4_K_M: attn_v / ffn_down at Q6_K on the "more bits" layers
+  uint32_t file_type = 0;   // general.file_type (llama_ftype)
+};
+
+Result<TypeChoice> ChooseTypes(const std::string& name, bool pure) {
+  struct Row {
+    std::string_view name;
+    DType base;
+    uint32_t ftype;
+  };
+  static constexpr Row kRows[] = {
+      {"f32", DType::kF32, 0},   {"f16", DType::kF16, 1},    {"bf16", DType::kBF16, 32},
+      {"q4_0", DType::kQ4_0, 2}, {"q4_1", DType::kQ4_1, 3},  {"q8_0", DType::kQ8_0, 7},
+      {"q5_0", DType::kQ5_0, 8}, {"q5_1", DType::kQ5_1, 9},  {"q2_k", DType::kQ2_K, 10},
+      {"q3_k", DType::kQ3_K, 12}, {"q4_k", DType::kQ4_K, 14}, {"q4_k_m", DType::kQ4_K, 15},
+      {"q5_k", DType::kQ5_K, 16}, {"q6_k", DType::kQ6_K, 18},
+  };
+  for (const Row& r : kRows) {
+    if (r.name != name) continue;
+    TypeChoice c{r.base, r.base, name == "q4_k_m" && !pure, r.ftype};
+    // llama-quantize keeps the LM head at Q6_K for the quantized mixtures (Q8_0 stays Q8_0).
+    const bool plain = !Traits(r.base).quantized;
+    if (!pure && !plain && r.base != DType::kQ8_0 && r.base != DType::kQ6_K) c.output = DType::kQ6_K;
+    return c;
+  }
+  return InvalidArgument("unknown --type '" + name +
+                         "' (f32 f16 bf16 q8_0 q4_0 q4_1 q5_0 q5_1 q2_k q3_k q4_k q4_k_m q5_k q6_k)");
+}
+
+// llama-quantize's rule for which layers of a Q4_K_M model get more bits.
+bool UseMoreBits(int layer, int n_layer) {
+  return layer < n_layer / 8 || layer >= 7 * n_layer / 8 || (layer - n_layer / 8) % 3 == 2;
+}
+
+// A type the row length allows: K-quants need multiples of 256, the rest of 32.
+DType Fit(DType type, int64_t ne0) {
+  if (ne0 % Traits(type).block_size == 0) return type;
+  if (ne0 % 32 == 0) return DType::kQ8_0;
+  return DType::kF16;
+}
+
+uint64_t SplitMix(uint64_t* state) {
+  uint64_t z = (*state += 0x9e3779b97f4a7c15ull);
+  z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+  z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+  return z ^ (z >> 31);
+}
+
+uint64_t HashName(std::string_view s, uint64_t seed) {
+  uint64_t h = 1469598103934665603ull ^ seed;
+  for (char c : s) h = (h ^ static_cast<uint8_t>(c)) * 1099511628211ull;
+  return h;
+}
+
+struct TensorSpec {
+  std::string name;
+  std::vector<int64_t> ne;
+  DType type;
+  float std_dev;     // of the random values
+  float mean = 0.0f; // norm gains are 1 + noise
+};
+
+// Fills a tensor's bytes: approximately normal values (sum of four uniforms), each row
+// drawn from its own stream so rows can be made in parallel and the file is reproducible.
+Status FillData(const TensorSpec& t, uint64_t seed, ThreadPool* pool, std::span<uint8_t> data) {
+  int64_t rows = 1;
+  for (size_t i = 1; i < t.ne.size(); ++i) rows *= t.ne[i];
+  const int64_t n = t.ne[0];
+  const int64_t row_bytes = RowBytes(t.type, n);
+  COHORT_CHECK_EQ(static_cast<int64_t>(data.size()), rows * row_bytes);
+  const uint64_t base = HashName(t.name, seed);
+  // sqrt(3): the sum of 4 uniforms on [-1, 1) has variance 4/3.
+  const float scale = t.std_dev * std::sqrt(3.0f) / 2.0f;
+  pool->ParallelFor(rows, [&](int64_t begin, int64_t end) {
+    std::vector<float> values(static_cast<size_t>(n));
+    for (int64_t r = begin; r < end; ++r) {
+      uint64_t state = base ^ (static_cast<uint64_t>(r) * 0x632be59bd9b4e019ull);
+      for (int64_t i = 0; i < n; ++i) {
+        const uint64_t bits = SplitMix(&state);
+        float sum = 0.0f;
+        for (int k = 0; k < 4; ++k) {
+          sum += static_cast<float>((bits >> (16 * k)) & 0xffffu) / 32768.0f - 1.0f;
+        }
+        values[static_cast<size_t>(i)] = t.mean + scale * sum;
+      }
+      kernels::QuantizeRow(t.type, values.data(), data.data() + r * row_bytes, n);
+    }
+  });
+  return Status::Ok();
+}
+
+std::vector<TensorSpec> Tensors(const SynthShape& s, const TypeChoice& types, int n_vocab) {
+  std::vector<TensorSpec> out;
+  auto matrix = [&](std::string name, int64_t n_in, int64_t n_out, DType type, float std_dev,
+                    int64_t n_mat = 0) {
+    std::vector<int64_t> ne = {n_in, n_out};
+    if (n_mat > 0) ne.push_back(n_mat);
+    out.push_back({std::move(name), ne, Fit(type, n_in), std_dev});
+  };
+  auto vec = [&](std::string name, int64_t n, float mean, float std_dev) {
+    out.push_back({std::move(name), {n}, DType::kF32, std_dev, mean});
+  };
+  const int64_t e = s.n_embd;
+  const float emb_std = 0.02f;
+  matrix("token_embd.weight", e, n_vocab, s.tied ? types.output : types.base, emb_std);
+  vec("output_norm.weight", e, 1.0f, 0.02f);
+  if (!s.tied) matrix("output.weight", e, n_vocab, types.output, emb_std);
+
+  for (int l = 0; l < s.n_layer; ++l) {
+    const std::string p = "blk." + std::to_string(l) + ".";
+    const DType more = types.k_mix && UseMoreBits(l, s.n_layer) ? DType::kQ6_K : types.base;
+    const float w = 1.0f / std::sqrt(static_cast<float>(e));
+    vec(p + "attn_norm.weight", e, 1.0f, 0.02f);
+    vec(p + "ffn_norm.weight", e, 1.0f, 0.02f);
+    if (s.arch == "deepseek2") {
+      const int64_t qk = s.qk_nope + s.qk_rope;
+      matrix(p + "attn_q_a.weight", e, s.q_lora_rank, types.base, w);
+      vec(p + "attn_q_a_norm.weight", s.q_lora_rank, 1.0f, 0.02f);
+      matrix(p + "attn_q_b.weight", s.q_lora_rank, s.n_head * qk, types.base, w);
+      matrix(p + "attn_kv_a_mqa.weight", e, s.kv_lora_rank + s.qk_rope, types.base, w);
+      vec(p + "attn_kv_a_norm.weight", s.kv_lora_rank, 1.0f, 0.02f);
+      matrix(p + "attn_k_b.weight", s.qk_nope, s.kv_lora_rank, more, w, s.n_head);
+      matrix(p + "attn_v_b.weight", s.kv_lora_rank, s.v_head_dim, more, w, s.n_head);
+      matrix(p + "attn_output.weight", s.n_head * s.v_head_dim, e, types.base, w);
+    } else {
+      const int64_t q = static_cast<int64_t>(s.n_head) * s.head_dim;
+      const int64_t kv = static_cast<int64_t>(s.n_head_kv) * s.head_dim;
+      matrix(p + "attn_q.weight", e, q, types.base, w);
+      matrix(p + "attn_k.weight", e, kv, types.base, w);
+      matrix(p + "attn_v.weight", e, kv, more, w);
+      matrix(p + "attn_output.weight", q, e, types.base, w);
+      if (s.qk_norm) {
+        vec(p + "attn_q_norm.weight", s.head_dim, 1.0f, 0.02f);
+        vec(p + "attn_k_norm.weight", s.head_dim, 1.0f, 0.02f);
+      }
+    }
+    const bool moe = s.n_expert > 0 && l >= s.n_leading_dense;
+    if (!moe) {
+      matrix(p + "ffn_gate.weight", e, s.n_ff, types.base, w);
+      matrix(p + "ffn_up.weight", e, s.n_ff, types.base, w);
+      matrix(p + "ffn_down.weight", s.n_ff, e, more, 1.0f / std::sqrt(static_cast<float>(s.n_ff)));
+      continue;
+    }
+    // The router stays F32, as llama-quantize leaves it.
+    out.push_back({p + "ffn_gate_inp.weight", {e, s.n_expert}, DType::kF32, w});
+    if (s.arch == "deepseek2") vec(p + "exp_probs_b.bias", s.n_expert, 0.0f, 0.01f);
+    const float wd = 1.0f / std::sqrt(static_cast<float>(s.n_ff_expert));
+    matrix(p + "ffn_gate_exps.weight", e, s.n_ff_expert, types.base, w, s.n_expert);
+    matrix(p + "ffn_up_exps.weight", e, s.n_ff_expert, types.base, w, s.n_expert);
+    matrix(p + "ffn_down_exps.weight", s.n_ff_expert, e, more, wd, s.n_expert);
+    if (s.n_expert_shared > 0) {
+      const int64_t f = static_cast<int64_t>(s.n_ff_expert) * s.n_expert_shared;
+      matrix(p + "ffn_gate_shexp.weight", e, f, types.base, w);
+      matrix(p + "ffn_up_shexp.weight", e, f, types.base, w);
+      matrix(p + "ffn_down_shexp.weight", f, e, more, wd);
+    }
+  }
+  return out;
+}
+
+void SetHyperparameters(const SynthShape& s, int n_vocab, gguf::Writer* w) {
+  const std::string a = s.arch + ".";
+  w->SetUint32(a + "context_length", static_cast<uint32_t>(s.n_ctx));
+  w->SetUint32(a + "embedding_length", static_cast<uint32_t>(s.n_embd));
+  w->SetUint32(a + "block_count", static_cast<uint32_t>(s.n_layer));
+  w->SetUint32(a + "feed_forward_length", static_cast<uint32_t>(s.n_ff));
+  w->SetUint32(a + "attention.head_count", static_cast<uint32_t>(s.n_head));
+  w->SetUint32(a + "attention.head_count_kv", static_cast<uint32_t>(s.n_head_kv));
+  w->SetFloat32(a + "attention.layer_norm_rms_epsilon", s.rms_eps);
+  w->SetFloat32(a + "rope.freq_base", s.rope_base);
+  w->SetUint32(a + "vocab_size", static_cast<uint32_t>(n_vocab));
+  if (s.arch == "deepseek2") {
+    w->SetUint32(a + "attention.q_lora_rank", static_cast<uint32_t>(s.q_lora_rank));
+    w->SetUint32(a + "attention.kv_lora_rank", static_cast<uint32_t>(s.kv_lora_rank));
+    // MLA in llama.cpp's absorbed form: one "KV head" holding the latent and the rope part.
+    w->SetUint32(a + "attention.key_length", static_cast<uint32_t>(s.kv_lora_rank + s.qk_rope));
+    w->SetUint32(a + "attention.value_length", static_cast<uint32_t>(s.kv_lora_rank));
+    w->SetUint32(a + "attention.key_length_mla", static_cast<uint32_t>(s.qk_nope + s.qk_rope));
+    w->SetUint32(a + "attention.value_length_mla", static_cast<uint32_t>(s.v_head_dim));
+    w->SetUint32(a + "rope.dimension_count", static_cast<uint32_t>(s.qk_rope));
+    w->SetUint32(a + "leading_dense_block_count", static_cast<uint32_t>(s.n_leading_dense));
+    w->SetUint32(a + "expert_shared_count", static_cast<uint32_t>(s.n_expert_shared));
+    w->SetFloat32(a + "expert_weights_scale", 2.5f);
+    w->SetBool(a + "expert_weights_norm", true);
+    w->SetUint32(a + "expert_gating_func", 2);  // sigmoid
+    w->SetUint32(a + "expert_group_count", static_cast<uint32_t>(s.n_group));
+    w->SetUint32(a + "expert_group_used_count", static_cast<uint32_t>(s.n_group_used));
+    w->SetString(a + "rope.scaling.type", "yarn");
+    w->SetFloat32(a + "rope.scaling.factor", s.yarn_factor);
+    w->SetUint32(a + "rope.scaling.original_context_length", static_cast<uint32_t>(s.yarn_orig_ctx));
+    w->SetFloat32(a + "rope.scaling.yarn_log_multiplier", 0.1f);
+  } else {
+    w->SetUint32(a + "attention.key_length", static_cast<uint32_t>(s.head_dim));
+    w->SetUint32(a + "attention.value_length", static_cast<uint32_t>(s.head_dim));
+    w->SetUint32(a + "rope.dimension_count", static_cast<uint32_t>(s.head_dim));
+  }
+  if (s.n_expert > 0) {
+    w->SetUint32(a + "expert_count", static_cast<uint32_t>(s.n_expert));
+    w->SetUint32(a + "expert_used_count", static_cast<uint32_t>(s.n_expert_used));
+    w->SetUint32(a + "expert_feed_forward_length", static_cast<uint32_t>(s.n_ff_expert));
+  }
+}
+
+}  // namespace
+
+Status Synthesize(const SynthOptions& options, ThreadPool* pool) {
+  const SynthShape* found = FindSynthShape(options.shape);
+  if (found == nullptr) {
+    std::string names;
+    for (const SynthShape& s : SynthShapes()) {
+      if (!names.empty()) names += ", ";
+      names += s.name;
+    }
+    return InvalidArgument("unknown --shape '" + options.shape + "' (known: " + names + ")");
+  }
+  SynthShape shape = *found;
+  if (!options.arch.empty() && options.arch != shape.arch) {
+    return InvalidArgument("shape '" + shape.name + "' is architecture '" + shape.arch +
+                           "', not '" + options.arch + "'");
+  }
+  if (options.n_layer_override > 0) shape.n_layer = options.n_layer_override;
+  COHORT_ASSIGN_OR_RETURN(TypeChoice types, ChooseTypes(options.type, options.pure));
+
+  const std::string vocab_path = options.vocab_dir + "/" + shape.vocab;
+  auto vocab = gguf::File::Open(vocab_path);
+  if (!vocab.ok()) {
+    return vocab.status().Annotate("vocabulary " + vocab_path +
+                                   " (run scripts/fetch-test-data.sh to fetch it)");
+  }
+  const gguf::Value* tokens = (*vocab)->Find("tokenizer.ggml.tokens");
+  if (tokens == nullptr || tokens->type != gguf::ValueType::kArray) {
+    return Corrupt(vocab_path + " has no tokenizer.ggml.tokens");
+  }
+  const int n_vocab = static_cast<int>(std::get<gguf::Array>(tokens->data).items.size());
+
+  gguf::Writer writer;
+  writer.SetString("general.architecture", shape.arch);
+  writer.SetString("general.name", "cohort synth " + shape.name + " " + options.type +
+                                       " (random weights: its text is noise)");
+  writer.SetUint32("general.file_type", types.file_type);
+  for (const gguf::KeyValue& kv : (*vocab)->metadata()) {
+    if (kv.key.rfind("tokenizer.", 0) == 0) writer.Set(kv.key, kv.value);
+  }
+  SetHyperparameters(shape, n_vocab, &writer);
+  // Tensors are made one at a time as the writer reaches them, so memory stays at the
+  // largest tensor rather than the model.
+  for (const TensorSpec& t : Tensors(shape, types, n_vocab)) {
+    writer.AddStreamedTensor(t.name, t.type, t.ne, [t, seed = options.seed, pool](std::span<uint8_t> out) {
+      return FillData(t, seed, pool, out);
+    });
+  }
+  return writer.WriteFile(options.output);
+}
+
+}  // namespace cohort::app

@@ -1,0 +1,26 @@
+// `cohort synth`: writes a random-weight GGUF of a real model's shape and quantization, with
+// the real tokenizer of that model family, for benchmarks and tests at real sizes.
+#pragma once
+
+#include <cstdint>
+#include <string>
+
+#include "core/status.h"
+#include "core/thread_pool.h"
+
+namespace cohort::app {
+
+struct SynthOptions {
+  std::string arch;         // must match the shape's architecture when given
+  std::string shape;        // a name from SynthShapes()
+  std::string type = "q4_0";  // f32 f16 bf16 q8_0 q4_0 q4_1 q5_0 q5_1 q2_k q3_k q4_k q5_k q6_k q4_k_m
+  bool pure = false;        // every matrix in `type` (llama-quantize --pure)
+  std::string vocab_dir;    // where the vocab-only GGUFs are
+  std::string output;
+  uint64_t seed = 1;
+  int n_layer_override = 0;  // fewer layers, for small test models
+};
+
+Status Synthesize(const SynthOptions& options, ThreadPool* pool);
+
+}  // namespace cohort::app
