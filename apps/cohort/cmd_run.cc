@@ -51,12 +51,7 @@ Result<std::string> RenderPrompt(const engine::LoadedModel& model, const RunOpti
     return rendered;
   }
   COHORT_ASSIGN_OR_RETURN(tokenizer::ChatTemplate chat, LoadTemplate(options.chat_template));
-  tokenizer::ChatTemplateInputs inputs;
-  inputs.messages = messages;
-  const tokenizer::Tokenizer& tok = model.tokenizer();
-  if (tok.bos() >= 0) inputs.bos_token = tok.text(tok.bos());
-  if (tok.eos() >= 0) inputs.eos_token = tok.text(tok.eos());
-  return chat.Apply(inputs);
+  return model.RenderChat(messages, true, &chat);
 }
 
 }  // namespace

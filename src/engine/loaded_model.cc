@@ -63,8 +63,10 @@ std::unique_ptr<LoadedModel> LoadedModel::FromParts(
 }
 
 Result<std::string> LoadedModel::RenderChat(const std::vector<tokenizer::ChatMessage>& messages,
-                                            bool add_generation_prompt) const {
-  if (chat_template_ == nullptr) {
+                                            bool add_generation_prompt,
+                                            const tokenizer::ChatTemplate* override_template) const {
+  const tokenizer::ChatTemplate* chat = override_template ? override_template : chat_template_.get();
+  if (chat == nullptr) {
     return chat_template_status_.ok() ? NotFound("the model has no chat template")
                                       : chat_template_status_;
   }
@@ -75,7 +77,15 @@ Result<std::string> LoadedModel::RenderChat(const std::vector<tokenizer::ChatMes
   const int32_t eos = tokenizer_->eos();
   if (bos >= 0) inputs.bos_token = tokenizer_->text(bos);
   if (eos >= 0) inputs.eos_token = tokenizer_->text(eos);
-  return chat_template_->Apply(inputs);
+  COHORT_ASSIGN_OR_RETURN(std::string text, chat->Apply(inputs));
+  const std::string& b = inputs.bos_token;
+  if (tokenizer_->add_bos() && !b.empty() && text.compare(0, b.size(), b) == 0) text.erase(0, b.size());
+  const std::string& e = inputs.eos_token;
+  if (tokenizer_->add_eos() && !e.empty() && text.size() >= e.size() &&
+      text.compare(text.size() - e.size(), e.size(), e) == 0) {
+    text.erase(text.size() - e.size());
+  }
+  return text;
 }
 
 }  // namespace cohort::engine

@@ -45,10 +45,13 @@ class LoadedModel {
   const tokenizer::ChatTemplate* chat_template() const { return chat_template_.get(); }
   const Status& chat_template_status() const { return chat_template_status_; }
 
-  // Renders messages with the model's chat template (kNotFound when there is none), passing
-  // the vocabulary's BOS/EOS texts as bos_token/eos_token.
+  // Renders messages with `override_template`, or else the model's chat template (kNotFound
+  // when there is none), passing the vocabulary's BOS/EOS texts as bos_token/eos_token. As in
+  // llama.cpp, a leading BOS (trailing EOS) text is removed when the tokenizer adds that token
+  // itself, so the prompt does not start with two BOS tokens.
   Result<std::string> RenderChat(const std::vector<tokenizer::ChatMessage>& messages,
-                                 bool add_generation_prompt = true) const;
+                                 bool add_generation_prompt = true,
+                                 const tokenizer::ChatTemplate* override_template = nullptr) const;
 
  private:
   LoadedModel() = default;

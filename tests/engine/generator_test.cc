@@ -360,3 +360,24 @@ TEST(LoadedModel, RendersChatWithTheTemplateAndVocabularyTokens) {
 
 }  // namespace
 }  // namespace cohort::engine
+
+namespace cohort::engine {
+namespace {
+
+// A template that writes {{ bos_token }} itself must not give a prompt with two BOS tokens
+// when the tokenizer adds BOS too (llama.cpp removes the rendered one).
+TEST(LoadedModel, OverrideTemplateAndBosIsNotDoubled) {
+  auto llama3 = tokenizer::ChatTemplate::Builtin("llama3");
+  ASSERT_TRUE(llama3.ok()) << llama3.status().ToString();
+  auto loaded = LoadedModel::FromParts(nullptr, MakeTokenizer(),
+                                       std::make_unique<ScriptModel>(kScript, 64));
+  ASSERT_TRUE(loaded->tokenizer().add_bos());
+  auto text = loaded->RenderChat({{"user", "Hi"}}, true, &*llama3);
+  ASSERT_TRUE(text.ok()) << text.status().ToString();
+  const std::string bos = loaded->tokenizer().text(loaded->tokenizer().bos());
+  EXPECT_NE(text->rfind(bos, 0), 0u) << *text;
+  EXPECT_NE(text->find("<|start_header_id|>user<|end_header_id|>\n\nHi<|eot_id|>"), std::string::npos) << *text;
+}
+
+}  // namespace
+}  // namespace cohort::engine
