@@ -9,6 +9,9 @@
 #include <fmt/format.h>
 
 #include "comm/shm_transport.h"
+#ifdef COHORT_HAVE_UCX
+#include "comm/ucx_transport.h"
+#endif
 
 namespace cohort::comm {
 
@@ -16,6 +19,7 @@ const char* TransportKindName(TransportKind kind) {
   switch (kind) {
     case TransportKind::kTcp: return "tcp";
     case TransportKind::kShm: return "shm";
+    case TransportKind::kUcx: return "ucx";
   }
   return "?";
 }
@@ -86,9 +90,48 @@ Result<std::vector<std::unique_ptr<Transport>>> MakeLocalShmGroup(int n_ranks) {
   return Collect(results);
 }
 
+Result<std::vector<std::unique_ptr<Transport>>> MakeLocalUcxGroup(int n_ranks) {
+#ifdef COHORT_HAVE_UCX
+  std::vector<std::unique_ptr<TcpListener>> listeners;
+  std::vector<std::string> addresses;
+  for (int r = 0; r < n_ranks; ++r) {
+    COHORT_ASSIGN_OR_RETURN(auto listener, TcpListener::Bind("127.0.0.1:0"));
+    addresses.push_back(listener->address());
+    listeners.push_back(std::move(listener));
+  }
+  const uint64_t group_id = FreshGroupId();
+  std::vector<Result<std::unique_ptr<Transport>>> results;
+  for (int r = 0; r < n_ranks; ++r) results.emplace_back(Internal("not run"));
+  RunOnRanks(n_ranks, [&](int r) {
+    UcxOptions options;
+    options.bootstrap.rank = r;
+    options.bootstrap.addresses = addresses;
+    options.bootstrap.group_id = group_id;
+    results[r] = ConnectUcxGroup(options, std::move(listeners[r]));
+    return Status::Ok();
+  });
+  return Collect(results);
+#else
+  (void)n_ranks;
+  return Unsupported("this build has no UCX transport (install libucx-dev and reconfigure)");
+#endif
+}
+
+std::vector<TransportKind> AvailableTransportKinds() {
+#ifdef COHORT_HAVE_UCX
+  return {TransportKind::kTcp, TransportKind::kShm, TransportKind::kUcx};
+#else
+  return {TransportKind::kTcp, TransportKind::kShm};
+#endif
+}
+
 Result<std::vector<std::unique_ptr<Transport>>> MakeLocalGroup(TransportKind kind, int n_ranks) {
-  if (kind == TransportKind::kTcp) return MakeLocalTcpGroup(n_ranks);
-  return MakeLocalShmGroup(n_ranks);
+  switch (kind) {
+    case TransportKind::kTcp: return MakeLocalTcpGroup(n_ranks);
+    case TransportKind::kShm: return MakeLocalShmGroup(n_ranks);
+    case TransportKind::kUcx: return MakeLocalUcxGroup(n_ranks);
+  }
+  return InvalidArgument("unknown transport kind");
 }
 
 }  // namespace cohort::comm

@@ -12,13 +12,19 @@
 
 namespace cohort::comm {
 
-enum class TransportKind { kTcp, kShm };
+enum class TransportKind { kTcp, kShm, kUcx };
 const char* TransportKindName(TransportKind kind);
 
 // Every rank of a loopback TCP group (addresses 127.0.0.1 with ports picked by the kernel).
 // `base` supplies every option but rank and addresses.
 Result<std::vector<std::unique_ptr<Transport>>> MakeLocalTcpGroup(int n_ranks,
                                                                  const TcpOptions& base = {});
+
+// Every rank of a UCX group bootstrapped over loopback TCP; kUnsupported in builds without UCX.
+Result<std::vector<std::unique_ptr<Transport>>> MakeLocalUcxGroup(int n_ranks);
+
+// The transports this build has (tcp and shm always; ucx when built with it).
+std::vector<TransportKind> AvailableTransportKinds();
 
 // Every rank of a shared-memory group (see shm_transport.h), under a fresh unique name.
 Result<std::vector<std::unique_ptr<Transport>>> MakeLocalShmGroup(int n_ranks);

@@ -155,8 +155,8 @@ Result<std::unique_ptr<TcpListener>> TcpListener::Bind(const std::string& addres
 
 TcpListener::~TcpListener() { CloseFd(&fd_); }
 
-Result<std::unique_ptr<Transport>> ConnectTcpGroup(const TcpOptions& options,
-                                                   std::unique_ptr<TcpListener> listener) {
+Result<std::vector<int>> ConnectTcpMesh(const TcpOptions& options,
+                                        std::unique_ptr<TcpListener> listener) {
   COHORT_RETURN_IF_ERROR(options.Validate());
   const int n = static_cast<int>(options.addresses.size());
   const Deadline deadline = DeadlineAfter(options.connect_timeout);
@@ -182,6 +182,12 @@ Result<std::unique_ptr<Transport>> ConnectTcpGroup(const TcpOptions& options,
       return status;
     }
   }
+  return fds;
+}
+
+Result<std::unique_ptr<Transport>> ConnectTcpGroup(const TcpOptions& options,
+                                                   std::unique_ptr<TcpListener> listener) {
+  COHORT_ASSIGN_OR_RETURN(std::vector<int> fds, ConnectTcpMesh(options, std::move(listener)));
   return MakeTcpTransport(options.rank, std::move(fds), options);
 }
 

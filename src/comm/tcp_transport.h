@@ -68,6 +68,11 @@ class TcpListener {
 Result<std::unique_ptr<Transport>> ConnectTcpGroup(const TcpOptions& options,
                                                    std::unique_ptr<TcpListener> listener = nullptr);
 
+// The rendezvous alone: the connected, hello-checked sockets (fds[rank] == -1), owned by the
+// caller. Other transports (UCX) use it to bootstrap and to watch their peers' liveness.
+Result<std::vector<int>> ConnectTcpMesh(const TcpOptions& options,
+                                        std::unique_ptr<TcpListener> listener = nullptr);
+
 // Wraps already-connected sockets (fds[rank] == -1) in a transport; the transport owns them.
 std::unique_ptr<Transport> MakeTcpTransport(int rank, std::vector<int> fds,
                                             const TcpOptions& options);

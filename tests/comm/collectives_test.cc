@@ -169,7 +169,7 @@ std::string ParamName(const ::testing::TestParamInfo<Param>& info) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Comm, CollectivesTest,
-                         ::testing::Combine(::testing::Values(TransportKind::kTcp, TransportKind::kShm),
+                         ::testing::Combine(::testing::ValuesIn(AvailableTransportKinds()),
                                             ::testing::Values(1, 2, 3, 4, 5),
                                             ::testing::Values(size_t{1}, size_t{7}, size_t{4096},
                                                               size_t{1} << 20)),

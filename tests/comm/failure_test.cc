@@ -18,6 +18,9 @@
 #include "comm/shm_transport.h"
 #include "comm/socket_util.h"
 #include "comm/tcp_transport.h"
+#ifdef COHORT_HAVE_UCX
+#include "comm/ucx_transport.h"
+#endif
 
 namespace cohort::comm {
 namespace {
@@ -74,7 +77,7 @@ TEST_P(FailureTest, PeerProcessKilledMidCollectiveGivesUnavailableQuickly) {
   std::vector<std::unique_ptr<TcpListener>> listeners(2);
   TcpOptions tcp;
   ShmOptions shm;
-  if (kind == TransportKind::kTcp) {
+  if (kind != TransportKind::kShm) {
     for (auto& l : listeners) {
       auto bound = TcpListener::Bind("127.0.0.1:0");
       ASSERT_TRUE(bound.ok());
@@ -92,6 +95,14 @@ TEST_P(FailureTest, PeerProcessKilledMidCollectiveGivesUnavailableQuickly) {
       options.rank = rank;
       return ConnectTcpGroup(options, std::move(listeners[rank]));
     }
+#ifdef COHORT_HAVE_UCX
+    if (kind == TransportKind::kUcx) {
+      UcxOptions options;
+      options.bootstrap = tcp;
+      options.bootstrap.rank = rank;
+      return ConnectUcxGroup(options, std::move(listeners[rank]));
+    }
+#endif
     ShmOptions options = shm;
     options.rank = rank;
     return ConnectShmGroup(options);
@@ -129,7 +140,7 @@ TEST_P(FailureTest, PeerProcessKilledMidCollectiveGivesUnavailableQuickly) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Comm, FailureTest,
-                         ::testing::Values(TransportKind::kTcp, TransportKind::kShm),
+                         ::testing::ValuesIn(AvailableTransportKinds()),
                          [](const auto& info) { return std::string(TransportKindName(info.param)); });
 
 // A client that connects to a rank's port and sends garbage is dropped; the real peer still
