@@ -11,6 +11,8 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <array>
+#include <cstdio>
 #include <atomic>
 #include <cstring>
 #include <functional>
@@ -18,10 +20,18 @@
 #include <fmt/format.h>
 
 #include "comm/all_reduce.h"
+#include "comm/all_gather.h"
 #include "comm/barrier.h"
+#include "comm/broadcast.h"
 #include "comm/shm_transport.h"
 #include "comm/socket_util.h"
 #include "comm/tcp_transport.h"
+#ifdef COHORT_HAVE_UCX
+#include "comm/ucx_transport.h"
+#endif
+#ifdef COHORT_HAVE_MPI
+#include "comm/mpi_transport.h"
+#endif
 
 namespace cohort::comm {
 namespace {
@@ -95,7 +105,8 @@ Result<std::vector<double>> AllReduceLoop(Communicator& comm, const CommBenchOpt
   const size_t count = options.message_bytes / 4;
   std::vector<float> data(count, static_cast<float>(comm.rank() + 1));
   COHORT_RETURN_IF_ERROR(AllReduceSum(comm, data));
-  if (data[0] != 3.0f || data[count - 1] != 3.0f) {
+  const float expected = static_cast<float>(comm.size() * (comm.size() + 1) / 2);
+  if (data[0] != expected || data[count - 1] != expected) {
     return Internal("benchmark all-reduce gave a wrong sum");
   }
   std::fill(data.begin(), data.end(), 0.0f);
@@ -118,6 +129,8 @@ Result<std::vector<double>> ExchangeLoop(Communicator& comm, const CommBenchOpti
 struct Setup {
   std::vector<std::unique_ptr<TcpListener>> listeners;
   std::vector<std::string> addresses;
+  std::vector<std::unique_ptr<TcpListener>> ucx_listeners;  // UCX bootstraps over TCP
+  std::vector<std::string> ucx_addresses;
   int raw_listen_fd = -1;
   sockaddr_in raw_addr{};
   std::byte* raw_shm = nullptr;
@@ -182,6 +195,21 @@ Result<CommBenchResult> RunRank(int rank, Setup& setup, const CommBenchOptions& 
     result.rows.push_back(Row("shm all-reduce", reduced));
     result.shm_ratio = result.rows.back().median_us / result.rows[result.rows.size() - 3].median_us;
   }
+#ifdef COHORT_HAVE_UCX
+  if (options.ucx) {
+    UcxOptions ucx;
+    ucx.bootstrap.rank = rank;
+    ucx.bootstrap.addresses = setup.ucx_addresses;
+    ucx.bootstrap.group_id = 0xbe4d;
+    if (options.wait.has_value()) ucx.wait = *options.wait;
+    COHORT_ASSIGN_OR_RETURN(auto transport, ConnectUcxGroup(ucx, std::move(setup.ucx_listeners[rank])));
+    Communicator comm(std::move(transport));
+    COHORT_ASSIGN_OR_RETURN(auto exchanged, ExchangeLoop(comm, options));
+    COHORT_ASSIGN_OR_RETURN(auto reduced, AllReduceLoop(comm, options));
+    result.rows.push_back(Row("ucx transport", exchanged));
+    result.rows.push_back(Row("ucx all-reduce", reduced));
+  }
+#endif
   return result;
 }
 
@@ -190,6 +218,9 @@ Status Prepare(const CommBenchOptions& options, Setup* setup) {
     COHORT_ASSIGN_OR_RETURN(auto listener, TcpListener::Bind("127.0.0.1:0"));
     setup->addresses.push_back(listener->address());
     setup->listeners.push_back(std::move(listener));
+    COHORT_ASSIGN_OR_RETURN(auto ucx_listener, TcpListener::Bind("127.0.0.1:0"));
+    setup->ucx_addresses.push_back(ucx_listener->address());
+    setup->ucx_listeners.push_back(std::move(ucx_listener));
   }
   COHORT_ASSIGN_OR_RETURN(auto raw_listener, TcpListener::Bind("127.0.0.1:0"));
   COHORT_ASSIGN_OR_RETURN(setup->raw_addr, ParseAddress(raw_listener->address()));
@@ -222,10 +253,12 @@ Result<CommBenchResult> MeasureComm(const CommBenchOptions& options) {
   if (child < 0) return IoError("fork failed");
   if (child == 0) {
     setup.listeners[0].reset();
+    setup.ucx_listeners[0].reset();
     Result<CommBenchResult> mine = RunRank(1, setup, options);
     _exit(mine.ok() ? 0 : 1);
   }
   setup.listeners[1].reset();
+  setup.ucx_listeners[1].reset();
   Result<CommBenchResult> result = RunRank(0, setup, options);
   if (!result.ok()) kill(child, SIGKILL);
   int status = 0;
@@ -240,7 +273,7 @@ Result<CommBenchResult> MeasureComm(const CommBenchOptions& options) {
 
 std::string FormatCommBench(const CommBenchOptions& options, const CommBenchResult& result) {
   std::string out = fmt::format(
-      "comm benchmark: {} bytes between 2 processes, {} iterations (µs per exchange)\n"
+      "comm benchmark: {} bytes, {} iterations, rank 0's view (µs per exchange)\n"
       "  {:<18} {:>9} {:>9}\n", options.message_bytes, options.iterations, "", "median", "p90");
   for (const CommBenchRow& row : result.rows) {
     out += fmt::format("  {:<18} {:>9.1f} {:>9.1f}\n", row.name, row.median_us, row.p90_us);
@@ -249,6 +282,68 @@ std::string FormatCommBench(const CommBenchOptions& options, const CommBenchResu
   if (result.shm_ratio > 0) out += fmt::format("  shm all-reduce / raw: {:.2f}x (target <= 1.5x)\n", result.shm_ratio);
   return out;
 }
+
+#ifdef COHORT_HAVE_MPI
+namespace {
+
+// Joins a TCP group with every MPI rank, swapping listening addresses over `control`.
+Result<std::unique_ptr<Transport>> TcpGroupOverMpi(Communicator& control, const WaitPolicy* wait) {
+  COHORT_ASSIGN_OR_RETURN(auto listener, TcpListener::Bind("127.0.0.1:0"));
+  std::array<char, 64> mine{};
+  std::snprintf(mine.data(), mine.size(), "%s", listener->address().c_str());
+  std::vector<char> all(mine.size() * control.size());
+  COHORT_RETURN_IF_ERROR(AllGather(control, std::as_bytes(std::span(mine)),
+                                   std::as_writable_bytes(std::span(all))));
+  TcpOptions tcp;
+  tcp.rank = control.rank();
+  for (int r = 0; r < control.size(); ++r) tcp.addresses.emplace_back(&all[mine.size() * r]);
+  tcp.group_id = 0xbe4e;
+  if (wait != nullptr) tcp.wait = *wait;
+  return ConnectTcpGroup(tcp, std::move(listener));
+}
+
+Result<std::unique_ptr<Transport>> ShmGroupOverMpi(Communicator& control, const WaitPolicy* wait) {
+  int32_t pid = getpid();
+  COHORT_RETURN_IF_ERROR(Broadcast(control, 0, std::as_writable_bytes(std::span(&pid, 1))));
+  ShmOptions shm;
+  shm.rank = control.rank();
+  shm.n_ranks = control.size();
+  shm.name = fmt::format("mpibench-{}", pid);
+  if (wait != nullptr) shm.wait = *wait;
+  return ConnectShmGroup(shm);
+}
+
+}  // namespace
+
+Result<CommBenchResult> MeasureMpiComm(const MpiRuntime& runtime, const CommBenchOptions& options) {
+  COHORT_RETURN_IF_ERROR(options.Validate());
+  if (runtime.world_size() < 2) return InvalidArgument("the MPI benchmark needs at least 2 ranks");
+  const WaitPolicy* wait = options.wait.has_value() ? &*options.wait : nullptr;
+  COHORT_ASSIGN_OR_RETURN(auto mpi_transport, ConnectMpiGroup(runtime, wait ? *wait : WaitPolicy{}));
+  Communicator control(std::move(mpi_transport));
+  CommBenchResult result;
+  std::vector<float> data(options.message_bytes / 4, 0.0f);
+  COHORT_RETURN_IF_ERROR(Barrier(control));
+  COHORT_ASSIGN_OR_RETURN(auto native, TimeSteps(options, [&](int) { return MpiAllReduceSum(data); }));
+  result.rows.push_back(Row("MPI_Allreduce", native));
+  COHORT_ASSIGN_OR_RETURN(auto over_mpi, AllReduceLoop(control, options));
+  result.rows.push_back(Row("mpi all-reduce", over_mpi));
+  if (options.tcp) {
+    COHORT_ASSIGN_OR_RETURN(auto transport, TcpGroupOverMpi(control, wait));
+    Communicator comm(std::move(transport));
+    COHORT_ASSIGN_OR_RETURN(auto reduced, AllReduceLoop(comm, options));
+    result.rows.push_back(Row("tcp all-reduce", reduced));
+  }
+  if (options.shm) {
+    COHORT_ASSIGN_OR_RETURN(auto transport, ShmGroupOverMpi(control, wait));
+    Communicator comm(std::move(transport));
+    COHORT_ASSIGN_OR_RETURN(auto reduced, AllReduceLoop(comm, options));
+    result.rows.push_back(Row("shm all-reduce", reduced));
+  }
+  COHORT_RETURN_IF_ERROR(Barrier(control));
+  return result;
+}
+#endif
 
 Status RunCommBenchmark(const CommBenchOptions& options, std::string* report) {
   COHORT_ASSIGN_OR_RETURN(CommBenchResult result, MeasureComm(options));

@@ -20,6 +20,7 @@ struct CommBenchOptions {
   int warmup = 200;
   bool tcp = true;
   bool shm = true;
+  bool ucx = true;  // where the build has UCX; reported beside the others, no raw baseline
   std::optional<WaitPolicy> wait;  // overrides both transports' defaults when set
 
   Status Validate() const;
@@ -44,6 +45,15 @@ struct CommBenchResult {
 Result<CommBenchResult> MeasureComm(const CommBenchOptions& options);
 
 std::string FormatCommBench(const CommBenchOptions& options, const CommBenchResult& result);
+
+#ifdef COHORT_HAVE_MPI
+class MpiRuntime;
+// The same comparison inside a job started by `mpirun -np N` (N >= 2): MPI_Allreduce, cohort's
+// all-reduce over the MPI transport, and over TCP and shared-memory groups formed between
+// the very same processes (addresses swapped over MPI). Every rank must call it; rank 0's
+// timings are returned.
+Result<CommBenchResult> MeasureMpiComm(const MpiRuntime& runtime, const CommBenchOptions& options);
+#endif
 
 // MeasureComm + FormatCommBench.
 Status RunCommBenchmark(const CommBenchOptions& options, std::string* report);

@@ -20,7 +20,9 @@ namespace cohort::comm {
 
 struct UcxOptions {
   TcpOptions bootstrap;  // rank, addresses, group id, connect timeout
-  WaitPolicy wait;
+  // Like TCP, UCX is fastest when it sleeps on its event fd at once (measured on loopback,
+  // 16 KB: 24 µs without yielding, 33 µs with the shared-memory default).
+  WaitPolicy wait{.spin_us = 0, .yield_us = 0};
 };
 
 Result<std::unique_ptr<Transport>> ConnectUcxGroup(const UcxOptions& options,

@@ -11,6 +11,7 @@
 #include "comm/all_reduce.h"
 #include "comm/barrier.h"
 #include "comm/broadcast.h"
+#include "comm/comm_bench.h"
 #include "comm/mpi_transport.h"
 #include "comm/shm_transport.h"
 #include "comm/tcp_transport.h"
@@ -110,6 +111,18 @@ TEST(MpiTest, ShmGroupBetweenProcesses) {
   for (size_t count : {size_t{7}, size_t{4096}, size_t{1} << 20}) {
     CheckAllReduce(comm, *control, count, AllReduceAlgorithm::kAuto);
   }
+}
+
+TEST(MpiBenchTest, ComparesCohortAllReduceWithMpiAllreduce) {
+  CommBenchOptions options;
+  options.iterations = 200;
+  options.warmup = 20;
+  auto result = MeasureMpiComm(*g_runtime, options);
+  ASSERT_TRUE(result.ok()) << result.status().ToString();
+  ASSERT_EQ(result->rows.size(), 4u);
+  EXPECT_EQ(result->rows[0].name, "MPI_Allreduce");
+  for (const CommBenchRow& row : result->rows) EXPECT_GT(row.median_us, 0.0) << row.name;
+  if (g_runtime->world_rank() == 0) std::printf("%s", FormatCommBench(options, *result).c_str());
 }
 
 }  // namespace
