@@ -5,6 +5,7 @@
 #include <cstdio>
 #include <memory>
 
+#include "cmd_bench.h"
 #include "cmd_plan.h"
 #include "commands.h"
 #include "core/thread_pool.h"
@@ -82,6 +83,9 @@ int main(int argc, char** argv) {
   PlanOptions plan;
   CLI::App* plan_cmd = AddPlanCommand(app, &plan);
 
+  BenchOptions bench;
+  CLI::App* bench_cmd = AddBenchCommand(app, &bench);
+
   CLI11_PARSE(app, argc, argv);
   if (common.threads <= 0) common.threads = DefaultThreads();
 
@@ -98,6 +102,7 @@ int main(int argc, char** argv) {
     return TokenizeCommand(common, tok);
   }
   if (*plan_cmd) return PlanCommand(plan);
+  if (*bench_cmd) return BenchCommand(bench);
   if (*inspect_cmd) return InspectCommand(common, inspect_model, inspect_ctx);
   if (*synth_cmd) {
     if (synth.vocab_dir.empty()) synth.vocab_dir = std::string(COHORT_SOURCE_DIR) + "/build/external/vocab";

@@ -1,19 +1,22 @@
-// MatMul: activations quantized once per call to the weight's vec-dot type, then one vec-dot
-// per (token, weight row), tiled so each weight row is read once per block of tokens, and
-// split over the thread pool by tiles of weight rows (threads never share an output element).
+// MatMul: activations quantized once per call to the weight's vec-dot type, then the dot
+// products by tile kernels (kTileRows rows x kTileTokens tokens at once, tile.h) where the
+// type has one, else one vec-dot per (token, weight row); tiled so each weight row is read
+// once per block of tokens, and split over the thread pool by tiles of weight rows (threads
+// never share an output element).
 #include "kernels/matmul.h"
 
 #include <algorithm>
 
 #include "core/check.h"
 #include "kernels/quant.h"
+#include "kernels/tile.h"
 
 namespace cohort::kernels {
 namespace {
 
 // A tile of weight rows is small enough (a few KB) to stay in L1 while every token of a
 // token block passes over it; a token block of quantized activations stays in L2.
-constexpr int64_t kRowTile = 4;
+constexpr int64_t kRowTile = kTileRows;
 constexpr int64_t kTokenTile = 32;
 
 // A template, and the pool gets a lambda holding one reference, so std::function stores it
@@ -28,6 +31,11 @@ void RunParallel(ThreadPool* pool, int64_t n, const Fn& fn) {
 }
 
 }  // namespace
+
+TileFn GetTile(DType weight, SimdLevel level) {
+  if (level >= SimdLevel::kAvx512) return avx512::GetTile(weight);
+  return nullptr;
+}
 
 void MatMulRows(const TensorView& w, int64_t row_begin, int64_t row_end, const float* x,
                 int64_t n_tokens, float* y, int64_t y_stride, ThreadPool* pool,
@@ -54,6 +62,7 @@ void MatMulRows(const TensorView& w, int64_t row_begin, int64_t row_end, const f
   }
 
   const VecDotFn dot = GetVecDot(w.type, BestSimdLevel());
+  const TileFn tile_fn = GetTile(w.type, BestSimdLevel());
   const int64_t n_rows = row_end - row_begin;
   const int64_t n_tiles = (n_rows + kRowTile - 1) / kRowTile;
   const uint8_t* w_rows = w.data + row_begin * w.row_bytes;
@@ -63,6 +72,14 @@ void MatMulRows(const TensorView& w, int64_t row_begin, int64_t row_end, const f
       for (int64_t tile = tile_begin; tile < tile_end; ++tile) {
         const int64_t r0 = tile * kRowTile;
         const int64_t r1 = std::min(r0 + kRowTile, n_rows);
+        if (tile_fn != nullptr) {
+          for (int64_t t = t0; t < t1; t += kTileTokens) {
+            const int tokens = static_cast<int>(std::min<int64_t>(kTileTokens, t1 - t));
+            tile_fn(w_rows + r0 * w.row_bytes, w.row_bytes, static_cast<int>(r1 - r0),
+                    act + t * act_stride, act_stride, tokens, n, y + t * y_stride + r0, y_stride);
+          }
+          continue;
+        }
         for (int64_t t = t0; t < t1; ++t) {
           const uint8_t* a = act + t * act_stride;
           float* out = y + t * y_stride;

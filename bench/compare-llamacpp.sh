@@ -1,0 +1,76 @@
+#!/usr/bin/env bash
+# cohort vs llama.cpp on the same synthetic models, threads and machine: builds llama.cpp from
+# node-llama-cpp@3.22.1's git bundle into build/llama.cpp (bench/build-llamacpp.sh), makes the
+# benchmark models with `cohort synth`, measures STREAM-style read bandwidth, then runs
+# `cohort bench` and `llama-bench` in alternation (one repetition each per round, so machine
+# load hits both alike) and prints one table: medians, ratios, fraction of the bandwidth limit.
+#
+# Usage: bench/compare-llamacpp.sh [cohort build dir]      (default: build/perf)
+# Env:   THREADS (2)  ROUNDS (3)  PP (512)  TG (128)  MODELS ("l1b-q4_0 l1b-q8_0 ...")
+#        SKIP_PP=1 measures tg only (faster on a busy machine).
+set -euo pipefail
+
+root=$(cd "$(dirname "$0")/.." && pwd)
+bdir=${1:-$root/build/perf}
+threads=${THREADS:-2}
+rounds=${ROUNDS:-3}
+pp=${PP:-512}
+tg=${TG:-128}
+[ "${SKIP_PP:-0}" = 1 ] && pp=0
+models_dir="$root/build/bench-models"
+out="$root/build/bench-results"
+cohort="$bdir/bin/cohort"
+llama_bin="$root/build/llama.cpp/build/bin"
+mkdir -p "$models_dir" "$out" "$root/build/bench"
+
+# name shape type
+all_models="l1b-q4_0:llama-3.2-1b:q4_0 l1b-q8_0:llama-3.2-1b:q8_0 l1b-q4_k_m:llama-3.2-1b:q4_k_m
+q17b-q4_k_m:qwen3-1.7b:q4_k_m moe-q4_k_m:qwen3-30b-a3b-mini:q4_k_m"
+want=${MODELS:-"l1b-q4_0 l1b-q8_0 l1b-q4_k_m q17b-q4_k_m moe-q4_k_m"}
+
+"$root/bench/build-llamacpp.sh" 2
+[ -x "$cohort" ] || cmake --build "$bdir" -j2 --target cohort
+
+c++ -O2 -std=c++20 -pthread "$root/bench/stream_read.cc" -o "$root/build/bench/stream_read"
+bw=$("$root/build/bench/stream_read" "$threads" 1024 10 2>/dev/null)
+echo "STREAM-style read bandwidth, $threads threads: $bw GB/s" >&2
+
+median() { tr ',' '\n' | sort -g | awk '{v[NR]=$1} END {if (NR==0) print 0; else if (NR%2) print v[(NR+1)/2]; else print (v[NR/2]+v[NR/2+1])/2}'; }
+
+rows=()
+for entry in $all_models; do
+  IFS=: read -r name shape type <<<"$entry"
+  case " $want " in *" $name "*) ;; *) continue ;; esac
+  file="$models_dir/$name.gguf"
+  [ -f "$file" ] || "$cohort" -t "$threads" synth --shape "$shape" --type "$type" -o "$file" >&2
+  cat "$file" >/dev/null  # into the page cache before either engine maps it
+  c_pp=() c_tg=() l_pp=() l_tg=() bytes=0 rss=0 limit=0
+  for ((r = 0; r < rounds; ++r)); do
+    echo "[$name] round $((r + 1))/$rounds" >&2
+    cj=$("$cohort" bench -m "$file" -p "$pp" -n "$tg" -t "$threads" -r 1 --json)
+    echo "$cj" >>"$out/$name.cohort.jsonl"
+    c_pp+=("$(jq -r .pp_tokens_per_s <<<"$cj")")
+    c_tg+=("$(jq -r .tg_tokens_per_s <<<"$cj")")
+    bytes=$(jq -r .weight_bytes_per_token <<<"$cj")
+    rss=$(jq -r '.peak_rss_bytes / (.file_bytes + .kv_bytes)' <<<"$cj")
+    lj=$("$llama_bin/llama-bench" -m "$file" -p "$pp" -n "$tg" -t "$threads" -r 1 -o json 2>/dev/null)
+    echo "$lj" | jq -c . >>"$out/$name.llama.jsonl"
+    l_pp+=("$(jq -r '[.[] | select(.n_prompt > 0) | .avg_ts][0] // 0' <<<"$lj")")
+    l_tg+=("$(jq -r '[.[] | select(.n_gen > 0) | .avg_ts][0] // 0' <<<"$lj")")
+  done
+  cpp=$(IFS=,; echo "${c_pp[*]}" | median); ctg=$(IFS=,; echo "${c_tg[*]}" | median)
+  lpp=$(IFS=,; echo "${l_pp[*]}" | median); ltg=$(IFS=,; echo "${l_tg[*]}" | median)
+  rows+=("$(awk -v n="$name" -v cpp="$cpp" -v lpp="$lpp" -v ctg="$ctg" -v ltg="$ltg" \
+             -v b="$bytes" -v bw="$bw" -v rss="$rss" 'BEGIN {
+    lim = bw * 1e9 / b;
+    printf "| %-12s | %8.2f | %8.2f | %5.2fx | %7.2f | %7.2f | %5.2fx | %6.1f | %5.0f%% | %5.0f%% | %5.1f | %5.3f |",
+      n, cpp, lpp, (lpp > 0 ? cpp / lpp : 0), ctg, ltg, (ltg > 0 ? ctg / ltg : 0), lim,
+      100 * ctg / lim, 100 * ltg / lim, b / 1048576, rss }')")
+done
+
+echo
+echo "cohort vs llama.cpp (llama-bench), $threads threads, medians of $rounds alternating rounds;"
+echo "read bandwidth $bw GB/s (bench/stream_read); limit = bandwidth / weight bytes per token"
+echo "| model        | pp$pp cohort | llama | ratio | tg$tg cohort | llama | ratio | limit t/s | cohort %lim | llama %lim | MiB/tok | RSS/(file+KV) |"
+echo "|--------------|----------|----------|--------|---------|---------|--------|--------|--------|--------|-------|-------|"
+printf '%s\n' "${rows[@]}"

@@ -1,0 +1,166 @@
+// AVX-512 (VNNI) tile kernels for Q4_K and Q6_K weights against Q8_K activations; see tile.h.
+// Per (row, token) they reproduce the K-quant vec-dots of vec_dot_avx2_k.cc (which the
+// AVX-512 level uses): the same exact int32 lane sums (maddubs, then dpwssd folds the scale
+// multiply and the add into one instruction), the same float scaling, FMA and mins term.
+// A weight super-block's scales and nibbles are unpacked once and used for every token.
+#include <cstring>
+
+#include "kernels/quant_blocks.h"
+#include "kernels/simd_x86.h"
+#include "kernels/tile.h"
+#include "kernels/tile_table.h"
+
+namespace cohort::kernels::avx512 {
+
+#if defined(__x86_64__) || defined(__i386__)
+namespace {
+
+using x86::HalfToFloat;
+using x86::Load32;
+
+COHORT_TARGET_AVX512 inline __m256i ScalePair(int lo, int hi) {
+  return _mm256_set_m128i(_mm_set1_epi16(static_cast<int16_t>(hi)), _mm_set1_epi16(static_cast<int16_t>(lo)));
+}
+
+// The 8 six-bit scales and 8 mins of a Q4_K block as bytes (GetScaleMinK4 for j = 0..7).
+struct ScalesMins {
+  uint8_t sc[8];
+  uint8_t mn[8];
+};
+inline ScalesMins UnpackScalesK4(const uint8_t* s) {
+  uint32_t u[3];
+  std::memcpy(u, s, 12);
+  constexpr uint32_t kLow6 = 0x3f3f3f3f, kLow4 = 0x0f0f0f0f, kLow2 = 0x03030303;
+  const uint32_t sc[2] = {u[0] & kLow6, (u[2] & kLow4) | (((u[0] >> 6) & kLow2) << 4)};
+  const uint32_t mn[2] = {u[1] & kLow6, ((u[2] >> 4) & kLow4) | (((u[1] >> 6) & kLow2) << 4)};
+  ScalesMins out;
+  std::memcpy(out.sc, sc, 8);
+  std::memcpy(out.mn, mn, 8);
+  return out;
+}
+
+// sum over g < 16 of bsums[g] * mins[g / 2], exactly (int16 products summed in int32).
+COHORT_TARGET_AVX512 inline int MinSumK4(const BlockQ8_K& y, const uint8_t* mins) {
+  uint64_t m8;
+  std::memcpy(&m8, mins, 8);
+  const __m128i m = _mm_cvtsi64_si128(static_cast<long long>(m8));
+  const __m256i m16 = _mm256_cvtepu8_epi16(_mm_unpacklo_epi8(m, m));  // m0 m0 m1 m1 ...
+  const __m256i bs = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(y.bsums));
+  return x86::HorizontalSum(_mm256_madd_epi16(bs, m16));
+}
+
+template <int R, int T>
+struct Q4K {
+  COHORT_TARGET_AVX512 static void Run(const uint8_t* w, int64_t w_stride, const uint8_t* act,
+                                       int64_t act_stride, int64_t n, float* out, int64_t out_stride) {
+    const __m256i low_mask = _mm256_set1_epi8(0x0f);
+    __m256 acc[R][T];
+    float acc_min[R][T];
+    for (int r = 0; r < R; ++r) {
+      for (int t = 0; t < T; ++t) {
+        acc[r][t] = _mm256_setzero_ps();
+        acc_min[r][t] = 0.0f;
+      }
+    }
+    for (int64_t i = 0; i < n / kQK_K; ++i) {
+      const BlockQ8_K* y[T];
+      for (int t = 0; t < T; ++t) y[t] = reinterpret_cast<const BlockQ8_K*>(act + t * act_stride) + i;
+      for (int r = 0; r < R; ++r) {
+        const BlockQ4_K& x = reinterpret_cast<const BlockQ4_K*>(w + r * w_stride)[i];
+        const ScalesMins sm = UnpackScalesK4(x.scales);
+        const float d = HalfToFloat(x.d), dmin = HalfToFloat(x.dmin);
+        __m256i sum[T];
+        for (int t = 0; t < T; ++t) {
+          acc_min[r][t] += (dmin * y[t]->d) * static_cast<float>(MinSumK4(*y[t], sm.mn));
+          sum[t] = _mm256_setzero_si256();
+        }
+        for (int c = 0; c < 4; ++c) {
+          const __m256i q = Load32(x.qs + 32 * c);
+          const __m256i lo = _mm256_and_si256(q, low_mask);
+          const __m256i hi = _mm256_and_si256(_mm256_srli_epi16(q, 4), low_mask);
+          const __m256i s_lo = _mm256_set1_epi16(sm.sc[2 * c]);
+          const __m256i s_hi = _mm256_set1_epi16(sm.sc[2 * c + 1]);
+          for (int t = 0; t < T; ++t) {
+            sum[t] = _mm256_dpwssd_epi32(sum[t], _mm256_maddubs_epi16(lo, Load32(y[t]->qs + 64 * c)), s_lo);
+            sum[t] = _mm256_dpwssd_epi32(sum[t], _mm256_maddubs_epi16(hi, Load32(y[t]->qs + 64 * c + 32)), s_hi);
+          }
+        }
+        for (int t = 0; t < T; ++t) {
+          acc[r][t] = _mm256_fmadd_ps(_mm256_set1_ps(d * y[t]->d), _mm256_cvtepi32_ps(sum[t]), acc[r][t]);
+        }
+      }
+    }
+    for (int r = 0; r < R; ++r) {
+      for (int t = 0; t < T; ++t) out[t * out_stride + r] = x86::HorizontalSum(acc[r][t]) - acc_min[r][t];
+    }
+  }
+};
+
+template <int R, int T>
+struct Q6K {
+  COHORT_TARGET_AVX512 static void Run(const uint8_t* w, int64_t w_stride, const uint8_t* act,
+                                       int64_t act_stride, int64_t n, float* out, int64_t out_stride) {
+    const __m256i low_mask = _mm256_set1_epi8(0x0f);
+    const __m256i two_bits = _mm256_set1_epi8(0x03);
+    const __m256i bias = _mm256_set1_epi8(32);
+    __m256 acc[R][T];
+    for (int r = 0; r < R; ++r) {
+      for (int t = 0; t < T; ++t) acc[r][t] = _mm256_setzero_ps();
+    }
+    for (int64_t i = 0; i < n / kQK_K; ++i) {
+      const BlockQ8_K* y[T];
+      for (int t = 0; t < T; ++t) y[t] = reinterpret_cast<const BlockQ8_K*>(act + t * act_stride) + i;
+      const BlockQ6_K* x[R];
+      for (int r = 0; r < R; ++r) x[r] = reinterpret_cast<const BlockQ6_K*>(w + r * w_stride) + i;
+      __m256i sum[R][T];
+      for (int r = 0; r < R; ++r) {
+        for (int t = 0; t < T; ++t) sum[r][t] = _mm256_setzero_si256();
+      }
+      for (int h = 0; h < 2; ++h) {
+        for (int g = 0; g < 4; ++g) {  // 32 elements: scales 8h + 2g and 8h + 2g + 1
+          __m256i yq[T], yb[T];
+          for (int t = 0; t < T; ++t) {
+            yq[t] = Load32(y[t]->qs + 128 * h + 32 * g);
+            yb[t] = _mm256_maddubs_epi16(bias, yq[t]);  // the -32 offset, shared by the rows
+          }
+          for (int r = 0; r < R; ++r) {
+            const __m256i ql = Load32(x[r]->ql + 64 * h + 32 * (g & 1));
+            const __m256i low = _mm256_and_si256(g < 2 ? ql : _mm256_srli_epi16(ql, 4), low_mask);
+            const __m256i qh = Load32(x[r]->qh + 32 * h);
+            const __m256i high = _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(qh, 2 * g), two_bits), 4);
+            const __m256i u = _mm256_or_si256(low, high);
+            const int8_t* s = x[r]->scales + 8 * h + 2 * g;
+            const __m256i sp = ScalePair(s[0], s[1]);
+            for (int t = 0; t < T; ++t) {
+              const __m256i prod = _mm256_sub_epi16(_mm256_maddubs_epi16(u, yq[t]), yb[t]);
+              sum[r][t] = _mm256_dpwssd_epi32(sum[r][t], prod, sp);
+            }
+          }
+        }
+      }
+      for (int r = 0; r < R; ++r) {
+        const float d = HalfToFloat(x[r]->d);
+        for (int t = 0; t < T; ++t) {
+          acc[r][t] = _mm256_fmadd_ps(_mm256_set1_ps(d * y[t]->d), _mm256_cvtepi32_ps(sum[r][t]), acc[r][t]);
+        }
+      }
+    }
+    for (int r = 0; r < R; ++r) {
+      for (int t = 0; t < T; ++t) out[t * out_stride + r] = x86::HorizontalSum(acc[r][t]);
+    }
+  }
+};
+
+}  // namespace
+
+TileFn GetKTile(DType weight) {
+  switch (weight) {
+    case DType::kQ4_K: return TileTable<Q4K>::Run;
+    case DType::kQ6_K: return TileTable<Q6K>::Run;
+    default: return nullptr;
+  }
+}
+
+#endif
+
+}  // namespace cohort::kernels::avx512
