@@ -1,6 +1,7 @@
 // Decoder::Forward and its batch checks; see decoder.h.
 #include "model/decoder.h"
 
+#include <cstdint>
 #include <cstring>
 
 #include <fmt/format.h>
@@ -27,13 +28,44 @@ LayerShard FullShard(const ModelConfig& c) {
 }
 
 Decoder::Decoder(ModelConfig config, OutputWeights output)
-    : config_(std::move(config)), output_(output), shard_(FullShard(config_)) {}
+    : config_(std::move(config)), output_(output) {
+  stage_.layer = FullShard(config_);
+  stage_.layer_begin = 0;
+  stage_.layer_end = config_.n_layer;
+}
+
+Status Decoder::SetStageShard(const StageShard& shard) {
+  const ModelConfig& c = config_;
+  const LayerShard& l = shard.layer;
+  if (shard.layer_begin < 0 || shard.layer_begin >= shard.layer_end || shard.layer_end > c.n_layer) {
+    return InvalidArgument(fmt::format("stage layers [{}, {}) are not inside [0, {})",
+                                       shard.layer_begin, shard.layer_end, c.n_layer));
+  }
+  if (l.heads.begin < 0 || l.heads.begin >= l.heads.end || l.heads.end > c.n_head) {
+    return InvalidArgument(fmt::format("shard heads [{}, {}) are not inside [0, {})",
+                                       l.heads.begin, l.heads.end, c.n_head));
+  }
+  if (l.ffn_cols.begin < 0 || l.ffn_cols.begin > l.ffn_cols.end || l.ffn_cols.end > c.n_ff) {
+    return InvalidArgument("shard FFN columns are outside the FFN");
+  }
+  if (l.experts.begin < 0 || l.experts.begin > l.experts.end || l.experts.end > c.moe.n_expert) {
+    return InvalidArgument("shard experts are outside the expert range");
+  }
+  const int64_t n_shared = static_cast<int64_t>(c.moe.n_ff_expert) * c.moe.n_expert_shared;
+  if (l.shared_cols.begin < 0 || l.shared_cols.begin > l.shared_cols.end ||
+      l.shared_cols.end > n_shared) {
+    return InvalidArgument("shard shared-expert columns are outside the shared experts");
+  }
+  stage_ = shard;
+  return Status::Ok();
+}
 
 Result<std::unique_ptr<KvCache>> Decoder::NewKvCache(const KvCacheOptions& options) const {
   KvCacheOptions o = options;
   if (o.n_ctx == 0) o.n_ctx = config_.n_ctx_train;
   COHORT_RETURN_IF_ERROR(o.Validate());
-  return std::make_unique<KvCache>(o, config_.n_layer, KvKeyWidth(), KvValueWidth());
+  return std::make_unique<KvCache>(o, stage_.layer_end - stage_.layer_begin, KvKeyWidth(),
+                                   KvValueWidth());
 }
 
 Status Decoder::CheckBatch(const Batch& batch, const KvCache& cache, size_t logits_size) {
@@ -80,65 +112,85 @@ Status Decoder::CheckBatch(const Batch& batch, const KvCache& cache, size_t logi
   return Status::Ok();
 }
 
-void Decoder::Embed(const Batch& batch) {
+Status Decoder::CheckStageBatch(const Batch& batch, const KvCache& cache) {
+  return CheckBatch(batch, cache, SIZE_MAX);  // no logits buffer to check here
+}
+
+void Decoder::EmbedRows(const Batch& batch, int64_t row_begin, int64_t row_end, float* x) const {
   const int64_t n_embd = config_.n_embd;
   for (size_t t = 0; t < batch.size(); ++t) {
-    kernels::DequantizeRow(output_.token_embd.type, output_.token_embd.row(batch.tokens[t]),
-                           x_.data() + t * n_embd, n_embd);
+    const int32_t token = batch.tokens[t];
+    float* row = x + t * n_embd;
+    if (token >= row_begin && token < row_end) {
+      kernels::DequantizeRow(output_.token_embd.type, output_.token_embd.row(token), row, n_embd);
+    } else {
+      std::memset(row, 0, n_embd * sizeof(float));
+    }
   }
 }
 
 void Decoder::RunFfn(const BlockEnv& env, int layer, const float* x, float* out) {
   const FfnWeights& ffn = Ffn(layer);
   if (const auto* dense = std::get_if<DenseFfnWeights>(&ffn)) {
-    DenseFfn(env.pool, env.matmul_scratch, *dense, shard_.ffn_cols, x, env.n_tokens, ffn_scratch_,
+    DenseFfn(env.pool, env.matmul_scratch, *dense, shard().ffn_cols, x, env.n_tokens, ffn_scratch_,
              out);
   } else {
-    MoeFfn(env.pool, env.matmul_scratch, config_.moe, std::get<MoeWeights>(ffn), shard_.experts,
-           shard_.shared_cols, x, env.n_tokens, config_.n_embd, moe_scratch_, out);
+    MoeFfn(env.pool, env.matmul_scratch, config_.moe, std::get<MoeWeights>(ffn), shard().experts,
+           shard().shared_cols, x, env.n_tokens, config_.n_embd, moe_scratch_, out);
   }
 }
 
-void Decoder::Head(const Batch& batch, ThreadPool* pool, float* logits) {
+void Decoder::HeadRows(const Batch& batch, ThreadPool* pool, const float* x, int64_t row_begin,
+                       int64_t row_end, float* logits) {
   const int64_t n_embd = config_.n_embd;
+  head_in_.resize(static_cast<size_t>(batch.n_logits()) * n_embd);
   int n_out = 0;
   for (size_t t = 0; t < batch.size(); ++t) {
     if (batch.want_logits[t] == 0) continue;
-    kernels::RmsNorm(x_.data() + t * n_embd, output_.output_norm, n_embd, config_.rms_eps,
+    kernels::RmsNorm(x + t * n_embd, output_.output_norm, n_embd, config_.rms_eps,
                      head_in_.data() + n_out * n_embd);
     ++n_out;
   }
-  if (n_out > 0) kernels::MatMul(output_.output, head_in_.data(), n_out, logits, pool, &matmul_scratch_);
+  if (n_out == 0) return;
+  const TensorView head = row_begin == 0 && row_end == config_.n_vocab
+                              ? output_.output
+                              : output_.output.Rows(row_begin, row_end);
+  kernels::MatMul(head, head_in_.data(), n_out, logits, pool, &matmul_scratch_);
+}
+
+Status Decoder::RunLayers(const Context& ctx, const Batch& batch, KvCache& cache, float* x,
+                          PartialSumReducer* reducer) {
+  const int n_tokens = static_cast<int>(batch.size());
+  const size_t n_act = static_cast<size_t>(n_tokens) * config_.n_embd;
+  xn_.resize(n_act);
+  block_out_.resize(n_act);
+  BlockEnv env{ctx.pool, n_tokens, batch.positions.data(), batch.seq_ids.data(), &matmul_scratch_};
+  const std::span<float> block_out(block_out_.data(), n_act);
+  const int64_t n_embd = config_.n_embd;
+  for (int layer = stage_.layer_begin; layer < stage_.layer_end; ++layer) {
+    for (int t = 0; t < n_tokens; ++t) {
+      kernels::RmsNorm(x + t * n_embd, AttnNorm(layer), n_embd, config_.rms_eps, xn_.data() + t * n_embd);
+    }
+    Attention(env, layer, xn_.data(), cache, block_out_.data());
+    if (reducer != nullptr) COHORT_RETURN_IF_ERROR(reducer->Reduce(block_out));
+    kernels::Add(block_out_.data(), static_cast<int64_t>(n_act), x);
+    for (int t = 0; t < n_tokens; ++t) {
+      kernels::RmsNorm(x + t * n_embd, FfnNorm(layer), n_embd, config_.rms_eps, xn_.data() + t * n_embd);
+    }
+    RunFfn(env, layer, xn_.data(), block_out_.data());
+    if (reducer != nullptr) COHORT_RETURN_IF_ERROR(reducer->Reduce(block_out));
+    kernels::Add(block_out_.data(), static_cast<int64_t>(n_act), x);
+  }
+  return Status::Ok();
 }
 
 Status Decoder::Forward(const Context& ctx, const Batch& batch, KvCache& cache,
                         std::span<float> logits) {
   COHORT_RETURN_IF_ERROR(CheckBatch(batch, cache, logits.size()));
-  const int n_tokens = static_cast<int>(batch.size());
-  const size_t n_act = static_cast<size_t>(n_tokens) * config_.n_embd;
-  x_.resize(n_act);
-  xn_.resize(n_act);
-  block_out_.resize(n_act);
-  head_in_.resize(static_cast<size_t>(batch.n_logits()) * config_.n_embd);
-  BlockEnv env{ctx.pool, n_tokens, batch.positions.data(), batch.seq_ids.data(), &matmul_scratch_};
-
-  Embed(batch);
-  const int64_t n_embd = config_.n_embd;
-  for (int layer = 0; layer < config_.n_layer; ++layer) {
-    for (int t = 0; t < n_tokens; ++t) {
-      kernels::RmsNorm(x_.data() + t * n_embd, AttnNorm(layer), n_embd, config_.rms_eps, xn_.data() + t * n_embd);
-    }
-    Attention(env, layer, xn_.data(), cache, block_out_.data());
-    // (tensor parallel: all-reduce block_out_ here)
-    kernels::Add(block_out_.data(), static_cast<int64_t>(n_act), x_.data());
-    for (int t = 0; t < n_tokens; ++t) {
-      kernels::RmsNorm(x_.data() + t * n_embd, FfnNorm(layer), n_embd, config_.rms_eps, xn_.data() + t * n_embd);
-    }
-    RunFfn(env, layer, xn_.data(), block_out_.data());
-    // (tensor parallel: all-reduce block_out_ here)
-    kernels::Add(block_out_.data(), static_cast<int64_t>(n_act), x_.data());
-  }
-  Head(batch, ctx.pool, logits.data());
+  x_.resize(batch.size() * config_.n_embd);
+  EmbedRows(batch, 0, config_.n_vocab, x_.data());
+  COHORT_RETURN_IF_ERROR(RunLayers(ctx, batch, cache, x_.data(), nullptr));
+  HeadRows(batch, ctx.pool, x_.data(), 0, config_.n_vocab, logits.data());
   return Status::Ok();
 }
 

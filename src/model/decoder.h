@@ -6,6 +6,7 @@
 #pragma once
 
 #include <memory>
+#include <span>
 #include <variant>
 #include <vector>
 
@@ -29,12 +30,49 @@ struct LayerShard {
 };
 LayerShard FullShard(const ModelConfig& c);
 
+// Where a distributed executor joins the partial sums of a tensor-parallel group: the decoder
+// calls Reduce after each attention and each FFN block when its shard is not the whole layer.
+// (model knows nothing of transports; parallel implements this over comm.)
+class PartialSumReducer {
+ public:
+  virtual ~PartialSumReducer() = default;
+  // Replaces data by its element-wise sum over the group; identical on every rank.
+  virtual Status Reduce(std::span<float> data) = 0;
+};
+
+// Which layers and which slice of each one this instance computes (parallel::Executor sets
+// it from a ShardPlan); the default is everything.
+struct StageShard {
+  LayerShard layer;
+  int layer_begin = 0;
+  int layer_end = 0;  // exclusive
+};
+
 class Decoder : public Model {
  public:
   const ModelConfig& config() const override { return config_; }
   Result<std::unique_ptr<KvCache>> NewKvCache(const KvCacheOptions& options) const override;
   Status Forward(const Context& ctx, const Batch& batch, KvCache& cache,
                  std::span<float> logits) override;
+
+  // --- Pieces of Forward for a distributed executor (Forward is their composition). ---
+  // Restricts this instance to a shard; call before NewKvCache, whose caches then hold only
+  // the shard's layers and KV heads. Checks the ranges against the config.
+  Status SetStageShard(const StageShard& shard);
+  const StageShard& stage_shard() const { return stage_; }
+  // Checks a batch against the cache (positions, vocabulary, context) as Forward does.
+  Status CheckStageBatch(const Batch& batch, const KvCache& cache);
+  // x[n_tokens][n_embd] = embedding rows of the batch's tokens that fall in
+  // [row_begin, row_end), zero for the others (a vocabulary-split embedding is then summed).
+  void EmbedRows(const Batch& batch, int64_t row_begin, int64_t row_end, float* x) const;
+  // Runs the shard's layers over x[n_tokens][n_embd] in place, reducing each block's partial
+  // output with `reducer` (null: the shard must be whole layers).
+  Status RunLayers(const Context& ctx, const Batch& batch, KvCache& cache, float* x,
+                   PartialSumReducer* reducer);
+  // logits[n_logits][row_end - row_begin] = LM-head rows [row_begin, row_end) for the tokens
+  // that want logits, from the final hidden states x[n_tokens][n_embd].
+  void HeadRows(const Batch& batch, ThreadPool* pool, const float* x, int64_t row_begin,
+                int64_t row_end, float* logits);
 
  protected:
   Decoder(ModelConfig config, OutputWeights output);
@@ -49,17 +87,17 @@ class Decoder : public Model {
                          float* out) = 0;
   virtual const FfnWeights& Ffn(int layer) const = 0;
 
-  const LayerShard& shard() const { return shard_; }
+  const LayerShard& shard() const { return stage_.layer; }
+  // The KV-cache layer index of a model layer (caches hold the stage's layers only).
+  int CacheLayer(int layer) const { return layer - stage_.layer_begin; }
 
  private:
   Status CheckBatch(const Batch& batch, const KvCache& cache, size_t logits_size);
-  void Embed(const Batch& batch);
   void RunFfn(const BlockEnv& env, int layer, const float* x, float* out);
-  void Head(const Batch& batch, ThreadPool* pool, float* logits);
 
   ModelConfig config_;
   OutputWeights output_;
-  LayerShard shard_;
+  StageShard stage_;
   // Scratch, grown to the largest batch seen and then reused: no allocation per token.
   std::vector<float> x_, xn_, block_out_, head_in_;  // [n_tokens][n_embd]
   std::vector<uint8_t> matmul_scratch_;

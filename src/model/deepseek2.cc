@@ -45,7 +45,8 @@ class Deepseek2Model final : public Decoder {
   const float* FfnNorm(int layer) const override { return layers_[layer].ffn_norm; }
   void Attention(const BlockEnv& env, int layer, const float* x, KvCache& cache,
                  float* out) override {
-    MlaAttention(env, layers_[layer].attn, params_, shard().heads, layer, x, cache, scratch_, out);
+    MlaAttention(env, layers_[layer].attn, params_, shard().heads, CacheLayer(layer), x, cache,
+                 scratch_, out);
   }
   const FfnWeights& Ffn(int layer) const override { return layers_[layer].ffn; }
 

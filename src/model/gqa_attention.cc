@@ -34,10 +34,14 @@ void NormAndRope(const BlockEnv& env, const GqaParams& p, const float* norm, int
 void GqaAttention(const BlockEnv& env, const GqaWeights& w, const GqaParams& p, HeadRange heads,
                   int layer, const float* x, KvCache& cache, GqaScratch& s, float* out) {
   const int group = p.n_head / p.n_head_kv;
-  COHORT_CHECK(heads.begin % group == 0 && heads.end % group == 0 && heads.size() > 0);
+  COHORT_CHECK(heads.begin >= 0 && heads.end <= p.n_head && heads.size() > 0);
+  // A range may cover part of a KV-head group (tensor-parallel ranks that outnumber the KV
+  // heads share one): it then holds every KV head its query heads touch.
   const int kv_begin = heads.begin / group;
+  const int kv_end = (heads.end + group - 1) / group;
   const int n_q = heads.size();
-  const int n_kv = n_q / group;
+  const int n_kv = kv_end - kv_begin;
+  const int q_offset = heads.begin - kv_begin * group;  // local query head 0's place in its group
   const int64_t hd = p.head_dim;
   const int64_t q_width = n_q * hd;
   const int64_t kv_width = n_kv * hd;
@@ -75,9 +79,9 @@ void GqaAttention(const BlockEnv& env, const GqaWeights& w, const GqaParams& p, 
     const GqaParams* p;
     GqaScratch* s;
     const KvCache* cache;
-    int layer, group, n_q;
+    int layer, group, n_q, q_offset;
     int64_t q_width, kv_width, elem;
-  } job{&env, &p, &s, &cache, layer, group, n_q, q_width, kv_width,
+  } job{&env, &p, &s, &cache, layer, group, n_q, q_offset, q_width, kv_width,
         cache.type() == DType::kF16 ? 2 : 4};
   const int n_threads = env.pool != nullptr ? env.pool->size() : 1;
   s.scores.resize(static_cast<size_t>(n_threads) * ScoresStride(cache.n_ctx()));
@@ -90,7 +94,7 @@ void GqaAttention(const BlockEnv& env, const GqaWeights& w, const GqaParams& p, 
     for (int64_t i = begin; i < end; ++i) {
       const int t = static_cast<int>(i / job.n_q);
       const int h = static_cast<int>(i % job.n_q);
-      const int g = h / job.group;  // local KV head
+      const int g = (h + job.q_offset) / job.group;  // local KV head
       const int seq = job.env->seq_ids[t];
       const int64_t stride = job.kv_width * job.elem;
       const CacheRows k{job.cache->KRow(job.layer, seq, 0) + g * hd * job.elem, stride, job.cache->type()};

@@ -46,7 +46,7 @@ struct GqaScratch {
 
 // out[n_tokens][n_embd] = the attention output of heads `heads` (a partial sum when they are
 // not all heads). The cache's K/V rows hold the KV heads of `heads` only, from its first KV
-// head on. x is [n_tokens][n_embd], already normalised.
+// head on: every KV head any of its query heads belongs to (a range may split a group). x is [n_tokens][n_embd], already normalised.
 void GqaAttention(const BlockEnv& env, const GqaWeights& w, const GqaParams& p, HeadRange heads,
                   int layer, const float* x, KvCache& cache, GqaScratch& s, float* out);
 

@@ -35,14 +35,17 @@ GqaModel::GqaModel(ModelConfig config, OutputWeights output, std::vector<GqaLaye
 
 int64_t GqaModel::KvKeyWidth() const {
   const int group = params_.n_head / params_.n_head_kv;
-  return static_cast<int64_t>(shard().heads.size() / group) * params_.head_dim;
+  const int kv_begin = shard().heads.begin / group;
+  const int kv_end = (shard().heads.end + group - 1) / group;
+  return static_cast<int64_t>(kv_end - kv_begin) * params_.head_dim;
 }
 
 int64_t GqaModel::KvValueWidth() const { return KvKeyWidth(); }
 
 void GqaModel::Attention(const BlockEnv& env, int layer, const float* x, KvCache& cache,
                          float* out) {
-  GqaAttention(env, layers_[layer].attn, params_, shard().heads, layer, x, cache, scratch_, out);
+  GqaAttention(env, layers_[layer].attn, params_, shard().heads, CacheLayer(layer), x, cache,
+               scratch_, out);
 }
 
 Result<std::unique_ptr<Model>> LoadGqaModel(const gguf::File& file, const ModelConfig& c) {

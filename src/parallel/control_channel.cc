@@ -1,0 +1,66 @@
+// ControlChannel; see control_channel.h.
+#include "parallel/control_channel.h"
+
+#include <netinet/in.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+#include <thread>
+
+#include <fmt/format.h>
+
+#include "comm/socket_util.h"
+
+namespace cohort::parallel {
+
+Result<std::unique_ptr<ControlChannel>> ControlChannel::Connect(const std::string& address,
+                                                                std::chrono::milliseconds timeout) {
+  COHORT_ASSIGN_OR_RETURN(sockaddr_in addr, comm::ParseAddress(address));
+  const comm::Deadline deadline = comm::DeadlineAfter(timeout);
+  for (;;) {
+    int fd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    if (fd < 0) return IoError(std::string("socket: ") + std::strerror(errno));
+    if (::connect(fd, reinterpret_cast<const sockaddr*>(&addr), sizeof(addr)) == 0) {
+      COHORT_RETURN_IF_ERROR(comm::SetNonBlocking(fd));
+      COHORT_RETURN_IF_ERROR(comm::ConfigureStreamSocket(fd, false, 0));
+      return std::make_unique<ControlChannel>(fd);
+    }
+    const int err = errno;
+    ::close(fd);
+    if (comm::Clock::now() >= deadline) {
+      return Unavailable(fmt::format("cannot reach worker {}: {}", address, std::strerror(err)));
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  }
+}
+
+ControlChannel::~ControlChannel() { comm::CloseFd(&fd_); }
+
+Status ControlChannel::Send(const nlohmann::json& message, comm::Deadline deadline) {
+  const std::string text = message.dump();
+  if (text.size() > kMessageBytesMax) return InvalidArgument("control message too long");
+  uint8_t len[4];
+  for (int i = 0; i < 4; ++i) len[i] = static_cast<uint8_t>(text.size() >> (8 * i));
+  COHORT_RETURN_IF_ERROR(comm::WriteAll(fd_, std::as_bytes(std::span(len)), deadline));
+  return comm::WriteAll(fd_, std::as_bytes(std::span(text.data(), text.size())), deadline);
+}
+
+Result<nlohmann::json> ControlChannel::Receive(comm::Deadline deadline) {
+  uint8_t len[4];
+  COHORT_RETURN_IF_ERROR(comm::ReadAll(fd_, std::as_writable_bytes(std::span(len)), deadline));
+  size_t n = 0;
+  for (int i = 0; i < 4; ++i) n |= static_cast<size_t>(len[i]) << (8 * i);
+  if (n > kMessageBytesMax) return Corrupt(fmt::format("control message of {} bytes", n));
+  std::string text(n, '\0');
+  COHORT_RETURN_IF_ERROR(comm::ReadAll(fd_, std::as_writable_bytes(std::span(text.data(), n)), deadline));
+  nlohmann::json j = nlohmann::json::parse(text, nullptr, /*allow_exceptions=*/false);
+  if (j.is_discarded() || !j.is_object()) return Corrupt("control message is not a JSON object");
+  if (j.contains("error")) {
+    return Unavailable("peer reports: " + j.value("error", std::string("(no text)")));
+  }
+  return j;
+}
+
+}  // namespace cohort::parallel

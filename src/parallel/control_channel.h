@@ -1,0 +1,40 @@
+// The control connection between a coordinator and one worker while an instance is set up:
+// small JSON messages, each a 4-byte little-endian length then the text, bounded in size and
+// in time. Activations never travel here (they use comm); this only carries the job.
+#pragma once
+
+#include <chrono>
+#include <memory>
+#include <string>
+
+#include <nlohmann/json.hpp>
+
+#include "comm/transport.h"
+#include "core/status.h"
+
+namespace cohort::parallel {
+
+class ControlChannel {
+ public:
+  static constexpr size_t kMessageBytesMax = 16 << 20;
+
+  // Connects to "host:port", retrying until `timeout` (a worker may still be starting).
+  static Result<std::unique_ptr<ControlChannel>> Connect(const std::string& address,
+                                                         std::chrono::milliseconds timeout);
+  // Takes ownership of a connected socket.
+  explicit ControlChannel(int fd) : fd_(fd) {}
+  ~ControlChannel();
+  ControlChannel(const ControlChannel&) = delete;
+  ControlChannel& operator=(const ControlChannel&) = delete;
+
+  Status Send(const nlohmann::json& message, comm::Deadline deadline);
+  // A message that is not JSON, too long, or carries {"error": text} is an error (the
+  // latter kUnavailable with the peer's text).
+  Result<nlohmann::json> Receive(comm::Deadline deadline);
+  int fd() const { return fd_; }
+
+ private:
+  int fd_ = -1;
+};
+
+}  // namespace cohort::parallel

@@ -1,0 +1,254 @@
+// Executor; see executor.h.
+#include "parallel/executor.h"
+
+#include <algorithm>
+
+#include <fmt/format.h>
+
+#include "comm/all_gather.h"
+#include "comm/all_reduce.h"
+#include "comm/broadcast.h"
+#include "comm/point_to_point.h"
+#include "parallel/model_plan.h"
+#include "parallel/subgroup.h"
+
+namespace cohort::parallel {
+namespace {
+
+constexpr uint32_t kActivationTag = 1;  // hidden states from one stage to the next
+constexpr uint32_t kLogitsTag = 2;      // the last stage's logits to rank 0
+
+// Joins a tensor-parallel group's partial sums with the comm all-reduce.
+class GroupReducer final : public model::PartialSumReducer {
+ public:
+  explicit GroupReducer(comm::Communicator& group) : group_(group) {}
+  Status Reduce(std::span<float> data) override { return comm::AllReduceSum(group_, data); }
+
+ private:
+  comm::Communicator& group_;
+};
+
+template <typename T>
+std::span<std::byte> Bytes(std::vector<T>& v) {
+  return std::as_writable_bytes(std::span<T>(v));
+}
+
+}  // namespace
+
+Executor::Executor(std::unique_ptr<model::Model> model, const ShardPlan& plan,
+                   comm::Communicator& world, const ExecutorOptions& options)
+    : model_(std::move(model)), plan_(plan), world_(world), options_(options) {}
+
+Executor::~Executor() {
+  if (rank() == 0 && !stopped_) (void)Stop();
+}
+
+Result<std::unique_ptr<Executor>> Executor::Create(std::unique_ptr<model::Model> model,
+                                                   const ShardPlan& plan, comm::Communicator& world,
+                                                   const ExecutorOptions& options) {
+  std::unique_ptr<Executor> e(new Executor(std::move(model), plan, world, options));
+  COHORT_RETURN_IF_ERROR(e->Init());
+  return e;
+}
+
+Status Executor::Init() {
+  decoder_ = dynamic_cast<model::Decoder*>(model_.get());
+  if (decoder_ == nullptr) return Unsupported("the executor runs decoder models only");
+  COHORT_RETURN_IF_ERROR(plan_.Validate());
+  if (plan_.n_ranks() != world_.size()) {
+    return InvalidArgument(fmt::format("the plan has {} ranks, the group {}", plan_.n_ranks(),
+                                       world_.size()));
+  }
+  const model::ModelConfig& c = decoder_->config();
+  if (plan_.shape.n_layer != c.n_layer || plan_.shape.n_vocab != c.n_vocab ||
+      plan_.shape.n_head != c.n_head || plan_.shape.n_embd != c.n_embd) {
+    return InvalidArgument("the plan was made for another model shape");
+  }
+  COHORT_ASSIGN_OR_RETURN(model::StageShard shard, StageShardOf(plan_, rank()));
+  COHORT_RETURN_IF_ERROR(decoder_->SetStageShard(shard).Annotate(fmt::format("rank {}", rank())));
+  stage_ = plan_.StageOf(rank());
+  for (const StagePlan& s : plan_.stages) stage_first_rank_.push_back(s.ranks.front().rank);
+  std::vector<int> members;
+  for (const RankShard& r : plan_.stages[stage_].ranks) members.push_back(r.rank);
+  if (members.size() > 1) {
+    group_ = std::make_unique<comm::Communicator>(
+        std::make_unique<SubgroupTransport>(world_.transport(), members), world_.options());
+    reducer_ = std::make_unique<GroupReducer>(*group_);
+  }
+  return Status::Ok();
+}
+
+Result<std::unique_ptr<model::KvCache>> Executor::NewKvCache(
+    const model::KvCacheOptions& options) const {
+  return decoder_->NewKvCache(options);
+}
+
+Status Executor::Forward(const Context& ctx, const model::Batch& batch, model::KvCache& cache,
+                         std::span<float> logits) {
+  if (rank() != 0) return InvalidArgument("only rank 0 (the coordinator) calls Forward");
+  if (stopped_) return InvalidArgument("the executor was stopped");
+  COHORT_RETURN_IF_ERROR(decoder_->CheckStageBatch(batch, cache));
+  const size_t need = static_cast<size_t>(batch.n_logits()) * config().n_vocab;
+  if (logits.size() < need) {
+    return InvalidArgument(fmt::format("logits buffer holds {} floats, batch needs {}",
+                                       logits.size(), need));
+  }
+  StepHeader h;
+  h.command = StepCommand::kForward;
+  h.n_tokens = static_cast<uint32_t>(batch.size());
+  h.n_seq = static_cast<uint32_t>(cache.n_seq());
+  h.n_ctx = static_cast<uint32_t>(cache.n_ctx());
+  h.kv_type = cache.type();
+  lengths_.resize(h.n_seq);
+  for (int s = 0; s < cache.n_seq(); ++s) lengths_[s] = cache.length(s);
+  message_.resize(std::max(StepHeader::kBytes, h.PayloadBytes()));
+  h.Encode(std::span<std::byte, StepHeader::kBytes>(message_.data(), StepHeader::kBytes));
+  Status st = comm::Broadcast(world_, 0, std::span(message_.data(), StepHeader::kBytes));
+  if (st.ok()) {
+    const std::span<std::byte> payload(message_.data(), h.PayloadBytes());
+    EncodePayload(batch, lengths_, payload);
+    st = comm::Broadcast(world_, 0, payload);
+  }
+  if (st.ok()) st = RunStep(ctx, batch, cache, logits);
+  // A failed step leaves the ranks out of step for good: the group is unusable from now on.
+  if (!st.ok()) stopped_ = true;
+  return st.Annotate("distributed forward");
+}
+
+Status Executor::Stop() {
+  if (rank() != 0) return InvalidArgument("only rank 0 (the coordinator) stops the workers");
+  if (stopped_) return Status::Ok();
+  stopped_ = true;
+  StepHeader h;
+  h.command = StepCommand::kStop;
+  std::array<std::byte, StepHeader::kBytes> bytes;
+  h.Encode(bytes);
+  return comm::Broadcast(world_, 0, bytes).Annotate("stopping the workers");
+}
+
+Status Executor::Serve(const Context& ctx) {
+  if (rank() == 0) return InvalidArgument("rank 0 is the coordinator; workers serve");
+  std::array<std::byte, StepHeader::kBytes> bytes;
+  for (;;) {
+    COHORT_RETURN_IF_ERROR(comm::Broadcast(world_, 0, bytes, {options_.idle_timeout})
+                               .Annotate("waiting for the coordinator"));
+    COHORT_ASSIGN_OR_RETURN(StepHeader h, StepHeader::Decode(bytes));
+    if (h.command == StepCommand::kStop) return Status::Ok();
+    message_.resize(h.PayloadBytes());
+    COHORT_RETURN_IF_ERROR(comm::Broadcast(world_, 0, message_).Annotate("receiving a step"));
+    COHORT_RETURN_IF_ERROR(DecodePayload(h, message_, &payload_));
+    COHORT_RETURN_IF_ERROR(SyncCache(h, payload_.cache_lengths));
+    COHORT_RETURN_IF_ERROR(decoder_->CheckStageBatch(payload_.batch, *worker_cache_));
+    COHORT_RETURN_IF_ERROR(RunStep(ctx, payload_.batch, *worker_cache_, {})
+                               .Annotate(fmt::format("rank {} step", rank())));
+  }
+}
+
+Status Executor::SyncCache(const StepHeader& h, std::span<const int32_t> lengths) {
+  const bool same = worker_cache_ != nullptr && worker_cache_->n_ctx() == static_cast<int>(h.n_ctx) &&
+                    worker_cache_->n_seq() == static_cast<int>(h.n_seq) &&
+                    worker_cache_->type() == h.kv_type;
+  if (!same) {
+    model::KvCacheOptions o;
+    o.n_ctx = static_cast<int>(h.n_ctx);
+    o.n_seq = static_cast<int>(h.n_seq);
+    o.type = h.kv_type;
+    COHORT_ASSIGN_OR_RETURN(worker_cache_, decoder_->NewKvCache(o));
+  }
+  for (int s = 0; s < worker_cache_->n_seq(); ++s) {
+    if (worker_cache_->length(s) < lengths[s]) {
+      return InvalidArgument(fmt::format("rank {}: sequence {} holds {} positions, the "
+                                         "coordinator's cache {} (was the cache replaced?)",
+                                         rank(), s, worker_cache_->length(s), lengths[s]));
+    }
+    worker_cache_->Truncate(s, lengths[s]);
+  }
+  return Status::Ok();
+}
+
+Status Executor::RunStep(const Context& ctx, const model::Batch& batch, model::KvCache& cache,
+                         std::span<float> logits) {
+  x_.resize(batch.size() * config().n_embd);
+  COHORT_RETURN_IF_ERROR(EnterStage(batch));
+  COHORT_RETURN_IF_ERROR(decoder_->RunLayers(ctx, batch, cache, x_.data(), reducer_.get()));
+  const bool first_in_stage = rank() == stage_first_rank_[stage_];
+  if (stage_ + 1 < plan_.n_stages()) {
+    if (first_in_stage) {
+      COHORT_RETURN_IF_ERROR(
+          comm::SendTo(world_, stage_first_rank_[stage_ + 1], Bytes(x_), kActivationTag)
+              .Annotate(fmt::format("sending activations to stage {}", stage_ + 1)));
+    }
+    if (rank() == 0 && batch.n_logits() > 0) {
+      const size_t n = static_cast<size_t>(batch.n_logits()) * config().n_vocab;
+      return comm::RecvFrom(world_, stage_first_rank_.back(),
+                            std::as_writable_bytes(logits.first(n)), kLogitsTag)
+          .Annotate("receiving logits from the last stage");
+    }
+    return Status::Ok();
+  }
+  return LeaveLastStage(ctx, batch, logits);
+}
+
+Status Executor::EnterStage(const model::Batch& batch) {
+  if (stage_ == 0) {
+    const Range rows = plan_.Rank(rank()).embd_rows;
+    decoder_->EmbedRows(batch, rows.begin, rows.end, x_.data());
+    if (group_ == nullptr) return Status::Ok();
+    return comm::AllReduceSum(*group_, x_).Annotate("summing the split embedding");
+  }
+  if (rank() == stage_first_rank_[stage_]) {
+    COHORT_RETURN_IF_ERROR(comm::RecvFrom(world_, stage_first_rank_[stage_ - 1], Bytes(x_),
+                                          kActivationTag)
+                               .Annotate(fmt::format("receiving activations from stage {}", stage_ - 1)));
+  }
+  if (group_ == nullptr) return Status::Ok();
+  return comm::Broadcast(*group_, 0, Bytes(x_)).Annotate("sharing activations in the stage");
+}
+
+Status Executor::LeaveLastStage(const Context& ctx, const model::Batch& batch,
+                                std::span<float> logits) {
+  const int n_out = batch.n_logits();
+  if (n_out == 0) return Status::Ok();
+  const int64_t n_vocab = config().n_vocab;
+  const bool first_in_stage = rank() == stage_first_rank_[stage_];
+  float* full = nullptr;
+  if (first_in_stage) {
+    if (rank() == 0) {
+      full = logits.data();
+    } else {
+      full_logits_.resize(static_cast<size_t>(n_out) * n_vocab);
+      full = full_logits_.data();
+    }
+  }
+  const Range mine = plan_.Rank(rank()).output_rows;
+  if (group_ == nullptr) {
+    decoder_->HeadRows(batch, ctx.pool, x_.data(), mine.begin, mine.end, full);
+  } else {
+    // Slices may be uneven: gather equal padded blocks, then place each rank's rows.
+    const auto& ranks = plan_.stages[stage_].ranks;
+    int64_t rows_max = 0;
+    for (const RankShard& r : ranks) rows_max = std::max<int64_t>(rows_max, r.output_rows.size());
+    const size_t block = static_cast<size_t>(n_out) * rows_max;
+    head_local_.resize(block);
+    head_all_.resize(block * ranks.size());
+    decoder_->HeadRows(batch, ctx.pool, x_.data(), mine.begin, mine.end, head_local_.data());
+    COHORT_RETURN_IF_ERROR(comm::AllGather(*group_, std::as_bytes(std::span(head_local_)),
+                                           Bytes(head_all_))
+                               .Annotate("gathering logits"));
+    if (full != nullptr) {
+      for (size_t g = 0; g < ranks.size(); ++g) {
+        const Range rows = ranks[g].output_rows;
+        for (int t = 0; t < n_out; ++t) {
+          const float* src = head_all_.data() + g * block + static_cast<size_t>(t) * rows.size();
+          std::copy(src, src + rows.size(), full + t * n_vocab + rows.begin);
+        }
+      }
+    }
+  }
+  if (first_in_stage && rank() != 0) {
+    return comm::SendTo(world_, 0, Bytes(full_logits_), kLogitsTag).Annotate("sending logits");
+  }
+  return Status::Ok();
+}
+
+}  // namespace cohort::parallel

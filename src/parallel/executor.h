@@ -1,0 +1,93 @@
+// Executor: one rank's part of a model instance split by a ShardPlan. Every rank holds its own
+// model restricted to its stage's layers and its share of each layer; the coordinator (rank 0)
+// is a model::Model like a local one: its Forward broadcasts the step to the workers, computes
+// its own share, and returns the whole logits. Workers run Serve() until told to stop.
+//
+// Per step: the first stage embeds (vocabulary split, then summed over its group), each stage
+// runs its layers with an all-reduce after attention and after the FFN inside its
+// tensor-parallel group, hands the hidden states to the next stage, and the last stage's
+// ranks compute their slice of the LM head, gathered and sent to rank 0.
+#pragma once
+
+#include <chrono>
+#include <memory>
+#include <span>
+#include <vector>
+
+#include "comm/communicator.h"
+#include "core/context.h"
+#include "core/status.h"
+#include "model/decoder.h"
+#include "model/model.h"
+#include "parallel/shard_plan.h"
+#include "parallel/step_message.h"
+
+namespace cohort::parallel {
+
+struct ExecutorOptions {
+  // How long a worker waits for the coordinator's next step (a peer that dies is noticed at
+  // once regardless; this bounds a coordinator that hangs without closing its connections).
+  std::chrono::milliseconds idle_timeout{std::chrono::hours(24)};
+};
+
+class Executor final : public model::Model {
+ public:
+  // `world` connects the plan's ranks (world rank i is plan rank i) and must outlive the
+  // executor. `model` is this rank's own model, loaded from the same file as everyone's; it is
+  // restricted here to the rank's share.
+  static Result<std::unique_ptr<Executor>> Create(std::unique_ptr<model::Model> model,
+                                                  const ShardPlan& plan, comm::Communicator& world,
+                                                  const ExecutorOptions& options = {});
+  ~Executor() override;
+
+  int rank() const { return world_.rank(); }
+  const ShardPlan& plan() const { return plan_; }
+
+  // model::Model, on the coordinator. The cache is rank 0's own share; the other ranks keep
+  // theirs in step with it (its options and per-sequence lengths travel with every step).
+  const model::ModelConfig& config() const override { return decoder_->config(); }
+  Result<std::unique_ptr<model::KvCache>> NewKvCache(
+      const model::KvCacheOptions& options) const override;
+  Status Forward(const Context& ctx, const model::Batch& batch, model::KvCache& cache,
+                 std::span<float> logits) override;
+
+  // Coordinator: tells every worker to leave Serve(). Called by the destructor if needed.
+  Status Stop();
+  // Worker: runs steps until the coordinator stops it (Ok) or something fails.
+  Status Serve(const Context& ctx);
+
+ private:
+  Executor(std::unique_ptr<model::Model> model, const ShardPlan& plan, comm::Communicator& world,
+           const ExecutorOptions& options);
+  Status Init();
+  // The step every rank runs; logits is non-empty on rank 0 only.
+  Status RunStep(const Context& ctx, const model::Batch& batch, model::KvCache& cache,
+                 std::span<float> logits);
+  Status EnterStage(const model::Batch& batch);
+  Status LeaveLastStage(const Context& ctx, const model::Batch& batch, std::span<float> logits);
+  // Worker: makes its cache match the coordinator's options and lengths.
+  Status SyncCache(const StepHeader& header, std::span<const int32_t> lengths);
+
+  std::unique_ptr<model::Model> model_;
+  model::Decoder* decoder_ = nullptr;  // model_, as the decoder it is
+  ShardPlan plan_;
+  comm::Communicator& world_;
+  ExecutorOptions options_;
+  int stage_ = 0;
+  std::vector<int> stage_first_rank_;  // [stage] world rank of each stage's local rank 0
+  std::unique_ptr<comm::Communicator> group_;  // this stage's tensor-parallel group
+  std::unique_ptr<model::PartialSumReducer> reducer_;
+  bool stopped_ = false;
+
+  // Buffers grown to the largest step and reused.
+  std::vector<float> x_;           // [n_tokens][n_embd]
+  std::vector<float> head_local_;  // [n_logits][max rows] this rank's logits slice (padded)
+  std::vector<float> head_all_;    // [group][n_logits][max rows]
+  std::vector<float> full_logits_; // [n_logits][n_vocab] on the last stage's first rank
+  std::vector<std::byte> message_;
+  std::vector<int32_t> lengths_;
+  StepPayload payload_;
+  std::unique_ptr<model::KvCache> worker_cache_;
+};
+
+}  // namespace cohort::parallel

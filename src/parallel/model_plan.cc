@@ -1,0 +1,119 @@
+// PlanShapeOf, StageShardOf and ParseLayout; see model_plan.h.
+#include "parallel/model_plan.h"
+
+#include <algorithm>
+#include <string>
+
+#include <fmt/format.h>
+
+#include "core/dtype.h"
+#include "gguf/gguf.h"
+
+namespace cohort::parallel {
+namespace {
+
+bool EndsWith(const std::string& s, const std::string& suffix) {
+  return s.size() >= suffix.size() && s.compare(s.size() - suffix.size(), suffix.size(), suffix) == 0;
+}
+
+// Largest quant block among the matrices whose contiguous (input) dimension is split.
+int SplitBlock(const gguf::File& file) {
+  int block = 1;
+  for (const gguf::TensorInfo& t : file.tensors()) {
+    const bool split = EndsWith(t.name, "attn_output.weight") || EndsWith(t.name, "ffn_down.weight") ||
+                       EndsWith(t.name, "ffn_down_exps.weight") ||
+                       EndsWith(t.name, "ffn_down_shexp.weight");
+    if (split) block = std::max<int>(block, static_cast<int>(Traits(t.type).block_size));
+  }
+  return block;
+}
+
+}  // namespace
+
+Result<PlanShape> PlanShapeOf(const gguf::File& file, const model::ModelConfig& c) {
+  const bool mla = c.arch == model::Arch::kDeepseek2;
+  PlanShape p;
+  p.n_layer = c.n_layer;
+  p.n_embd = c.n_embd;
+  p.n_head = c.n_head;
+  // MLA computes every head from the shared latent: KV heads are as many as query heads.
+  p.n_head_kv = mla ? c.n_head : c.n_head_kv;
+  p.head_dim = mla ? c.mla.v_head_dim : c.head_dim_v;
+  const bool moe = c.moe.n_expert > 0;
+  p.n_ff = (!moe || c.moe.n_leading_dense > 0) ? c.n_ff : 0;
+  p.n_expert = c.moe.n_expert;
+  p.n_ff_expert = moe ? c.moe.n_ff_expert : 0;
+  p.n_ff_shexp = moe ? c.moe.n_ff_expert * c.moe.n_expert_shared : 0;
+  p.n_vocab = c.n_vocab;
+  p.block = SplitBlock(file);
+  COHORT_RETURN_IF_ERROR(p.Validate());
+  return p;
+}
+
+Result<model::StageShard> StageShardOf(const ShardPlan& plan, int rank) {
+  if (rank < 0 || rank >= plan.n_ranks()) {
+    return InvalidArgument(fmt::format("rank {} is not in a plan of {} ranks", rank, plan.n_ranks()));
+  }
+  const StagePlan& stage = plan.stages[plan.StageOf(rank)];
+  const RankShard& r = plan.Rank(rank);
+  if (plan.shape.n_expert > 0 && plan.expert_split != ExpertSplit::kWhole) {
+    return Unsupported("the MoE block splits routed experts whole, not by columns "
+                       "(use ExpertSplit::kWhole)");
+  }
+  model::StageShard s;
+  s.layer_begin = stage.layers.begin;
+  s.layer_end = stage.layers.end;
+  s.layer.heads = {r.q_heads.begin, r.q_heads.end};
+  s.layer.ffn_cols = {r.ff_cols.begin, r.ff_cols.end};
+  s.layer.experts = {r.experts.begin, r.experts.end};
+  s.layer.shared_cols = {r.shexp_cols.begin, r.shexp_cols.end};
+  return s;
+}
+
+Result<LayoutSpec> ParseLayout(const std::string& text, int n_ranks,
+                               const std::vector<double>& weights) {
+  if (n_ranks <= 0) return InvalidArgument("a layout needs at least one rank");
+  LayoutSpec spec;
+  if (text == "tp") {
+    spec = weights.empty() ? LayoutSpec::Tensor(n_ranks) : LayoutSpec::TensorWeighted(weights);
+    if (!weights.empty() && static_cast<int>(weights.size()) != n_ranks) {
+      return InvalidArgument(fmt::format("--shares has {} weights for {} ranks", weights.size(), n_ranks));
+    }
+  } else if (text == "pp") {
+    spec = weights.empty() ? LayoutSpec::Pipeline(n_ranks) : LayoutSpec::PipelineWeighted(weights);
+    if (!weights.empty() && static_cast<int>(weights.size()) != n_ranks) {
+      return InvalidArgument(fmt::format("--shares has {} weights for {} stages", weights.size(), n_ranks));
+    }
+  } else if (text == "hybrid" || text.rfind("hybrid:", 0) == 0) {
+    int stages = 2;
+    if (text.size() > 7) {
+      try {
+        stages = std::stoi(text.substr(7));
+      } catch (...) {
+        return InvalidArgument("bad stage count in layout '" + text + "'");
+      }
+    }
+    if (stages <= 0 || n_ranks % stages != 0) {
+      return InvalidArgument(fmt::format("hybrid layout: {} ranks do not split into {} equal stages",
+                                         n_ranks, stages));
+    }
+    const int per_stage = n_ranks / stages;
+    spec = LayoutSpec::Hybrid(stages, per_stage);
+    if (!weights.empty()) {
+      if (static_cast<int>(weights.size()) != n_ranks) {
+        return InvalidArgument(fmt::format("--shares has {} weights for {} ranks", weights.size(), n_ranks));
+      }
+      for (int s = 0; s < stages; ++s) {
+        for (int i = 0; i < per_stage; ++i) spec.stage_rank_weights[s][i] = weights[s * per_stage + i];
+      }
+    }
+  } else {
+    return InvalidArgument("unknown layout '" + text + "' (tp, pp, hybrid or hybrid:STAGES)");
+  }
+  // The MoE block evaluates whole experts (expert parallelism); see StageShardOf.
+  spec.expert_split = ExpertSplit::kWhole;
+  COHORT_RETURN_IF_ERROR(spec.Validate());
+  return spec;
+}
+
+}  // namespace cohort::parallel

@@ -1,0 +1,202 @@
+// Session (coordinator) and ServeOneJob (worker); see session.h.
+#include "parallel/session.h"
+
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <poll.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <chrono>
+#include <cstring>
+#include <random>
+
+#include <fmt/format.h>
+
+#include "comm/shm_transport.h"
+#include "comm/socket_util.h"
+#include "core/thread_pool.h"
+#include "gguf/gguf.h"
+#include "parallel/model_plan.h"
+
+namespace cohort::parallel {
+namespace {
+
+constexpr int kJobVersion = 1;
+
+// The IPv4 address this end of a connected socket has: what the peer can reach us at.
+Result<std::string> LocalHost(int fd) {
+  sockaddr_in addr{};
+  socklen_t len = sizeof(addr);
+  if (::getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len) != 0) {
+    return IoError(std::string("getsockname: ") + std::strerror(errno));
+  }
+  char text[INET_ADDRSTRLEN];
+  ::inet_ntop(AF_INET, &addr.sin_addr, text, sizeof(text));
+  return std::string(text);
+}
+
+uint64_t FreshGroupId() {
+  std::random_device rd;
+  return (static_cast<uint64_t>(rd()) << 32) ^ rd() ^
+         static_cast<uint64_t>(std::chrono::steady_clock::now().time_since_epoch().count());
+}
+
+Result<std::unique_ptr<comm::Transport>> ConnectData(const nlohmann::json& job, int rank,
+                                                     const std::vector<std::string>& addresses,
+                                                     std::unique_ptr<comm::TcpListener> listener) {
+  const int n_ranks = job.at("n_ranks").get<int>();
+  if (job.at("transport").get<std::string>() == "shm") {
+    comm::ShmOptions o;
+    o.rank = rank;
+    o.n_ranks = n_ranks;
+    o.name = job.at("shm_name").get<std::string>();
+    o.connect_timeout = std::chrono::milliseconds(job.at("setup_timeout_ms").get<int64_t>());
+    return comm::ConnectShmGroup(o);
+  }
+  comm::TcpOptions o;
+  o.rank = rank;
+  o.addresses = addresses;
+  o.group_id = job.at("group_id").get<uint64_t>();
+  o.connect_timeout = std::chrono::milliseconds(job.at("setup_timeout_ms").get<int64_t>());
+  o.link.latency_us = job.at("link_latency_us").get<int64_t>();
+  o.link.bandwidth_bytes_per_s = job.at("link_bandwidth").get<int64_t>();
+  return comm::ConnectTcpGroup(o, std::move(listener));
+}
+
+comm::CommOptions CommOptionsOf(const nlohmann::json& job) {
+  comm::CommOptions o;
+  o.timeout = std::chrono::milliseconds(job.at("comm_timeout_ms").get<int64_t>());
+  return o;
+}
+
+}  // namespace
+
+Status SessionOptions::Validate() const {
+  if (model_path.empty()) return InvalidArgument("no model path");
+  if (workers.empty()) return InvalidArgument("a distributed instance needs at least one worker");
+  if (worker_threads <= 0) return InvalidArgument("worker threads must be positive");
+  if (transport == DataTransport::kShm && link.enabled()) {
+    return InvalidArgument("link emulation applies to the TCP transport only");
+  }
+  return Status::Ok();
+}
+
+Session::~Session() {
+  if (executor_ != nullptr) (void)executor_->Stop();
+  executor_.reset();
+  world_.reset();
+}
+
+Result<std::unique_ptr<Session>> Session::Start(const SessionOptions& options,
+                                                const gguf::File& file) {
+  COHORT_RETURN_IF_ERROR(options.Validate());
+  const int n_ranks = static_cast<int>(options.workers.size()) + 1;
+  COHORT_ASSIGN_OR_RETURN(model::ModelConfig config, model::ModelConfig::FromGguf(file));
+  COHORT_ASSIGN_OR_RETURN(PlanShape shape, PlanShapeOf(file, config));
+  COHORT_ASSIGN_OR_RETURN(LayoutSpec spec, ParseLayout(options.layout, n_ranks, options.shares));
+  COHORT_ASSIGN_OR_RETURN(ShardPlan plan, MakePlan(shape, spec));
+
+  const uint64_t group_id = FreshGroupId();
+  nlohmann::json job = {
+      {"version", kJobVersion}, {"n_ranks", n_ranks}, {"model", options.model_path},
+      {"plan", plan.ToJson()}, {"threads", options.worker_threads},
+      {"transport", options.transport == DataTransport::kShm ? "shm" : "tcp"},
+      {"shm_name", fmt::format("job-{:016x}", group_id)}, {"group_id", group_id},
+      {"link_latency_us", options.link.latency_us},
+      {"link_bandwidth", options.link.bandwidth_bytes_per_s},
+      {"setup_timeout_ms", options.setup_timeout.count()},
+      {"comm_timeout_ms", options.comm_timeout.count()}};
+  std::unique_ptr<Session> session(new Session());
+  const comm::Deadline deadline = comm::DeadlineAfter(options.setup_timeout);
+  for (size_t i = 0; i < options.workers.size(); ++i) {
+    COHORT_ASSIGN_OR_RETURN(auto channel, ControlChannel::Connect(options.workers[i], options.setup_timeout));
+    job["rank"] = static_cast<int>(i + 1);
+    COHORT_RETURN_IF_ERROR(channel->Send(job, deadline).Annotate("worker " + options.workers[i]));
+    session->channels_.push_back(std::move(channel));
+  }
+  // Load our own share while the workers load theirs.
+  COHORT_ASSIGN_OR_RETURN(auto model, model::Model::Load(file));
+  std::vector<std::string> addresses(n_ranks);
+  for (size_t i = 0; i < session->channels_.size(); ++i) {
+    auto reply = session->channels_[i]->Receive(deadline);
+    if (!reply.ok()) return reply.status().Annotate("worker " + options.workers[i]);
+    addresses[i + 1] = reply->value("data_address", std::string());
+  }
+  std::unique_ptr<comm::TcpListener> listener;
+  if (options.transport == DataTransport::kTcp) {
+    COHORT_ASSIGN_OR_RETURN(std::string host, LocalHost(session->channels_[0]->fd()));
+    COHORT_ASSIGN_OR_RETURN(listener, comm::TcpListener::Bind(host + ":0"));
+    addresses[0] = listener->address();
+  }
+  for (auto& channel : session->channels_) {
+    COHORT_RETURN_IF_ERROR(channel->Send({{"addresses", addresses}}, deadline));
+  }
+  COHORT_ASSIGN_OR_RETURN(auto transport, ConnectData(job, 0, addresses, std::move(listener)));
+  session->world_ = std::make_unique<comm::Communicator>(std::move(transport), CommOptionsOf(job));
+  COHORT_ASSIGN_OR_RETURN(session->executor_, Executor::Create(std::move(model), plan, *session->world_));
+  return session;
+}
+
+namespace {
+
+// Everything of one job after its first message; errors go back to the coordinator.
+Status RunJob(ControlChannel& channel, const nlohmann::json& job, Logger* log) {
+  if (job.value("version", 0) != kJobVersion) {
+    return InvalidArgument(fmt::format("job version {} (this worker speaks {})",
+                                       job.value("version", 0), kJobVersion));
+  }
+  const int rank = job.at("rank").get<int>();
+  const comm::Deadline deadline =
+      comm::DeadlineAfter(std::chrono::milliseconds(job.at("setup_timeout_ms").get<int64_t>()));
+  COHORT_ASSIGN_OR_RETURN(ShardPlan plan, ShardPlan::FromJson(job.at("plan").get<std::string>()));
+  const std::string path = job.at("model").get<std::string>();
+  COHORT_ASSIGN_OR_RETURN(auto file, gguf::File::Open(path));
+  COHORT_ASSIGN_OR_RETURN(auto model, model::Model::Load(*file));
+  std::unique_ptr<comm::TcpListener> listener;
+  nlohmann::json reply = {{"ok", true}};
+  if (job.at("transport").get<std::string>() == "tcp") {
+    COHORT_ASSIGN_OR_RETURN(std::string host, LocalHost(channel.fd()));
+    COHORT_ASSIGN_OR_RETURN(listener, comm::TcpListener::Bind(host + ":0"));
+    reply["data_address"] = listener->address();
+  }
+  COHORT_RETURN_IF_ERROR(channel.Send(reply, deadline));
+  COHORT_ASSIGN_OR_RETURN(nlohmann::json go, channel.Receive(deadline));
+  const auto addresses = go.at("addresses").get<std::vector<std::string>>();
+  COHORT_ASSIGN_OR_RETURN(auto transport, ConnectData(job, rank, addresses, std::move(listener)));
+  comm::Communicator world(std::move(transport), CommOptionsOf(job));
+  COHORT_ASSIGN_OR_RETURN(auto executor, Executor::Create(std::move(model), plan, world));
+  if (log != nullptr) log->Info("rank {} of {}: serving {} ({})", rank, plan.n_ranks(), path, plan.ToString());
+  ThreadPool pool(job.at("threads").get<int>());
+  Context ctx{&pool, log};
+  return executor->Serve(ctx);
+}
+
+}  // namespace
+
+Status ServeOneJob(int listen_fd, Logger* log) {
+  for (;;) {  // a worker waits for its coordinator as long as it takes, an hour per poll
+    const Status ready = comm::PollOne(listen_fd, POLLIN, comm::DeadlineAfter(std::chrono::hours(1)));
+    if (ready.ok()) break;
+    if (ready.code() != StatusCode::kTimeout) return ready;
+  }
+  const int fd = ::accept4(listen_fd, nullptr, nullptr, SOCK_CLOEXEC);
+  if (fd < 0) return IoError(std::string("accept: ") + std::strerror(errno));
+  COHORT_RETURN_IF_ERROR(comm::SetNonBlocking(fd));
+  ControlChannel channel(fd);
+  auto job = channel.Receive(comm::DeadlineAfter(std::chrono::seconds(60)));
+  if (!job.ok()) return job.status().Annotate("reading the job");
+  Status st;
+  try {
+    st = RunJob(channel, *job, log);
+  } catch (const nlohmann::json::exception& e) {
+    st = Corrupt(std::string("malformed job: ") + e.what());
+  }
+  if (!st.ok()) {
+    (void)channel.Send({{"error", st.ToString()}}, comm::DeadlineAfter(std::chrono::seconds(1)));
+  }
+  return st;
+}
+
+}  // namespace cohort::parallel

@@ -1,0 +1,108 @@
+// StepHeader and payload coding; see step_message.h.
+#include "parallel/step_message.h"
+
+#include <bit>
+#include <cstring>
+
+#include <fmt/format.h>
+
+#include "core/check.h"
+
+namespace cohort::parallel {
+namespace {
+
+static_assert(std::endian::native == std::endian::little,
+              "the step message is little-endian and copied as such");
+
+template <typename T>
+void Put(std::byte* out, size_t* at, T v) {
+  std::memcpy(out + *at, &v, sizeof(T));
+  *at += sizeof(T);
+}
+
+template <typename T>
+T Get(const std::byte* in, size_t* at) {
+  T v;
+  std::memcpy(&v, in + *at, sizeof(T));
+  *at += sizeof(T);
+  return v;
+}
+
+}  // namespace
+
+void StepHeader::Encode(std::span<std::byte, kBytes> out) const {
+  std::memset(out.data(), 0, kBytes);
+  size_t at = 0;
+  Put<uint32_t>(out.data(), &at, kMagic);
+  Put<uint16_t>(out.data(), &at, kVersion);
+  Put<uint16_t>(out.data(), &at, static_cast<uint16_t>(command));
+  Put<uint32_t>(out.data(), &at, n_tokens);
+  Put<uint32_t>(out.data(), &at, n_seq);
+  Put<uint32_t>(out.data(), &at, n_ctx);
+  Put<uint32_t>(out.data(), &at, static_cast<uint32_t>(kv_type));
+  COHORT_CHECK_LE(at, kBytes);
+}
+
+Result<StepHeader> StepHeader::Decode(std::span<const std::byte, kBytes> in) {
+  size_t at = 0;
+  if (Get<uint32_t>(in.data(), &at) != kMagic) return Corrupt("step message: bad magic");
+  const uint16_t version = Get<uint16_t>(in.data(), &at);
+  if (version != kVersion) {
+    return Corrupt(fmt::format("step message: version {}, this build speaks {}", version, kVersion));
+  }
+  StepHeader h;
+  const uint16_t command = Get<uint16_t>(in.data(), &at);
+  if (command != static_cast<uint16_t>(StepCommand::kForward) &&
+      command != static_cast<uint16_t>(StepCommand::kStop)) {
+    return Corrupt(fmt::format("step message: unknown command {}", command));
+  }
+  h.command = static_cast<StepCommand>(command);
+  h.n_tokens = Get<uint32_t>(in.data(), &at);
+  h.n_seq = Get<uint32_t>(in.data(), &at);
+  h.n_ctx = Get<uint32_t>(in.data(), &at);
+  const uint32_t kv = Get<uint32_t>(in.data(), &at);
+  if (kv != static_cast<uint32_t>(DType::kF32) && kv != static_cast<uint32_t>(DType::kF16)) {
+    return Corrupt(fmt::format("step message: KV type {} is not f32 or f16", kv));
+  }
+  h.kv_type = static_cast<DType>(kv);
+  if (h.n_tokens > kTokensMax || h.n_seq > kSeqMax) {
+    return Corrupt(fmt::format("step message: {} tokens / {} sequences exceed the limits", h.n_tokens,
+                               h.n_seq));
+  }
+  return h;
+}
+
+void EncodePayload(const model::Batch& batch, std::span<const int32_t> cache_lengths,
+                   std::span<std::byte> out) {
+  const size_t n = batch.size();
+  COHORT_CHECK_EQ(out.size(), n * (3 * sizeof(int32_t) + 1) + cache_lengths.size() * sizeof(int32_t));
+  std::byte* p = out.data();
+  std::memcpy(p, batch.tokens.data(), n * 4);
+  std::memcpy(p + n * 4, batch.positions.data(), n * 4);
+  std::memcpy(p + n * 8, batch.seq_ids.data(), n * 4);
+  std::memcpy(p + n * 12, batch.want_logits.data(), n);
+  std::memcpy(p + n * 13, cache_lengths.data(), cache_lengths.size() * 4);
+}
+
+Status DecodePayload(const StepHeader& h, std::span<const std::byte> in, StepPayload* out) {
+  if (in.size() != h.PayloadBytes()) return Corrupt("step message: payload size mismatch");
+  const size_t n = h.n_tokens;
+  model::Batch& b = out->batch;
+  b.tokens.resize(n);
+  b.positions.resize(n);
+  b.seq_ids.resize(n);
+  b.want_logits.resize(n);
+  out->cache_lengths.resize(h.n_seq);
+  const std::byte* p = in.data();
+  std::memcpy(b.tokens.data(), p, n * 4);
+  std::memcpy(b.positions.data(), p + n * 4, n * 4);
+  std::memcpy(b.seq_ids.data(), p + n * 8, n * 4);
+  std::memcpy(b.want_logits.data(), p + n * 12, n);
+  std::memcpy(out->cache_lengths.data(), p + n * 13, h.n_seq * 4);
+  for (int32_t len : out->cache_lengths) {
+    if (len < 0 || static_cast<uint32_t>(len) > h.n_ctx) return Corrupt("step message: bad cache length");
+  }
+  return Status::Ok();
+}
+
+}  // namespace cohort::parallel
