@@ -1,16 +1,28 @@
 #!/usr/bin/env bash
 # The whole test suite from a fresh Debian 12 machine: installs packages, fetches the
-# llama.cpp test vectors, builds the release preset, and runs every test not labelled slow.
+# llama.cpp test vectors, builds the release preset, runs every test not labelled slow, then
+# runs the GGUF parser's tests (malformed corpus, truncations, fuzz seeds) under the address
+# and undefined-behaviour sanitizers.
 #   scripts/test.sh              # default suite
-#   scripts/test.sh -L slow      # extra ctest arguments are passed through
+#   scripts/test.sh -L slow      # extra ctest arguments replace the default selection
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 cd "$root"
 
 scripts/install-deps.sh
 scripts/fetch-test-data.sh
+jobs=$(nproc)
+
 cmake --preset release >/dev/null
-cmake --build --preset release -j "$(nproc)"
-cd build/release
+cmake --build --preset release -j "$jobs"
+
+status=0
 if [ "$#" -eq 0 ]; then set -- -LE slow; fi
-ctest --output-on-failure --timeout 900 -j "$(nproc)" "$@"
+(cd build/release && ctest --output-on-failure --timeout 900 -j "$jobs" "$@") || status=$?
+
+if [ "$*" = "-LE slow" ]; then
+  cmake --preset asan >/dev/null
+  cmake --build --preset asan -j "$jobs" --target gguf_test
+  (cd build/asan && ctest --output-on-failure --timeout 900 -j "$jobs" -R '^Gguf') || status=$?
+fi
+exit "$status"
