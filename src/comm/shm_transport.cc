@@ -221,6 +221,7 @@ Status ShmTransport::Exchange(std::span<const SendOp> sends, std::span<const Rec
   ShmHeader& own = segments_[rank_].header();
   Backoff backoff(wait_);
   Status status;
+  auto last_liveness_check = Clock::now();
   for (;;) {
     bool pending = false;
     const bool progressed = RunRound(&status, &pending);
@@ -232,7 +233,15 @@ Status ShmTransport::Exchange(std::span<const SendOp> sends, std::span<const Rec
     }
     const auto now = Clock::now();
     if (now >= deadline) return Fail(Timeout("timed out waiting for a peer"));
-    if (!backoff.ShouldBlock()) continue;
+    if (!backoff.ShouldBlock()) {
+      // Busy-polling never reaches the sleep below; look at the peers' liveness now and then.
+      if (now - last_liveness_check >= kLivenessInterval) {
+        last_liveness_check = now;
+        Status alive = CheckPeersAlive();
+        if (!alive.ok() && !RunRound(&status, &pending) && status.ok() && pending) return Fail(alive);
+      }
+      continue;
+    }
     // Announce the sleep, then look once more so a peer's write cannot slip between.
     own.sleeping.store(1, std::memory_order_seq_cst);
     std::atomic_thread_fence(std::memory_order_seq_cst);

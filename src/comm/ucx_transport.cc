@@ -253,6 +253,7 @@ Status UcxTransport::Exchange(std::span<const SendOp> sends, std::span<const Rec
   Status status = Post(sends, recvs);
   if (!status.ok()) return Fail(status);
   Backoff backoff(wait_);
+  auto last_liveness_check = Clock::now();
   for (;;) {
     const bool progressed = ucp_worker_progress(worker_) != 0;
     bool all_done = false;
@@ -266,6 +267,11 @@ Status UcxTransport::Exchange(std::span<const SendOp> sends, std::span<const Rec
     if (Clock::now() >= deadline) return Fail(Timeout("timed out waiting for a peer"));
     if (backoff.ShouldBlock()) {
       status = Sleep(deadline);
+      if (!status.ok()) return Fail(status);
+    } else if (Clock::now() - last_liveness_check >= kPollSlice) {
+      // Busy-polling never sleeps; look at the peers' liveness now and then all the same.
+      last_liveness_check = Clock::now();
+      status = CheckLiveness();
       if (!status.ok()) return Fail(status);
     }
   }

@@ -47,7 +47,7 @@ TEST_P(FailureTest, RankThatNeverArrivesGivesTimeoutWithinTheBound) {
   const double elapsed = SecondsSince(start);
   for (const Status& s : statuses) EXPECT_EQ(s.code(), StatusCode::kTimeout) << s.ToString();
   EXPECT_GE(elapsed, 0.29);
-  EXPECT_LT(elapsed, 1.5);
+  EXPECT_LT(elapsed, 3.0);  // generous: CI runs tests in parallel on 2 cores
   // A broken transport stays broken rather than reading half a message later.
   std::vector<float> again(4, 1.0f);
   EXPECT_EQ(AllReduceSum(*comms[0], again).code(), StatusCode::kTimeout);
@@ -67,11 +67,11 @@ TEST_P(FailureTest, PeerThatClosesGivesUnavailableQuickly) {
   Status status = AllReduceSum(comm, data, {.timeout = milliseconds(10000)});
   closer.join();
   EXPECT_EQ(status.code(), StatusCode::kUnavailable) << status.ToString();
-  EXPECT_LT(SecondsSince(start), 2.0);
+  EXPECT_LT(SecondsSince(start), 3.0);
 }
 
 // The peer is a forked child process that joins the group, completes one all-reduce, and then
-// hangs inside the next one until it is SIGKILLed.
+// hangs, so rank 0 sits inside the next all-reduce when the child is SIGKILLed.
 TEST_P(FailureTest, PeerProcessKilledMidCollectiveGivesUnavailableQuickly) {
   const TransportKind kind = GetParam();
   std::vector<std::unique_ptr<TcpListener>> listeners(2);
@@ -115,8 +115,7 @@ TEST_P(FailureTest, PeerProcessKilledMidCollectiveGivesUnavailableQuickly) {
     Communicator comm(std::move(transport).value());
     std::vector<float> data(4096, 2.0f);
     if (!AllReduceSum(comm, data).ok()) _exit(3);
-    // Send only half of what the next all-reduce needs, then hang: a crash mid-collective.
-    for (;;) pause();
+    for (;;) pause();  // never joins the next all-reduce; killed from the parent
   }
   auto transport = connect(0);
   ASSERT_TRUE(transport.ok()) << transport.status().ToString();
@@ -135,13 +134,42 @@ TEST_P(FailureTest, PeerProcessKilledMidCollectiveGivesUnavailableQuickly) {
   int wstatus = 0;
   waitpid(child, &wstatus, 0);
   EXPECT_EQ(status.code(), StatusCode::kUnavailable) << status.ToString();
-  EXPECT_LT(elapsed, 2.0);
+  EXPECT_LT(elapsed, 3.0);  // issue 4 asks for a clear error within 5 s
   EXPECT_TRUE(WIFSIGNALED(wstatus));
 }
 
 INSTANTIATE_TEST_SUITE_P(Comm, FailureTest,
                          ::testing::ValuesIn(AvailableTransportKinds()),
                          [](const auto& info) { return std::string(TransportKindName(info.param)); });
+
+// Busy-polling never sleeps, so the shared-memory transport must look at liveness while
+// spinning too.
+TEST(ShmBusyPollTest, BusyPollingStillNoticesAClosedPeer) {
+  ShmOptions options;
+  options.n_ranks = 2;
+  options.name = "busypoll-" + std::to_string(getpid());
+  options.wait.busy_poll = true;
+  std::vector<Result<std::unique_ptr<Transport>>> group;
+  group.emplace_back(Internal("not run"));
+  group.emplace_back(Internal("not run"));
+  RunOnRanks(2, [&](int r) {
+    ShmOptions mine = options;
+    mine.rank = r;
+    group[r] = ConnectShmGroup(mine);
+    return Status::Ok();
+  });
+  ASSERT_TRUE(group[0].ok() && group[1].ok());
+  std::thread closer([&] {
+    std::this_thread::sleep_for(milliseconds(100));
+    group[1].value()->Close();
+  });
+  std::vector<std::byte> buffer(64);
+  const auto start = Clock::now();
+  Status status = group[0].value()->Recv(1, 3, buffer, DeadlineAfter(milliseconds(10000)));
+  closer.join();
+  EXPECT_EQ(status.code(), StatusCode::kUnavailable) << status.ToString();
+  EXPECT_LT(SecondsSince(start), 3.0);
+}
 
 // A client that connects to a rank's port and sends garbage is dropped; the real peer still
 // joins and the group works.
@@ -192,7 +220,7 @@ TEST(TcpRendezvousTest, SilentPeerGivesTimeout) {
   const auto start = Clock::now();
   auto rank0 = ConnectTcpGroup(options, std::move(l0).value());
   EXPECT_EQ(rank0.status().code(), StatusCode::kTimeout) << rank0.status().ToString();
-  EXPECT_LT(SecondsSince(start), 1.5);
+  EXPECT_LT(SecondsSince(start), 3.0);
 }
 
 // Garbage inside an established stream: a transport over one end of a socket pair, the test

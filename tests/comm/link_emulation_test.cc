@@ -37,7 +37,7 @@ TEST(LinkEmulationTest, RoundTripCostsAtLeastTwiceTheLatency) {
   ASSERT_EQ(round_trips.size(), 5u);
   for (double rt : round_trips) {
     EXPECT_GE(rt, 0.006);
-    EXPECT_LT(rt, 0.1);
+    EXPECT_LT(rt, 0.5);
   }
   EXPECT_EQ(pong[0], std::byte{1});
 }
@@ -59,7 +59,7 @@ TEST(LinkEmulationTest, BandwidthCapDelaysLargeMessages) {
   });
   for (const Status& s : statuses) ASSERT_TRUE(s.ok()) << s.ToString();
   EXPECT_GE(elapsed, 0.019);
-  EXPECT_LT(elapsed, 0.5);
+  EXPECT_LT(elapsed, 2.0);
   EXPECT_EQ(got[999'999], std::byte{3});
 }
 
