@@ -18,6 +18,8 @@ namespace {
 // token block passes over it; a token block of quantized activations stays in L2.
 constexpr int64_t kRowTile = kTileRows;
 constexpr int64_t kTokenTile = 32;
+// MatMulRows relies on this: a token tile never straddles the grouped/ungrouped boundary.
+static_assert(kTileTokens == 4 && kTokenTile % kTileTokens == 0);
 
 // A template, and the pool gets a lambda holding one reference, so std::function stores it
 // inline: a matmul on the decode path allocates nothing.
@@ -35,6 +37,11 @@ void RunParallel(ThreadPool* pool, int64_t n, const Fn& fn) {
 TileFn GetTile(DType weight, SimdLevel level) {
   if (level >= SimdLevel::kAvx512) return avx512::GetTile(weight);
   return nullptr;
+}
+
+TileFn GetTileGrouped(DType weight, SimdLevel level) {
+  if (level >= SimdLevel::kAvx512 && weight == DType::kQ4_K) return avx512::GetKTileGrouped(weight);
+  return GetTile(weight, level);
 }
 
 void MatMulRows(const TensorView& w, int64_t row_begin, int64_t row_end, const float* x,
@@ -63,6 +70,11 @@ void MatMulRows(const TensorView& w, int64_t row_begin, int64_t row_end, const f
 
   const VecDotFn dot = GetVecDot(w.type, BestSimdLevel());
   const TileFn tile_fn = GetTile(w.type, BestSimdLevel());
+  // Tokens [0, n_grouped) use llama.cpp's repacked-GEMM order (quant.h); a tile of
+  // kTileTokens (4) tokens starting at a multiple of 4 lies wholly on one side.
+  const VecDotFn dot_grouped = GetVecDotGrouped(w.type, BestSimdLevel());
+  const TileFn tile_grouped = GetTileGrouped(w.type, BestSimdLevel());
+  const int64_t n_grouped = GroupedTokens(n_tokens);
   const int64_t n_rows = row_end - row_begin;
   const int64_t n_tiles = (n_rows + kRowTile - 1) / kRowTile;
   const uint8_t* w_rows = w.data + row_begin * w.row_bytes;
@@ -75,15 +87,17 @@ void MatMulRows(const TensorView& w, int64_t row_begin, int64_t row_end, const f
         if (tile_fn != nullptr) {
           for (int64_t t = t0; t < t1; t += kTileTokens) {
             const int tokens = static_cast<int>(std::min<int64_t>(kTileTokens, t1 - t));
-            tile_fn(w_rows + r0 * w.row_bytes, w.row_bytes, static_cast<int>(r1 - r0),
-                    act + t * act_stride, act_stride, tokens, n, y + t * y_stride + r0, y_stride);
+            const TileFn f = t < n_grouped ? tile_grouped : tile_fn;
+            f(w_rows + r0 * w.row_bytes, w.row_bytes, static_cast<int>(r1 - r0),
+              act + t * act_stride, act_stride, tokens, n, y + t * y_stride + r0, y_stride);
           }
           continue;
         }
         for (int64_t t = t0; t < t1; ++t) {
           const uint8_t* a = act + t * act_stride;
           float* out = y + t * y_stride;
-          for (int64_t r = r0; r < r1; ++r) out[r] = dot(w_rows + r * w.row_bytes, a, n);
+          const VecDotFn f = t < n_grouped ? dot_grouped : dot;
+          for (int64_t r = r0; r < r1; ++r) out[r] = f(w_rows + r * w.row_bytes, a, n);
         }
       }
     }

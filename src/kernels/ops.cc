@@ -71,7 +71,9 @@ void RopeCache(const RopeParams& p, int64_t pos, float* cache) {
 }
 
 void RopeApply(RopeMode mode, int n_rot, const float* cache, float* x) {
-  // NORM pairs adjacent values; NEOX pairs value i with value i + n_rot/2.
+  // ggml's rotate_pairs is built with -march=native and GCC's default FP contraction: of each
+  // output's two products the first is fused, the second rounded. NORM pairs adjacent values;
+  // NEOX pairs value i with value i + n_rot/2.
   const int64_t offset = mode == RopeMode::kNorm ? 1 : n_rot / 2;
   for (int64_t i0 = 0; i0 < n_rot; i0 += 2) {
     const int64_t ic = mode == RopeMode::kNorm ? i0 : i0 / 2;
@@ -79,8 +81,8 @@ void RopeApply(RopeMode mode, int n_rot, const float* cache, float* x) {
     const float s = cache[i0 + 1];
     const float x0 = x[ic];
     const float x1 = x[ic + offset];
-    x[ic] = x0 * c - x1 * s;
-    x[ic + offset] = x0 * s + x1 * c;
+    x[ic] = std::fma(x0, c, -(x1 * s));
+    x[ic + offset] = std::fma(x0, s, x1 * c);
   }
 }
 

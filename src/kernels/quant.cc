@@ -131,6 +131,11 @@ VecDotFn GetVecDot(DType weight, SimdLevel level) {
   return fn;
 }
 
+VecDotFn GetVecDotGrouped(DType weight, SimdLevel level) {
+  if (weight == DType::kQ4_K && level >= SimdLevel::kAvx2) return avx2::GetKVecDotGrouped(weight);
+  return GetVecDot(weight, level);
+}
+
 float VecDot(DType weight, const void* w_row, const void* act_row, int64_t n) {
   COHORT_CHECK_EQ(n % Traits(weight).block_size, 0);
   return GetVecDot(weight, BestSimdLevel())(w_row, act_row, n);

@@ -49,4 +49,11 @@ using VecDotFn = float (*)(const void* w_row, const void* act_row, int64_t n);
 // one (every type has a scalar kernel). Fetch once and call it in loops.
 VecDotFn GetVecDot(DType weight, SimdLevel level);
 
+// llama.cpp (AVX2 and up) repacks Q4_K weights, and its repacked GEMM, which takes each full
+// group of 4 tokens of a batch, sums in another order than its GEMV, which takes single tokens
+// and a batch's last n % 4. Tokens [0, GroupedTokens(n)) of a batch of n use this kernel; it is
+// GetVecDot's for every other type and level.
+VecDotFn GetVecDotGrouped(DType weight, SimdLevel level);
+inline int64_t GroupedTokens(int64_t n_tokens) { return n_tokens - n_tokens % 4; }
+
 }  // namespace cohort::kernels

@@ -40,6 +40,7 @@ bool IsKType(DType type);
 namespace avx2 {
 VecDotFn GetVecDot(DType weight);   // vec_dot_avx2.cc: plain and legacy types
 VecDotFn GetKVecDot(DType weight);  // vec_dot_avx2_k.cc: K-quants
+VecDotFn GetKVecDotGrouped(DType weight);  // the same, in llama.cpp's repacked-GEMM order
 }
 namespace avx512 {
 VecDotFn GetVecDot(DType weight);

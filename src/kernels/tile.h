@@ -26,10 +26,13 @@ using TileFn = void (*)(const uint8_t* w, int64_t w_stride, int n_rows, const ui
 // The tile kernel for `weight` at `level`, or nullptr when that level has none (callers then
 // loop over GetVecDot). Bit-identical to GetVecDot(weight, level) per (row, token).
 TileFn GetTile(DType weight, SimdLevel level);
+// The same in llama.cpp's repacked-GEMM order, bit-identical to GetVecDotGrouped (quant.h).
+TileFn GetTileGrouped(DType weight, SimdLevel level);
 
 namespace avx512 {
 TileFn GetTile(DType weight);  // tile_avx512.cc (legacy types), tile_avx512_k.cc (K-quants)
 TileFn GetKTile(DType weight);
+TileFn GetKTileGrouped(DType weight);
 }  // namespace avx512
 
 }  // namespace cohort::kernels

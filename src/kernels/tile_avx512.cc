@@ -2,7 +2,10 @@
 // tile.h. Per (row, token) they reproduce vec_dot_avx512.cc: per block an int32 dot in 8
 // lanes (4 byte products each), scaled by d_w * d_a and accumulated with one FMA into 8 float
 // lanes, then the same horizontal sum. Q4_0 skips the sign trick: its unsigned nibbles go
-// straight into dpbusd, and -8 * sum(y) (per token, shared by the rows) seeds the sum.
+// straight into dpbusd, and -8 * sum(y) (per token, shared by the rows) seeds the sum; its
+// block sums then go into one float per (row, token), as llama.cpp's repacked Q4_0 kernels do.
+#include <cmath>
+
 #include "kernels/quant_blocks.h"
 #include "kernels/simd_x86.h"
 #include "kernels/tile.h"
@@ -49,8 +52,12 @@ COHORT_TARGET_AVX512 void TileLegacy(const uint8_t* w, int64_t w_stride, const u
   const __m256i zero = _mm256_setzero_si256();
   const __m256i eights = _mm256_set1_epi8(8);
   __m256 acc[R][T];
+  float acc_q4[R][T];  // Q4_0: llama.cpp's repacked order, one float per (row, token)
   for (int r = 0; r < R; ++r) {
-    for (int t = 0; t < T; ++t) acc[r][t] = _mm256_setzero_ps();
+    for (int t = 0; t < T; ++t) {
+      acc[r][t] = _mm256_setzero_ps();
+      acc_q4[r][t] = 0.0f;
+    }
   }
   for (int64_t i = 0; i < nb; ++i) {
     __m256i y[T], seed[T];
@@ -68,8 +75,9 @@ COHORT_TARGET_AVX512 void TileLegacy(const uint8_t* w, int64_t w_stride, const u
       const __m256i q = WeightBytes<kType>(b);
       if constexpr (kType == Legacy::kQ4_0) {
         for (int t = 0; t < T; ++t) {
-          const __m256i sum = _mm256_dpbusd_epi32(seed[t], q, y[t]);
-          acc[r][t] = _mm256_fmadd_ps(_mm256_mul_ps(dw, dy[t]), _mm256_cvtepi32_ps(sum), acc[r][t]);
+          const int sum = x86::HorizontalSum(_mm256_dpbusd_epi32(seed[t], q, y[t]));
+          const float d = _mm256_cvtss_f32(_mm256_mul_ps(dw, dy[t]));
+          acc_q4[r][t] = std::fma(static_cast<float>(sum), d, acc_q4[r][t]);
         }
       } else {
         const __m256i abs_q = _mm256_sign_epi8(q, q);
@@ -81,7 +89,9 @@ COHORT_TARGET_AVX512 void TileLegacy(const uint8_t* w, int64_t w_stride, const u
     }
   }
   for (int r = 0; r < R; ++r) {
-    for (int t = 0; t < T; ++t) out[t * out_stride + r] = x86::HorizontalSum(acc[r][t]);
+    for (int t = 0; t < T; ++t) {
+      out[t * out_stride + r] = kType == Legacy::kQ4_0 ? acc_q4[r][t] : x86::HorizontalSum(acc[r][t]);
+    }
   }
 }
 

@@ -1,8 +1,9 @@
 // AVX-512 (VNNI) tile kernels for Q4_K and Q6_K weights against Q8_K activations; see tile.h.
 // Per (row, token) they reproduce the K-quant vec-dots of vec_dot_avx2_k.cc (which the
-// AVX-512 level uses): the same exact int32 lane sums (maddubs, then dpwssd folds the scale
-// multiply and the add into one instruction), the same float scaling, FMA and mins term.
+// AVX-512 level uses): the same exact integer sums (maddubs, then dpwssd folds the scale
+// multiply and the add into one instruction), the same float scaling, FMAs and mins term.
 // A weight super-block's scales and nibbles are unpacked once and used for every token.
+#include <cmath>
 #include <cstring>
 
 #include "kernels/quant_blocks.h"
@@ -49,51 +50,57 @@ COHORT_TARGET_AVX512 inline int MinSumK4(const BlockQ8_K& y, const uint8_t* mins
   return x86::HorizontalSum(_mm256_madd_epi16(bs, m16));
 }
 
-template <int R, int T>
-struct Q4K {
-  COHORT_TARGET_AVX512 static void Run(const uint8_t* w, int64_t w_stride, const uint8_t* act,
-                                       int64_t act_stride, int64_t n, float* out, int64_t out_stride) {
-    const __m256i low_mask = _mm256_set1_epi8(0x0f);
-    __m256 acc[R][T];
-    float acc_min[R][T];
-    for (int r = 0; r < R; ++r) {
-      for (int t = 0; t < T; ++t) {
-        acc[r][t] = _mm256_setzero_ps();
-        acc_min[r][t] = 0.0f;
-      }
-    }
-    for (int64_t i = 0; i < n / kQK_K; ++i) {
-      const BlockQ8_K* y[T];
-      for (int t = 0; t < T; ++t) y[t] = reinterpret_cast<const BlockQ8_K*>(act + t * act_stride) + i;
-      for (int r = 0; r < R; ++r) {
-        const BlockQ4_K& x = reinterpret_cast<const BlockQ4_K*>(w + r * w_stride)[i];
-        const ScalesMins sm = UnpackScalesK4(x.scales);
-        const float d = HalfToFloat(x.d), dmin = HalfToFloat(x.dmin);
-        __m256i sum[T];
-        for (int t = 0; t < T; ++t) {
-          acc_min[r][t] += (dmin * y[t]->d) * static_cast<float>(MinSumK4(*y[t], sm.mn));
-          sum[t] = _mm256_setzero_si256();
-        }
-        for (int c = 0; c < 4; ++c) {
-          const __m256i q = Load32(x.qs + 32 * c);
-          const __m256i lo = _mm256_and_si256(q, low_mask);
-          const __m256i hi = _mm256_and_si256(_mm256_srli_epi16(q, 4), low_mask);
-          const __m256i s_lo = _mm256_set1_epi16(sm.sc[2 * c]);
-          const __m256i s_hi = _mm256_set1_epi16(sm.sc[2 * c + 1]);
-          for (int t = 0; t < T; ++t) {
-            sum[t] = _mm256_dpwssd_epi32(sum[t], _mm256_maddubs_epi16(lo, Load32(y[t]->qs + 64 * c)), s_lo);
-            sum[t] = _mm256_dpwssd_epi32(sum[t], _mm256_maddubs_epi16(hi, Load32(y[t]->qs + 64 * c + 32)), s_hi);
+// Q4_K in llama.cpp's repacked order (vec_dot_avx2_k.cc): whole integer sums into two floats
+// per (row, token), once per super-block (GEMV) or once per 64-element pair (kPerPair, GEMM).
+template <bool kPerPair>
+struct Q4KOrder {
+  template <int R, int T>
+  struct Shape {
+    COHORT_TARGET_AVX512 static void Run(const uint8_t* w, int64_t w_stride, const uint8_t* act,
+                                         int64_t act_stride, int64_t n, float* out, int64_t out_stride) {
+      const __m256i low_mask = _mm256_set1_epi8(0x0f);
+      float acc[R][T] = {};
+      float acc_min[R][T] = {};
+      for (int64_t i = 0; i < n / kQK_K; ++i) {
+        const BlockQ8_K* y[T];
+        for (int t = 0; t < T; ++t) y[t] = reinterpret_cast<const BlockQ8_K*>(act + t * act_stride) + i;
+        for (int r = 0; r < R; ++r) {
+          const BlockQ4_K& x = reinterpret_cast<const BlockQ4_K*>(w + r * w_stride)[i];
+          const ScalesMins sm = UnpackScalesK4(x.scales);
+          const float d = HalfToFloat(x.d), dmin = HalfToFloat(x.dmin);
+          __m256i sum[T];
+          for (int t = 0; t < T; ++t) sum[t] = _mm256_setzero_si256();
+          for (int c = 0; c < 4; ++c) {
+            const __m256i q = Load32(x.qs + 32 * c);
+            const __m256i lo = _mm256_and_si256(q, low_mask);
+            const __m256i hi = _mm256_and_si256(_mm256_srli_epi16(q, 4), low_mask);
+            const __m256i s_lo = _mm256_set1_epi16(sm.sc[2 * c]);
+            const __m256i s_hi = _mm256_set1_epi16(sm.sc[2 * c + 1]);
+            for (int t = 0; t < T; ++t) {
+              sum[t] = _mm256_dpwssd_epi32(sum[t], _mm256_maddubs_epi16(lo, Load32(y[t]->qs + 64 * c)), s_lo);
+              sum[t] = _mm256_dpwssd_epi32(sum[t], _mm256_maddubs_epi16(hi, Load32(y[t]->qs + 64 * c + 32)), s_hi);
+              if constexpr (kPerPair) {
+                const int16_t* bs = y[t]->bsums + 4 * c;
+                const int pair_min = sm.mn[2 * c] * (bs[0] + bs[1]) + sm.mn[2 * c + 1] * (bs[2] + bs[3]);
+                acc[r][t] = std::fma(static_cast<float>(x86::HorizontalSum(sum[t])), d * y[t]->d, acc[r][t]);
+                acc_min[r][t] = std::fma(static_cast<float>(pair_min), dmin * y[t]->d, acc_min[r][t]);
+                sum[t] = _mm256_setzero_si256();
+              }
+            }
+          }
+          if constexpr (!kPerPair) {
+            for (int t = 0; t < T; ++t) {
+              acc[r][t] = std::fma(static_cast<float>(x86::HorizontalSum(sum[t])), d * y[t]->d, acc[r][t]);
+              acc_min[r][t] = std::fma(static_cast<float>(MinSumK4(*y[t], sm.mn)), dmin * y[t]->d, acc_min[r][t]);
+            }
           }
         }
-        for (int t = 0; t < T; ++t) {
-          acc[r][t] = _mm256_fmadd_ps(_mm256_set1_ps(d * y[t]->d), _mm256_cvtepi32_ps(sum[t]), acc[r][t]);
-        }
+      }
+      for (int r = 0; r < R; ++r) {
+        for (int t = 0; t < T; ++t) out[t * out_stride + r] = acc[r][t] - acc_min[r][t];
       }
     }
-    for (int r = 0; r < R; ++r) {
-      for (int t = 0; t < T; ++t) out[t * out_stride + r] = x86::HorizontalSum(acc[r][t]) - acc_min[r][t];
-    }
-  }
+  };
 };
 
 template <int R, int T>
@@ -102,7 +109,6 @@ struct Q6K {
                                        int64_t act_stride, int64_t n, float* out, int64_t out_stride) {
     const __m256i low_mask = _mm256_set1_epi8(0x0f);
     const __m256i two_bits = _mm256_set1_epi8(0x03);
-    const __m256i bias = _mm256_set1_epi8(32);
     __m256 acc[R][T];
     for (int r = 0; r < R; ++r) {
       for (int t = 0; t < T; ++t) acc[r][t] = _mm256_setzero_ps();
@@ -112,17 +118,22 @@ struct Q6K {
       for (int t = 0; t < T; ++t) y[t] = reinterpret_cast<const BlockQ8_K*>(act + t * act_stride) + i;
       const BlockQ6_K* x[R];
       for (int r = 0; r < R; ++r) x[r] = reinterpret_cast<const BlockQ6_K*>(w + r * w_stride) + i;
+      // As vec_dot_avx2_k.cc: the -32 offset leaves lane m as 32 * (bsums[2m] * s[2m] +
+      // bsums[2m+1] * s[2m+1]), taken off the lane sums at the end.
       __m256i sum[R][T];
       for (int r = 0; r < R; ++r) {
-        for (int t = 0; t < T; ++t) sum[r][t] = _mm256_setzero_si256();
+        const __m256i scales16 =
+            _mm256_cvtepi8_epi16(_mm_loadu_si128(reinterpret_cast<const __m128i*>(x[r]->scales)));
+        for (int t = 0; t < T; ++t) {
+          const __m256i bsums = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(y[t]->bsums));
+          sum[r][t] = _mm256_sub_epi32(_mm256_setzero_si256(),
+                                       _mm256_slli_epi32(_mm256_madd_epi16(bsums, scales16), 5));
+        }
       }
       for (int h = 0; h < 2; ++h) {
         for (int g = 0; g < 4; ++g) {  // 32 elements: scales 8h + 2g and 8h + 2g + 1
-          __m256i yq[T], yb[T];
-          for (int t = 0; t < T; ++t) {
-            yq[t] = Load32(y[t]->qs + 128 * h + 32 * g);
-            yb[t] = _mm256_maddubs_epi16(bias, yq[t]);  // the -32 offset, shared by the rows
-          }
+          __m256i yq[T];
+          for (int t = 0; t < T; ++t) yq[t] = Load32(y[t]->qs + 128 * h + 32 * g);
           for (int r = 0; r < R; ++r) {
             const __m256i ql = Load32(x[r]->ql + 64 * h + 32 * (g & 1));
             const __m256i low = _mm256_and_si256(g < 2 ? ql : _mm256_srli_epi16(ql, 4), low_mask);
@@ -132,8 +143,7 @@ struct Q6K {
             const int8_t* s = x[r]->scales + 8 * h + 2 * g;
             const __m256i sp = ScalePair(s[0], s[1]);
             for (int t = 0; t < T; ++t) {
-              const __m256i prod = _mm256_sub_epi16(_mm256_maddubs_epi16(u, yq[t]), yb[t]);
-              sum[r][t] = _mm256_dpwssd_epi32(sum[r][t], prod, sp);
+              sum[r][t] = _mm256_dpwssd_epi32(sum[r][t], _mm256_maddubs_epi16(u, yq[t]), sp);
             }
           }
         }
@@ -141,7 +151,7 @@ struct Q6K {
       for (int r = 0; r < R; ++r) {
         const float d = HalfToFloat(x[r]->d);
         for (int t = 0; t < T; ++t) {
-          acc[r][t] = _mm256_fmadd_ps(_mm256_set1_ps(d * y[t]->d), _mm256_cvtepi32_ps(sum[r][t]), acc[r][t]);
+          acc[r][t] = _mm256_fmadd_ps(_mm256_set1_ps(y[t]->d * d), _mm256_cvtepi32_ps(sum[r][t]), acc[r][t]);
         }
       }
     }
@@ -155,10 +165,14 @@ struct Q6K {
 
 TileFn GetKTile(DType weight) {
   switch (weight) {
-    case DType::kQ4_K: return TileTable<Q4K>::Run;
+    case DType::kQ4_K: return TileTable<Q4KOrder<false>::Shape>::Run;
     case DType::kQ6_K: return TileTable<Q6K>::Run;
     default: return nullptr;
   }
+}
+
+TileFn GetKTileGrouped(DType weight) {
+  return weight == DType::kQ4_K ? TileTable<Q4KOrder<true>::Shape>::Run : GetKTile(weight);
 }
 
 #endif

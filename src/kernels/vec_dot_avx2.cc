@@ -3,10 +3,12 @@
 // (quant.cc). Each computes what its scalar reference in quant_ref_legacy.cc computes, with
 // per-block products accumulated in 8 float lanes (as ggml's AVX2 kernels do); the tests
 // check every kernel against the reference on odd sizes and misaligned rows.
+#include <cmath>
+
+#include "core/fp16.h"
 #include "kernels/quant_blocks.h"
 #include "kernels/quant_internal.h"
 #include "kernels/simd_x86.h"
-#include "core/fp16.h"
 
 namespace cohort::kernels::avx2 {
 
@@ -69,17 +71,20 @@ COHORT_TARGET_AVX2 float VecDotPlain(const void* w, const void* a, int64_t n) {
 
 // ---- legacy blocks against Q8_0 / Q8_1 ----
 
+// On AVX2 machines llama.cpp repacks Q4_0 weights 8 rows at a time (ggml's q4_0_8x8 GEMV and
+// GEMM, batch or single token alike); those kernels take each block's whole integer sum and
+// accumulate one float per row, block after block: acc = fma(sum_b, d_w * d_a, acc).
 COHORT_TARGET_AVX2 float VecDotQ4_0(const void* w, const void* a, int64_t n) {
   const auto* x = static_cast<const BlockQ4_0*>(w);
   const auto* y = static_cast<const BlockQ8_0*>(a);
-  __m256 acc = _mm256_setzero_ps();
+  float acc = 0;
   for (int64_t i = 0; i < n / kQK; ++i) {
-    const __m256 d = _mm256_set1_ps(x86::HalfToFloat(x[i].d) * x86::HalfToFloat(y[i].d));
+    const float d = x86::HalfToFloat(x[i].d) * x86::HalfToFloat(y[i].d);
     const __m256i qx = _mm256_sub_epi8(x86::UnpackNibbles16(x[i].qs), _mm256_set1_epi8(8));
-    const __m256i sum = DotSignedBytes(qx, Load32(y[i].qs));
-    acc = _mm256_fmadd_ps(d, _mm256_cvtepi32_ps(sum), acc);
+    const int sum = x86::HorizontalSum(DotSignedBytes(qx, Load32(y[i].qs)));
+    acc = std::fma(static_cast<float>(sum), d, acc);
   }
-  return HorizontalSum(acc);
+  return acc;
 }
 
 COHORT_TARGET_AVX2 float VecDotQ8_0(const void* w, const void* a, int64_t n) {

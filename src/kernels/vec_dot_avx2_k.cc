@@ -1,6 +1,8 @@
 // AVX2 vec-dot kernels for the K-quants (Q2_K..Q6_K weights against Q8_K activations). Per
 // super-block the integer sums are exact; they are scaled by d_w * d_a into 8 float lanes,
 // and the mins (Q2_K, Q4_K, Q5_K) meet Q8_K's precomputed sums of 16 quants, as in ggml.
+#include <cmath>
+
 #include "core/fp16.h"
 #include "kernels/quant_blocks.h"
 #include "kernels/quant_internal.h"
@@ -33,28 +35,49 @@ inline int MinSum(const BlockQ8_K& y, const int* mins, int groups_per_min) {
   return sum;
 }
 
-COHORT_TARGET_AVX2 float VecDotQ4_K(const void* w, const void* a, int64_t n) {
+// On AVX2 machines llama.cpp repacks Q4_K weights 8 rows at a time (ggml's q4_K_8x8 kernels)
+// and keeps two float accumulators per row, fed whole integer sums (scaled quants; mins times
+// activation sums): acc = fma(sum, d_w * d_a, acc), acc_min = fma(min_sum, dmin_w * d_a,
+// acc_min), value acc - acc_min. Its GEMV (single tokens) feeds them once per super-block;
+// its GEMM (full groups of 4 tokens) once per pair of sub-blocks (64 elements): kPerPair.
+template <bool kPerPair>
+COHORT_TARGET_AVX2 float VecDotQ4_KRepacked(const void* w, const void* a, int64_t n) {
   const auto* x = static_cast<const BlockQ4_K*>(w);
   const auto* y = static_cast<const BlockQ8_K*>(a);
   const __m256i low_mask = _mm256_set1_epi8(0x0f);
-  __m256 acc = _mm256_setzero_ps();
+  float acc = 0;
   float acc_min = 0;
   for (int64_t i = 0; i < n / kQK_K; ++i) {
     int sc[8], mn[8];
     for (int j = 0; j < 8; ++j) GetScaleMinK4(x[i].scales, j, &sc[j], &mn[j]);
     const float yd = y[i].d;
-    acc_min += (x86::HalfToFloat(x[i].dmin) * yd) * static_cast<float>(MinSum(y[i], mn, 2));
+    const float d = x86::HalfToFloat(x[i].d) * yd;
+    const float dmin = x86::HalfToFloat(x[i].dmin) * yd;
     __m256i sum = _mm256_setzero_si256();
+    int min_sum = 0;
     for (int c = 0; c < 4; ++c) {  // 64 elements: 32 low nibbles, then 32 high nibbles
       const __m256i q = Load32(x[i].qs + 32 * c);
       const __m256i lo = _mm256_and_si256(q, low_mask);
       const __m256i hi = _mm256_and_si256(_mm256_srli_epi16(q, 4), low_mask);
       sum = _mm256_add_epi32(sum, ScaledDot(lo, Load32(y[i].qs + 64 * c), ScalePair(sc[2 * c], sc[2 * c])));
       sum = _mm256_add_epi32(sum, ScaledDot(hi, Load32(y[i].qs + 64 * c + 32), ScalePair(sc[2 * c + 1], sc[2 * c + 1])));
+      // Q8_K's bsums cover 16 elements: sub-block j (32 elements) is bsums[2j] + bsums[2j+1].
+      const int pair_min = mn[2 * c] * (y[i].bsums[4 * c] + y[i].bsums[4 * c + 1]) +
+                           mn[2 * c + 1] * (y[i].bsums[4 * c + 2] + y[i].bsums[4 * c + 3]);
+      if constexpr (kPerPair) {
+        acc = std::fma(static_cast<float>(x86::HorizontalSum(sum)), d, acc);
+        acc_min = std::fma(static_cast<float>(pair_min), dmin, acc_min);
+        sum = _mm256_setzero_si256();
+      } else {
+        min_sum += pair_min;
+      }
     }
-    acc = _mm256_fmadd_ps(_mm256_set1_ps(x86::HalfToFloat(x[i].d) * yd), _mm256_cvtepi32_ps(sum), acc);
+    if constexpr (!kPerPair) {
+      acc = std::fma(static_cast<float>(x86::HorizontalSum(sum)), d, acc);
+      acc_min = std::fma(static_cast<float>(min_sum), dmin, acc_min);
+    }
   }
-  return HorizontalSum(acc) - acc_min;
+  return acc - acc_min;
 }
 
 COHORT_TARGET_AVX2 float VecDotQ5_K(const void* w, const void* a, int64_t n) {
@@ -86,15 +109,20 @@ COHORT_TARGET_AVX2 float VecDotQ5_K(const void* w, const void* a, int64_t n) {
   return HorizontalSum(acc) - acc_min;
 }
 
-// Q6_K quants are u - 32 with u in [0, 64): sum (u - 32) y = maddubs(u, y) - maddubs(32, y).
+// Q6_K quants are u - 32 with u in [0, 64). As in ggml's AVX2 kernel, the products u * y fill
+// 8 int32 lanes (lane m: bytes 4m..4m+3 of each 32-byte chunk, scaled), and the -32 is taken
+// off afterwards from Q8_K's block sums: lane m loses 32 * (bsums[2m] * s[2m] + bsums[2m+1] *
+// s[2m+1]). The lane contents decide the float rounding, so they follow ggml exactly.
 COHORT_TARGET_AVX2 float VecDotQ6_K(const void* w, const void* a, int64_t n) {
   const auto* x = static_cast<const BlockQ6_K*>(w);
   const auto* y = static_cast<const BlockQ8_K*>(a);
   const __m256i low_mask = _mm256_set1_epi8(0x0f);
   const __m256i two_bits = _mm256_set1_epi8(0x03);
-  const __m256i bias = _mm256_set1_epi8(32);
   __m256 acc = _mm256_setzero_ps();
   for (int64_t i = 0; i < n / kQK_K; ++i) {
+    const __m256i scales16 =
+        _mm256_cvtepi8_epi16(_mm_loadu_si128(reinterpret_cast<const __m128i*>(x[i].scales)));
+    const __m256i bias = _mm256_slli_epi32(_mm256_madd_epi16(Load32(y[i].bsums), scales16), 5);
     __m256i sum = _mm256_setzero_si256();
     for (int h = 0; h < 2; ++h) {  // halves of 128 elements
       const __m256i ql0 = Load32(x[i].ql + 64 * h);
@@ -106,13 +134,13 @@ COHORT_TARGET_AVX2 float VecDotQ6_K(const void* w, const void* a, int64_t n) {
       for (int g = 0; g < 4; ++g) {  // 32 elements each, scales 2g and 2g+1 of the half
         const __m256i high = _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(qh, 2 * g), two_bits), 4);
         const __m256i u = _mm256_or_si256(low[g], high);
-        const __m256i yq = Load32(y[i].qs + 128 * h + 32 * g);
-        const __m256i prod = _mm256_sub_epi16(_mm256_maddubs_epi16(u, yq), _mm256_maddubs_epi16(bias, yq));
+        const __m256i prod = _mm256_maddubs_epi16(u, Load32(y[i].qs + 128 * h + 32 * g));
         const int8_t* s = x[i].scales + 8 * h + 2 * g;
         sum = _mm256_add_epi32(sum, _mm256_madd_epi16(prod, ScalePair(s[0], s[1])));
       }
     }
-    acc = _mm256_fmadd_ps(_mm256_set1_ps(x86::HalfToFloat(x[i].d) * y[i].d), _mm256_cvtepi32_ps(sum), acc);
+    sum = _mm256_sub_epi32(sum, bias);
+    acc = _mm256_fmadd_ps(_mm256_set1_ps(y[i].d * x86::HalfToFloat(x[i].d)), _mm256_cvtepi32_ps(sum), acc);
   }
   return HorizontalSum(acc);
 }
@@ -177,11 +205,15 @@ VecDotFn GetKVecDot(DType weight) {
   switch (weight) {
     case DType::kQ2_K: return VecDotQ2_K;
     case DType::kQ3_K: return VecDotQ3_K;
-    case DType::kQ4_K: return VecDotQ4_K;
+    case DType::kQ4_K: return VecDotQ4_KRepacked<false>;
     case DType::kQ5_K: return VecDotQ5_K;
     case DType::kQ6_K: return VecDotQ6_K;
     default: return nullptr;
   }
+}
+
+VecDotFn GetKVecDotGrouped(DType weight) {
+  return weight == DType::kQ4_K ? VecDotQ4_KRepacked<true> : GetKVecDot(weight);
 }
 
 #endif

@@ -1,6 +1,8 @@
 // AVX-512 kernels (F, BW, VL, VNNI), chosen at run time on CPUs that have them: the 8-bit
 // products of Q8_0/Q4_0/Q5_0 use VNNI's dpbusd (4 byte products summed into int32 in one
 // instruction), F32/F16 use 16-wide FMA. Types without a kernel here use their AVX2 one.
+#include <cmath>
+
 #include "core/fp16.h"
 #include "kernels/quant_blocks.h"
 #include "kernels/quant_internal.h"
@@ -52,8 +54,18 @@ struct UnpackQ5_0 {
 COHORT_TARGET_AVX512 float VecDotQ8_0(const void* w, const void* a, int64_t n) {
   return DotQ8_0Blocks(static_cast<const BlockQ8_0*>(w), static_cast<const BlockQ8_0*>(a), n / kQK, UnpackQ8_0{});
 }
+// Q4_0 follows llama.cpp's repacked q4_0_8x8 kernels (see vec_dot_avx2.cc): one float
+// accumulator per row, fed each block's whole integer sum.
 COHORT_TARGET_AVX512 float VecDotQ4_0(const void* w, const void* a, int64_t n) {
-  return DotQ8_0Blocks(static_cast<const BlockQ4_0*>(w), static_cast<const BlockQ8_0*>(a), n / kQK, UnpackQ4_0{});
+  const auto* x = static_cast<const BlockQ4_0*>(w);
+  const auto* y = static_cast<const BlockQ8_0*>(a);
+  float acc = 0;
+  for (int64_t i = 0; i < n / kQK; ++i) {
+    const float d = HalfToFloat(x[i].d) * HalfToFloat(y[i].d);
+    const int sum = x86::HorizontalSum(DotSignedBytesVnni(UnpackQ4_0{}(x[i]), Load32(y[i].qs)));
+    acc = std::fma(static_cast<float>(sum), d, acc);
+  }
+  return acc;
 }
 COHORT_TARGET_AVX512 float VecDotQ5_0(const void* w, const void* a, int64_t n) {
   return DotQ8_0Blocks(static_cast<const BlockQ5_0*>(w), static_cast<const BlockQ8_0*>(a), n / kQK, UnpackQ5_0{});

@@ -6,6 +6,7 @@
 #include <cstdint>
 
 #include "core/dtype.h"
+#include "kernels/ggml_sums.h"
 
 namespace cohort::model {
 
@@ -22,8 +23,17 @@ constexpr int kScorePad = 16;
 inline int ScoresStride(int n_ctx) { return (n_ctx + kScorePad - 1) / kScorePad * kScorePad; }
 
 // out[0..dv) = sum_p softmax_p(scale * dot(q, k_p[0..dk))) * v_p[0..dv), p in [0, n_pos).
-// scores must hold ScoresStride(n_pos) floats.
+// scores must hold ScoresStride(n_pos) floats. With an F32 cache the sums follow llama.cpp's
+// CPU backend: scores as ggml_vec_dot_f32, the value sum as `order` says (kSgemm when the
+// query's batch has >= 2 tokens, kVecDot for a token alone).
+// llama.cpp multiplies the attention weights by the values with sgemm when its batch holds
+// >= 2 tokens and with ggml_vec_dot_f32 for a single token.
+inline kernels::SumOrder BatchSumOrder(int n_tokens) {
+  return n_tokens >= 2 ? kernels::SumOrder::kSgemm : kernels::SumOrder::kVecDot;
+}
+
 void AttendOne(const float* q, int64_t dk, CacheRows k, CacheRows v, int64_t dv, int n_pos,
-               float scale, float* scores, float* out);
+               float scale, float* scores, float* out,
+               kernels::SumOrder order = kernels::SumOrder::kVecDot);
 
 }  // namespace cohort::model

@@ -100,7 +100,8 @@ void GqaAttention(const BlockEnv& env, const GqaWeights& w, const GqaParams& p, 
       const CacheRows k{job.cache->KRow(job.layer, seq, 0) + g * hd * job.elem, stride, job.cache->type()};
       const CacheRows v{job.cache->VRow(job.layer, seq, 0) + g * hd * job.elem, stride, job.cache->type()};
       AttendOne(job.s->q.data() + t * job.q_width + h * hd, hd, k, v, hd, job.env->positions[t] + 1,
-                job.p->kq_scale, scores, job.s->attn.data() + t * job.q_width + h * hd);
+                job.p->kq_scale, scores, job.s->attn.data() + t * job.q_width + h * hd,
+                BatchSumOrder(job.env->n_tokens));
     }
   });
 

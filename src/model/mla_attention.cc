@@ -142,7 +142,8 @@ void MlaAttention(const BlockEnv& env, const MlaWeights& w, const MlaParams& p, 
       // Keys are whole cache rows; values are their latent part.
       const CacheRows rows{job.cache->KRow(job.layer, seq, 0), job.dl * job.elem, job.cache->type()};
       AttendOne(job.s->q_full.data() + i * job.dl, job.dl, rows, rows, kv_lora,
-                job.env->positions[t] + 1, job.p->kq_scale, scores, job.s->latent.data() + i * kv_lora);
+                job.env->positions[t] + 1, job.p->kq_scale, scores, job.s->latent.data() + i * kv_lora,
+                BatchSumOrder(job.env->n_tokens));
     }
   });
 

@@ -38,10 +38,11 @@ TEST(TileKernels, EqualVecDotForEveryShapeSizeAndAlignment) {
   int checked = 0;
   for (SimdLevel level : SupportedSimdLevels()) {
     for (DType type : testing::kWeightTypes) {
-      const TileFn tile = GetTile(type, level);
+     for (bool grouped : {false, true}) {  // grouped: llama.cpp's repacked-GEMM order (quant.h)
+      const TileFn tile = grouped ? GetTileGrouped(type, level) : GetTile(type, level);
       if (tile == nullptr) continue;
       ++checked;
-      const VecDotFn dot = GetVecDot(type, level);
+      const VecDotFn dot = grouped ? GetVecDotGrouped(type, level) : GetVecDot(type, level);
       const DType act_type = VecDotType(type);
       const int64_t block = std::max<int64_t>(Traits(type).block_size, Traits(act_type).block_size);
       for (int64_t n_blocks : {1, 3, 7}) {
@@ -51,7 +52,8 @@ TEST(TileKernels, EqualVecDotForEveryShapeSizeAndAlignment) {
           const Rows a = MakeRows(act_type, n, kTileTokens, offset == 0 ? 0 : 3, 3 - offset, 17 * n_blocks, 2.0f);
           for (int rows = 1; rows <= kTileRows; ++rows) {
             for (int tokens = 1; tokens <= kTileTokens; ++tokens) {
-              SCOPED_TRACE(::testing::Message() << SimdLevelName(level) << " " << DTypeName(type) << " n=" << n
+              SCOPED_TRACE(::testing::Message() << SimdLevelName(level) << " " << DTypeName(type)
+                                                << (grouped ? " grouped" : "") << " n=" << n
                                                 << " offset=" << offset << " rows=" << rows << " tokens=" << tokens);
               const int64_t out_stride = kTileRows + 1;
               std::vector<float> out(static_cast<size_t>(out_stride * kTileTokens), -99.0f);
@@ -70,6 +72,7 @@ TEST(TileKernels, EqualVecDotForEveryShapeSizeAndAlignment) {
           }
         }
       }
+     }
     }
   }
   RecordProperty("checked_tiles", checked);

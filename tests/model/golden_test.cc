@@ -1,9 +1,11 @@
 // Golden tests: every fixture's 48 (stories260K: 69) teacher-forced logit rows must match
 // llama.cpp's, fed as one batch and as prompt-then-one-token-at-a-time; F32 models must also
-// reproduce llama.cpp's greedy continuation exactly, with an F32 and an F16 KV cache.
+// reproduce llama.cpp's greedy continuation exactly, with an F32 and an F16 KV cache, and the
+// quantized ones (bit-identical to llama.cpp when fed like the goldens) with an F32 cache.
 #include <cstdio>
 
 #include "golden_util.h"
+#include "kernels/quant.h"
 
 namespace cohort::model::testing {
 namespace {
@@ -16,7 +18,9 @@ struct FixtureCase {
 void PrintTo(const FixtureCase& c, std::ostream* os) { *os << c.name; }
 
 constexpr float kF32Tol = 1e-4f;       // README: llama.cpp's own F32 paths differ by 1e-5
-constexpr float kQuantMaxTol = 0.3f;   // README: activation-quantization flips reach 0.07-0.2
+// The criterion for the quantized fixtures: max abs <= 0.3 and >= 90% of rows within
+// 1e-3 (README: activation-quantization flips reach 0.07-0.2).
+constexpr float kQuantMaxTol = 0.3f;
 constexpr float kQuantRowTol = 1e-3f;
 constexpr double kQuantRowsFraction = 0.9;
 constexpr int kQuantMinCleanRows = 4;
@@ -41,7 +45,10 @@ class GoldenTest : public ::testing::TestWithParam<FixtureCase> {
     return std::move(*cache);
   }
 
-  void CheckLogits(const std::vector<float>& got, const char* how) {
+  // as_goldens: fed as llama.cpp fed the goldens (the prompt as one batch, then one token per
+  // decode), so its CPU backend took the same code paths (repacked GEMM vs GEMV, sgemm vs
+  // vec_dot in attention) that cohort mirrors for each batch shape.
+  void CheckLogits(const std::vector<float>& got, const char* how, bool as_goldens) {
     const bool quantized = GetParam().quantized;
     const Diff d = Compare(got, golden_.logits, golden_.n_vocab, quantized ? kQuantRowTol : kF32Tol);
     std::printf("[ golden ] %-20s %-16s max_abs %.3g, rows within %.0e: %d/%d (first over: %d, "
@@ -49,20 +56,31 @@ class GoldenTest : public ::testing::TestWithParam<FixtureCase> {
                 GetParam().name, how, d.max_abs, quantized ? kQuantRowTol : kF32Tol,
                 d.rows_within, d.rows, d.first_row_over, d.max_before_first_over, d.argmax_agree,
                 d.rows);
-    if (quantized) {
-      // README: with ggml's activation quantization rows agree to ~1e-6 until an activation
-      // lands within ~1e-6 of a rounding boundary; that one-step flip then shifts later rows
-      // by 0.07-0.2 (llama.cpp's own repack/no-repack runs show the same). So: agreement to
-      // 1e-5 up to the first divergence, which must not be in the first rows, then a bounded
-      // difference and the same argmax in >= 90% of rows.
-      EXPECT_LE(d.max_abs, kQuantMaxTol);
-      EXPECT_LE(d.max_before_first_over, 1e-5f);
-      EXPECT_TRUE(d.first_row_over < 0 || d.first_row_over >= kQuantMinCleanRows) << d.first_row_over;
-      EXPECT_GE(d.argmax_agree, static_cast<int>(std::ceil(kQuantRowsFraction * d.rows)));
-    } else {
+    if (!quantized) {
       EXPECT_LE(d.max_abs, kF32Tol);
       EXPECT_EQ(d.argmax_agree, d.rows);
+      return;
     }
+    EXPECT_LE(d.max_abs, kQuantMaxTol);
+    if (as_goldens) {
+      // The criterion. Beyond it: cohort reproduces ggml's activation quantization and
+      // every float sum of these graphs in ggml's order (AVX-512 build; cohort's AVX2 and
+      // AVX-512 kernels compute the same bits), so on x86 with AVX2 the logits are identical.
+      EXPECT_GE(d.rows_within, static_cast<int>(std::ceil(kQuantRowsFraction * d.rows)));
+      if (kernels::BestSimdLevel() >= kernels::SimdLevel::kAvx2) {
+        EXPECT_EQ(d.max_abs, 0.0f) << "no longer bit-identical to llama.cpp's CPU backend";
+      }
+      return;
+    }
+    // Other batch shapes: llama.cpp itself sums some products in another order for them (Q4_K's
+    // repacked GEMM takes full groups of 4 tokens, GEMV the rest; attention values go through
+    // sgemm for batches of >= 2 tokens), so one-step rounding flips of the activation
+    // quantization (README) can occur where the goldens' shapes had none: agreement to 1e-5 up
+    // to the first divergence, not in the first rows, then a bounded difference and the same
+    // argmax in >= 90% of rows.
+    EXPECT_LE(d.max_before_first_over, 1e-5f);
+    EXPECT_TRUE(d.first_row_over < 0 || d.first_row_over >= kQuantMinCleanRows) << d.first_row_over;
+    EXPECT_GE(d.argmax_agree, static_cast<int>(std::ceil(kQuantRowsFraction * d.rows)));
   }
 
   Golden golden_;
@@ -74,18 +92,20 @@ class GoldenTest : public ::testing::TestWithParam<FixtureCase> {
 
 TEST_P(GoldenTest, OneBatchMatchesLlamaCpp) {
   auto cache = NewCache();
-  CheckLogits(RunChunks(*loaded_.model, ctx_, *cache, tokens_, tokens_.size(), 1), "one batch");
+  CheckLogits(RunChunks(*loaded_.model, ctx_, *cache, tokens_, tokens_.size(), 1), "one batch",
+              /*as_goldens=*/false);
 }
 
 TEST_P(GoldenTest, PromptThenTokenByTokenMatchesLlamaCpp) {
   auto cache = NewCache();
   CheckLogits(RunChunks(*loaded_.model, ctx_, *cache, tokens_, golden_.prompt_ids.size(), 1),
-              "token by token");
+              "token by token", /*as_goldens=*/true);
 }
 
 TEST_P(GoldenTest, UnevenChunksMatchLlamaCpp) {
   auto cache = NewCache();
-  CheckLogits(RunChunks(*loaded_.model, ctx_, *cache, tokens_, 3, 7), "chunks 3+7");
+  CheckLogits(RunChunks(*loaded_.model, ctx_, *cache, tokens_, 3, 7), "chunks 3+7",
+              /*as_goldens=*/false);
 }
 
 // README: exact greedy ids are required of F32 models only (quantized ones would need a
@@ -110,6 +130,19 @@ TEST_P(GreedyTest, F16KvCacheKeepsGreedyIds) {
   EXPECT_LE(d.max_abs, 0.05f);
 }
 
+// Fed like the goldens, cohort's quantized logits are llama.cpp's to the bit on x86 with AVX2
+// (see CheckLogits), so its own greedy loop must also reproduce the continuation exactly.
+class QuantizedGreedyTest : public GoldenTest {};
+
+TEST_P(QuantizedGreedyTest, GreedyDecodeReproducesGreedyIds) {
+  if (kernels::BestSimdLevel() < kernels::SimdLevel::kAvx2) {
+    GTEST_SKIP() << "bit-exact agreement is claimed for cohort's AVX2/AVX-512 kernels only";
+  }
+  auto cache = NewCache();
+  EXPECT_EQ(GreedyDecode(*loaded_.model, ctx_, *cache, golden_.prompt_ids, golden_.greedy_ids.size()),
+            golden_.greedy_ids);
+}
+
 std::string CaseName(const ::testing::TestParamInfo<FixtureCase>& info) {
   std::string n = info.param.name;
   for (char& ch : n) {
@@ -124,13 +157,14 @@ const FixtureCase kF32Cases[] = {{"tiny-llama-f32", false},    {"tiny-qwen2-f32"
 
 INSTANTIATE_TEST_SUITE_P(F32, GreedyTest, ::testing::ValuesIn(kF32Cases), CaseName);
 INSTANTIATE_TEST_SUITE_P(F32, GoldenTest, ::testing::ValuesIn(kF32Cases), CaseName);
-INSTANTIATE_TEST_SUITE_P(
-    Quantized, GoldenTest,
-    ::testing::Values(FixtureCase{"tiny-llama-q8_0", true}, FixtureCase{"tiny-llama-q4_0", true},
-                      FixtureCase{"tiny-llama-q6_k", true}, FixtureCase{"tiny-llama-q4_k_m", true},
-                      FixtureCase{"tiny-qwen3-q8_0", true}, FixtureCase{"tiny-qwen3-q4_0", true},
-                      FixtureCase{"tiny-qwen3-q6_k", true}, FixtureCase{"tiny-qwen3-q4_k_m", true}),
-    CaseName);
+const FixtureCase kQuantizedCases[] = {
+    {"tiny-llama-q8_0", true}, {"tiny-llama-q4_0", true}, {"tiny-llama-q6_k", true},
+    {"tiny-llama-q4_k_m", true}, {"tiny-qwen3-q8_0", true}, {"tiny-qwen3-q4_0", true},
+    {"tiny-qwen3-q6_k", true}, {"tiny-qwen3-q4_k_m", true}};
+
+INSTANTIATE_TEST_SUITE_P(Quantized, GoldenTest, ::testing::ValuesIn(kQuantizedCases), CaseName);
+INSTANTIATE_TEST_SUITE_P(Quantized, QuantizedGreedyTest, ::testing::ValuesIn(kQuantizedCases),
+                         CaseName);
 
 }  // namespace
 }  // namespace cohort::model::testing

@@ -1,0 +1,92 @@
+// DotGgml and WeightedRowSum (ggml_sums.h): ggml's lane structure and reduction tree written
+// out with scalar fused multiply-adds, so the results are the same on every x86 level.
+#include "kernels/ggml_sums.h"
+
+#include <algorithm>
+#include <cmath>
+
+#include "kernels/quant.h"
+
+namespace cohort::kernels {
+namespace {
+
+// _mm512_reduce_add_ps's order: halves, quarters, then (0+2) + (1+3).
+inline float Reduce16(float* a) {
+  for (int i = 0; i < 8; ++i) a[i] += a[i + 8];
+  for (int i = 0; i < 4; ++i) a[i] += a[i + 4];
+  return (a[0] + a[2]) + (a[1] + a[3]);
+}
+
+// ggml's GGML_F32_VEC_REDUCE of four 16-lane accumulators: (v0 + v2) + (v1 + v3), then
+// Reduce16. Lane l of vector j is a[16 * j + l].
+inline float Reduce64(float* a) {
+  for (int i = 0; i < 32; ++i) a[i] += a[i + 32];
+  for (int i = 0; i < 16; ++i) a[i] += a[i + 16];
+  return Reduce16(a);
+}
+
+// The bodies are compiled twice, with and without the FMA target, so that std::fma becomes one
+// instruction where the CPU has it; both give the same, correctly rounded, results.
+__attribute__((always_inline)) inline float DotGgmlBody(const float* a, const float* b, int64_t n) {
+  float acc[64] = {};
+  const int64_t n_main = n & ~int64_t{63};
+  for (int64_t i = 0; i < n_main; i += 64) {
+    for (int l = 0; l < 64; ++l) acc[l] = std::fma(a[i + l], b[i + l], acc[l]);
+  }
+  float sum = Reduce64(acc);
+  for (int64_t i = n_main; i < n; ++i) sum = std::fma(a[i], b[i], sum);
+  return sum;
+}
+
+template <int kLanes>
+__attribute__((always_inline)) inline void WeightedRowSumBody(const float* w, const float* rows,
+                                                              int64_t row_stride, int64_t n,
+                                                              int64_t width, float* out) {
+  constexpr int kCols = 16;  // output columns summed together (acc stays on the stack)
+  for (int64_t i0 = 0; i0 < width; i0 += kCols) {
+    const int cols = static_cast<int>(std::min<int64_t>(kCols, width - i0));
+    float acc[kCols][kLanes] = {};
+    for (int64_t p = 0; p < n; ++p) {
+      const float* row = rows + p * row_stride + i0;
+      const int lane = static_cast<int>(p % kLanes);
+      for (int c = 0; c < cols; ++c) acc[c][lane] = std::fma(w[p], row[c], acc[c][lane]);
+    }
+    for (int c = 0; c < cols; ++c) out[i0 + c] = kLanes == 64 ? Reduce64(acc[c]) : Reduce16(acc[c]);
+  }
+}
+
+float DotGgmlPlain(const float* a, const float* b, int64_t n) { return DotGgmlBody(a, b, n); }
+__attribute__((target("fma"))) float DotGgmlFma(const float* a, const float* b, int64_t n) {
+  return DotGgmlBody(a, b, n);
+}
+
+template <int kLanes>
+void WeightedRowSumPlain(const float* w, const float* rows, int64_t stride, int64_t n, int64_t width,
+                         float* out) {
+  WeightedRowSumBody<kLanes>(w, rows, stride, n, width, out);
+}
+template <int kLanes>
+__attribute__((target("fma"))) void WeightedRowSumFma(const float* w, const float* rows, int64_t stride,
+                                                      int64_t n, int64_t width, float* out) {
+  WeightedRowSumBody<kLanes>(w, rows, stride, n, width, out);
+}
+
+bool HasFma() { return BestSimdLevel() >= SimdLevel::kAvx2; }  // AVX2 level includes FMA
+
+}  // namespace
+
+float DotGgml(const float* a, const float* b, int64_t n) {
+  return HasFma() ? DotGgmlFma(a, b, n) : DotGgmlPlain(a, b, n);
+}
+
+void WeightedRowSum(const float* w, const float* rows, int64_t row_stride, int64_t n,
+                    int64_t width, SumOrder order, float* out) {
+  const bool fma = HasFma();
+  if (order == SumOrder::kVecDot) {
+    (fma ? WeightedRowSumFma<64> : WeightedRowSumPlain<64>)(w, rows, row_stride, n, width, out);
+  } else {
+    (fma ? WeightedRowSumFma<16> : WeightedRowSumPlain<16>)(w, rows, row_stride, n, width, out);
+  }
+}
+
+}  // namespace cohort::kernels
