@@ -59,7 +59,18 @@ Result<std::string> RenderPrompt(const engine::LoadedModel& model, const RunOpti
 int RunCommand(const CommonOptions& common, const RunOptions& options) {
   auto loaded = engine::LoadedModel::Open(options.model);
   if (!loaded.ok()) return Fail(loaded.status());
-  engine::LoadedModel& model = **loaded;
+  // --workers / --local-ranks: the same tokenizer over a model spread across workers.
+  std::unique_ptr<DistributedModel> dist;
+  std::unique_ptr<engine::LoadedModel> dist_loaded;
+  if (options.dist.enabled()) {
+    auto started = DistributedModel::Start(options.dist, options.model, *(*loaded)->file(), common.threads);
+    if (!started.ok()) return Fail(started.status());
+    dist = std::move(*started);
+    auto bundle = dist->AsLoadedModel(*(*loaded)->file());
+    if (!bundle.ok()) return Fail(bundle.status());
+    dist_loaded = std::move(*bundle);
+  }
+  engine::LoadedModel& model = dist_loaded != nullptr ? *dist_loaded : **loaded;
 
   engine::GenerateOptions gen;
   gen.max_tokens = options.n_predict;

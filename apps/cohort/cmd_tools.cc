@@ -76,9 +76,18 @@ int LogitsCommand(const CommonOptions& common, const LogitsOptions& options) {
   if (ids->empty()) return Fail("logits", InvalidArgument("--tokens is empty"));
   auto file = gguf::File::Open(options.model);
   if (!file.ok()) return Fail("logits", file.status());
-  auto model = model::Model::Load(**file);
-  if (!model.ok()) return Fail("logits", model.status());
-  const model::ModelConfig& config = (*model)->config();
+  auto loaded = model::Model::Load(**file);
+  if (!loaded.ok()) return Fail("logits", loaded.status());
+  model::Model* model = loaded->get();
+  std::unique_ptr<DistributedModel> dist;  // --workers / --local-ranks (cmd_worker.h)
+  if (options.dist.enabled()) {
+    auto started = DistributedModel::Start(options.dist, options.model, **file, common.threads);
+    if (!started.ok()) return Fail("logits", started.status());
+    dist = std::move(*started);
+    model = &dist->model();
+    if (common.verbose) std::fprintf(stderr, "%s", dist->Describe().c_str());
+  }
+  const model::ModelConfig& config = model->config();
   for (int32_t id : *ids) {
     if (id >= config.n_vocab) {
       return Fail("logits", InvalidArgument(fmt::format("token id {} is outside the vocabulary of {}", id, config.n_vocab)));
@@ -87,7 +96,7 @@ int LogitsCommand(const CommonOptions& common, const LogitsOptions& options) {
   model::KvCacheOptions kv;
   kv.n_ctx = static_cast<int>(ids->size());
   kv.type = options.kv_type == "f16" ? DType::kF16 : DType::kF32;
-  auto cache = (*model)->NewKvCache(kv);
+  auto cache = model->NewKvCache(kv);
   if (!cache.ok()) return Fail("logits", cache.status());
 
   ThreadPool pool(common.threads);
@@ -102,7 +111,7 @@ int LogitsCommand(const CommonOptions& common, const LogitsOptions& options) {
     batch.Clear();
     for (size_t i = begin; i < end; ++i) batch.Add((*ids)[i], static_cast<int32_t>(i), 0, true);
     std::span<float> out(logits.data() + begin * config.n_vocab, (end - begin) * config.n_vocab);
-    Status status = (*model)->Forward(ctx, batch, **cache, out);
+    Status status = model->Forward(ctx, batch, **cache, out);
     if (!status.ok()) return Fail("logits", status);
   }
   std::FILE* f = std::fopen(options.output.c_str(), "wb");

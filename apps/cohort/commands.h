@@ -6,6 +6,8 @@
 #include <string>
 #include <vector>
 
+#include "cmd_worker.h"
+
 namespace cohort::app {
 
 struct CommonOptions {
@@ -30,6 +32,7 @@ struct RunOptions {
   int n_ctx = 0;
   std::string kv_type = "f32";
   std::vector<std::string> stop;
+  DistOptions dist;  // spread the model over workers (cmd_worker.h)
 };
 
 struct LogitsOptions {
@@ -38,6 +41,7 @@ struct LogitsOptions {
   std::string output;
   int n_batch = 0;     // 0: all tokens in one batch
   std::string kv_type = "f32";
+  DistOptions dist;  // spread the model over workers (cmd_worker.h)
 };
 
 struct TokenizeOptions {

@@ -7,6 +7,7 @@
 
 #include "cmd_bench.h"
 #include "cmd_plan.h"
+#include "cmd_worker.h"
 #include "commands.h"
 #include "core/thread_pool.h"
 #include "synth.h"
@@ -48,6 +49,7 @@ int main(int argc, char** argv) {
   run_cmd->add_option("-c,--ctx", run.n_ctx, "context length (default: the model's)");
   run_cmd->add_option("--kv-type", run.kv_type, "KV cache type: f32 or f16")->check(CLI::IsMember({"f32", "f16"}));
   run_cmd->add_option("--stop", run.stop, "stop string (repeatable)");
+  AddDistOptions(run_cmd, &run.dist);
 
   LogitsOptions logits;
   CLI::App* logits_cmd = app.add_subcommand("logits", "teacher-force token ids and write every position's logits");
@@ -56,6 +58,7 @@ int main(int argc, char** argv) {
   logits_cmd->add_option("-o,--output", logits.output, "output file: float32 LE [n_tokens][n_vocab]")->required();
   logits_cmd->add_option("-b,--batch", logits.n_batch, "tokens per forward pass (0 = all at once)");
   logits_cmd->add_option("--kv-type", logits.kv_type, "KV cache type: f32 or f16")->check(CLI::IsMember({"f32", "f16"}));
+  AddDistOptions(logits_cmd, &logits.dist);
 
   TokenizeOptions tok;
   CLI::App* tok_cmd = app.add_subcommand("tokenize", "stdin text -> token ids (or back with --detokenize)");
@@ -80,6 +83,9 @@ int main(int argc, char** argv) {
   synth_cmd->add_option("--vocab-dir", synth.vocab_dir, "folder of llama.cpp vocab-only GGUFs");
   synth_cmd->add_option("-o,--output", synth.output, "output GGUF")->required();
 
+  WorkerOptions worker;
+  CLI::App* worker_cmd = AddWorkerCommand(app, &worker);
+
   PlanOptions plan;
   CLI::App* plan_cmd = AddPlanCommand(app, &plan);
 
@@ -101,6 +107,7 @@ int main(int argc, char** argv) {
     tok.model = ResolveModel(tok.model);
     return TokenizeCommand(common, tok);
   }
+  if (*worker_cmd) return WorkerCommand(worker, common.verbose);
   if (*plan_cmd) return PlanCommand(plan);
   if (*bench_cmd) return BenchCommand(bench);
   if (*inspect_cmd) return InspectCommand(common, inspect_model, inspect_ctx);

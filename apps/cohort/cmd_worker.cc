@@ -1,0 +1,221 @@
+// `cohort worker`, --local-ranks spawning, and DistributedModel; see cmd_worker.h.
+#include "cmd_worker.h"
+
+#include <fcntl.h>
+#include <poll.h>
+#include <signal.h>
+#include <sys/prctl.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <cstdio>
+#include <cstring>
+#include <sstream>
+#include <thread>
+
+#include <CLI/CLI.hpp>
+#include <fmt/format.h>
+
+#include "comm/tcp_transport.h"
+#include "core/log.h"
+#include "engine/loaded_model.h"
+#include "parallel/session.h"
+
+namespace cohort::app {
+namespace {
+
+constexpr const char* kListeningPrefix = "cohort worker: listening on ";
+
+Result<std::vector<double>> ParseShares(const std::string& text) {
+  std::vector<double> out;
+  std::stringstream in(text);
+  std::string item;
+  while (std::getline(in, item, ',')) {
+    try {
+      size_t used = 0;
+      const double w = std::stod(item, &used);
+      if (used != item.size() || !(w > 0)) throw std::invalid_argument(item);
+      out.push_back(w);
+    } catch (const std::exception&) {
+      return InvalidArgument("--shares: '" + item + "' is not a positive number");
+    }
+  }
+  return out;
+}
+
+std::vector<std::string> SplitList(const std::string& text) {
+  std::vector<std::string> out;
+  std::stringstream in(text);
+  std::string item;
+  while (std::getline(in, item, ',')) {
+    if (!item.empty()) out.push_back(item);
+  }
+  return out;
+}
+
+// Starts `cohort worker --listen 127.0.0.1:0 --once` and reads the address it got.
+Result<std::string> SpawnWorker(int threads, bool verbose, int* pid_out) {
+  int out_pipe[2];
+  if (::pipe2(out_pipe, O_CLOEXEC) != 0) return IoError("pipe failed");
+  const pid_t parent = ::getpid();
+  const pid_t pid = ::fork();
+  if (pid < 0) return IoError(std::string("fork: ") + std::strerror(errno));
+  if (pid == 0) {
+    // The worker must not outlive its coordinator.
+    ::prctl(PR_SET_PDEATHSIG, SIGKILL);
+    if (::getppid() != parent) ::_exit(1);
+    ::dup2(out_pipe[1], STDOUT_FILENO);
+    const std::string t = std::to_string(threads);
+    std::vector<const char*> argv = {"cohort", "-t", t.c_str()};
+    if (verbose) argv.push_back("-v");
+    for (const char* a : {"worker", "--listen", "127.0.0.1:0", "--once"}) argv.push_back(a);
+    argv.push_back(nullptr);
+    ::execv("/proc/self/exe", const_cast<char* const*>(argv.data()));
+    ::_exit(127);
+  }
+  ::close(out_pipe[1]);
+  *pid_out = pid;
+  std::string line;
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(30);
+  char ch;
+  while (std::chrono::steady_clock::now() < deadline) {
+    pollfd p{out_pipe[0], POLLIN, 0};
+    if (::poll(&p, 1, 100) <= 0) continue;
+    if (::read(out_pipe[0], &ch, 1) != 1) break;
+    if (ch == '\n') break;
+    line += ch;
+  }
+  ::close(out_pipe[0]);
+  if (line.rfind(kListeningPrefix, 0) != 0) {
+    return Unavailable("spawned worker did not report its address (got '" + line + "')");
+  }
+  return line.substr(std::strlen(kListeningPrefix));
+}
+
+void Reap(const std::vector<int>& pids) {
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(5);
+  for (int pid : pids) {
+    int status = 0;
+    while (::waitpid(pid, &status, WNOHANG) == 0) {
+      if (std::chrono::steady_clock::now() >= deadline) {
+        ::kill(pid, SIGKILL);
+        ::waitpid(pid, &status, 0);
+        break;
+      }
+      std::this_thread::sleep_for(std::chrono::milliseconds(5));
+    }
+  }
+}
+
+}  // namespace
+
+void AddDistOptions(CLI::App* cmd, DistOptions* o) {
+  cmd->add_option("--workers", o->workers, "distributed: worker addresses host:port,... (ranks 1..N-1)");
+  cmd->add_option("--local-ranks", o->local_ranks, "distributed: N ranks on this host (this process + N-1 spawned workers)")
+      ->check(CLI::Range(0, 256));
+  cmd->add_option("--layout", o->layout, "distributed layout: tp, pp, hybrid or hybrid:STAGES");
+  cmd->add_option("--shares", o->shares, "distributed: per-rank weights, e.g. 2,1,1 (pp: per stage)");
+  cmd->add_option("--transport", o->transport, "distributed data transport: tcp or shm (local ranks)")
+      ->check(CLI::IsMember({"tcp", "shm"}));
+  cmd->add_option("--worker-threads", o->worker_threads, "threads per worker (default: -t)");
+  cmd->add_option("--link-latency-us", o->link_latency_us, "TCP link emulation: added one-way delay (us)");
+  cmd->add_option("--link-gbit", o->link_gbit, "TCP link emulation: bandwidth cap per link (Gbit/s)");
+}
+
+Result<std::unique_ptr<DistributedModel>> DistributedModel::Start(const DistOptions& options,
+                                                                  const std::string& model_path,
+                                                                  const gguf::File& file,
+                                                                  int threads) {
+  if (!options.workers.empty() && options.local_ranks > 1) {
+    return InvalidArgument("give --workers or --local-ranks, not both");
+  }
+  parallel::SessionOptions s;
+  s.model_path = model_path;
+  s.layout = options.layout;
+  if (!options.shares.empty()) {
+    COHORT_ASSIGN_OR_RETURN(s.shares, ParseShares(options.shares));
+  }
+  s.worker_threads = options.worker_threads > 0 ? options.worker_threads : threads;
+  s.transport = options.transport == "shm" ? parallel::DataTransport::kShm : parallel::DataTransport::kTcp;
+  s.link.latency_us = options.link_latency_us;
+  s.link.bandwidth_bytes_per_s = static_cast<int64_t>(options.link_gbit * 1e9 / 8);
+  std::unique_ptr<DistributedModel> d(new DistributedModel());
+  if (options.local_ranks > 1) {
+    for (int r = 1; r < options.local_ranks; ++r) {
+      int pid = -1;
+      auto address = SpawnWorker(s.worker_threads, false, &pid);
+      if (pid > 0) d->children_.push_back(pid);
+      if (!address.ok()) return address.status();
+      s.workers.push_back(*address);
+    }
+  } else {
+    s.workers = SplitList(options.workers);
+    if (s.transport == parallel::DataTransport::kShm) {
+      return InvalidArgument("--transport shm needs --local-ranks (every rank on this host)");
+    }
+  }
+  COHORT_ASSIGN_OR_RETURN(d->session_, parallel::Session::Start(s, file));
+  return d;
+}
+
+DistributedModel::~DistributedModel() {
+  session_.reset();  // stops the workers
+  Reap(children_);
+}
+
+model::Model& DistributedModel::model() { return session_->executor(); }
+
+namespace {
+
+// Lends a model to an owner that wants a unique_ptr (engine::LoadedModel).
+class BorrowedModel final : public model::Model {
+ public:
+  explicit BorrowedModel(model::Model& m) : m_(m) {}
+  const model::ModelConfig& config() const override { return m_.config(); }
+  Result<std::unique_ptr<model::KvCache>> NewKvCache(const model::KvCacheOptions& o) const override {
+    return m_.NewKvCache(o);
+  }
+  Status Forward(const Context& ctx, const model::Batch& batch, model::KvCache& cache,
+                 std::span<float> logits) override {
+    return m_.Forward(ctx, batch, cache, logits);
+  }
+
+ private:
+  model::Model& m_;
+};
+
+}  // namespace
+
+Result<std::unique_ptr<engine::LoadedModel>> DistributedModel::AsLoadedModel(const gguf::File& file) {
+  COHORT_ASSIGN_OR_RETURN(auto tokenizer, tokenizer::Tokenizer::FromGguf(file));
+  return engine::LoadedModel::FromParts(nullptr, std::move(tokenizer),
+                                        std::make_unique<BorrowedModel>(model()));
+}
+
+std::string DistributedModel::Describe() const { return session_->plan().ToString(); }
+
+CLI::App* AddWorkerCommand(CLI::App& app, WorkerOptions* o) {
+  CLI::App* cmd = app.add_subcommand("worker", "serve model shards for a coordinator (cohort run|logits --workers)");
+  cmd->add_option("--listen", o->listen, "control address host:port (port 0: any; printed on stdout)");
+  cmd->add_flag("--once", o->once, "exit after one job");
+  return cmd;
+}
+
+int WorkerCommand(const WorkerOptions& options, bool verbose) {
+  Logger log(verbose ? LogLevel::kInfo : LogLevel::kWarn, stderr, "worker");
+  auto listener = comm::TcpListener::Bind(options.listen);
+  if (!listener.ok()) {
+    std::fprintf(stderr, "cohort worker: %s\n", listener.status().ToString().c_str());
+    return 1;
+  }
+  std::printf("%s%s\n", kListeningPrefix, (*listener)->address().c_str());
+  std::fflush(stdout);
+  for (;;) {
+    const Status st = parallel::ServeOneJob((*listener)->fd(), &log);
+    if (!st.ok()) std::fprintf(stderr, "cohort worker: job ended: %s\n", st.ToString().c_str());
+    if (options.once) return st.ok() ? 0 : 1;
+  }
+}
+
+}  // namespace cohort::app

@@ -1,0 +1,74 @@
+// `cohort worker` and the distributed options of `run` and `logits`: a worker serves shards of
+// a model for a coordinator; the coordinator spreads a model over workers it is given
+// (--workers) or spawns on this host (--local-ranks) and runs it as if it were local.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "core/status.h"
+#include "model/model.h"
+
+namespace CLI {
+class App;
+}
+namespace cohort::gguf {
+class File;
+}
+namespace cohort::parallel {
+class Session;
+}
+namespace cohort::engine {
+class LoadedModel;
+}
+
+namespace cohort::app {
+
+struct DistOptions {
+  std::string workers;        // "host:port,host:port": ranks 1..N-1 (the coordinator is rank 0)
+  int local_ranks = 0;        // N ranks on this host: the coordinator plus N-1 spawned workers
+  std::string layout = "tp";  // tp | pp | hybrid | hybrid:STAGES
+  std::string shares;         // "2,1,1": per-rank weights (pp: per-stage layer weights)
+  std::string transport = "tcp";  // tcp | shm (shm: --local-ranks only)
+  int worker_threads = 0;     // threads per spawned/remote worker; 0: the coordinator's -t
+  int64_t link_latency_us = 0;    // TCP link emulation: added one-way delay
+  double link_gbit = 0;           // TCP link emulation: bandwidth cap per link (Gbit/s)
+  bool enabled() const { return !workers.empty() || local_ranks > 1; }
+};
+
+// Adds --workers, --local-ranks, --layout, --shares, --transport, --worker-threads and the
+// link-emulation options to a subcommand.
+void AddDistOptions(CLI::App* cmd, DistOptions* options);
+
+// A model spread over workers, on the coordinator. Stops the workers and reaps the spawned
+// ones when destroyed.
+class DistributedModel {
+ public:
+  // `file` is the coordinator's open copy of `model_path`.
+  static Result<std::unique_ptr<DistributedModel>> Start(const DistOptions& options,
+                                                         const std::string& model_path,
+                                                         const gguf::File& file, int threads);
+  ~DistributedModel();
+  model::Model& model();
+  // A bundle for the engine: `file`'s tokenizer with this model (borrowed: this object must
+  // outlive the bundle). The file's chat template is not carried over.
+  Result<std::unique_ptr<engine::LoadedModel>> AsLoadedModel(const gguf::File& file);
+  std::string Describe() const;  // the plan, for --verbose
+
+ private:
+  DistributedModel() = default;
+  std::vector<int> children_;  // pids of spawned local workers
+  std::unique_ptr<parallel::Session> session_;
+};
+
+struct WorkerOptions {
+  std::string listen = "0.0.0.0:7070";
+  bool once = false;  // exit after one job (spawned local workers)
+};
+
+CLI::App* AddWorkerCommand(CLI::App& app, WorkerOptions* options);
+int WorkerCommand(const WorkerOptions& options, bool verbose);
+
+}  // namespace cohort::app
