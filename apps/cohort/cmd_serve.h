@@ -1,0 +1,39 @@
+// `cohort serve`: loads a model and serves the OpenAI-compatible HTTP API with continuous
+// batching until SIGINT or SIGTERM.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace CLI {
+class App;
+}
+
+namespace cohort::app {
+
+struct ServeOptions {
+  std::string model;              // GGUF path (main fills in the demo model when empty)
+  std::string host = "127.0.0.1";
+  int port = 8080;                // 0: any free port (printed at start)
+  std::vector<std::string> api_keys;
+  int parallel = 4;               // sequence slots generating at once
+  int ctx = 0;                    // context per slot (0: min(model's, 4096))
+  int max_queue = 64;             // waiting requests before 429
+  int batch = 512;                // tokens per forward pass
+  std::string chat_template;      // built-in name or Jinja file overriding the model's
+  std::string kv_type = "f16";
+  size_t max_body_bytes = 1 << 20;
+  int max_tokens = 0;             // largest max_tokens accepted (0: the context)
+  int timeout_s = 10;             // socket read/write timeout
+  int http_threads = 64;
+  int threads = 0;                // compute threads (main fills in)
+  bool verbose = false;
+};
+
+// Registers the `serve` subcommand on `app`, filling `options`; returns it so main can test
+// whether it was chosen.
+CLI::App* AddServeCommand(CLI::App& app, ServeOptions* options);
+int ServeCommand(const ServeOptions& options);
+
+}  // namespace cohort::app

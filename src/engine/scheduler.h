@@ -1,0 +1,151 @@
+// Scheduler: continuous batching. One engine thread owns the model and a KV cache with one
+// slot per concurrent sequence; every step it runs a single Forward over the next token of
+// each decoding sequence plus chunks of newly admitted prompts, then samples each sequence
+// with its own Sampler, StopMatcher and StreamDecoder. Requests join between steps, wait in a
+// bounded queue when every slot is busy, and free their slot when they finish or are cancelled.
+#pragma once
+
+#include <chrono>
+#include <condition_variable>
+#include <cstdint>
+#include <deque>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "core/context.h"
+#include "core/status.h"
+#include "engine/generator.h"
+#include "engine/loaded_model.h"
+
+namespace cohort::engine {
+
+struct SchedulerOptions {
+  int32_t n_parallel = 4;      // sequence slots: requests generating at the same time
+  int32_t n_ctx = 0;           // positions per slot (0: the model's training context)
+  int32_t max_queue = 64;      // requests waiting for a slot; Submit fails past this
+  int32_t n_batch = 512;       // tokens per Forward (decode tokens first, then prompt chunks)
+  DType kv_type = DType::kF16;
+  Status Validate() const;
+};
+
+// One request as the scheduler runs it. Uses options.max_tokens, sampling, stop, ignore_eos
+// and top_logprobs; kv_type, n_ctx and n_batch are the scheduler's.
+struct ScheduledRequest {
+  std::vector<int32_t> prompt;  // token ids, BOS included when wanted
+  GenerateOptions options;
+};
+
+// What a request produced since the caller last took its output.
+struct RequestOutput {
+  std::string text;               // final text (UTF-8, never part of a stop string)
+  std::vector<int32_t> tokens;    // sampled tokens (an end-of-generation token included)
+  std::vector<Logprobs> logprobs; // one per token when top_logprobs >= 0
+  bool done = false;
+  Status status;                  // when done: Ok, or why the request failed
+  FinishReason finish_reason = FinishReason::kLength;
+  int stop_index = -1;
+  int32_t prompt_tokens = 0;
+  int32_t completion_tokens = 0;  // tokens generated so far (all of them once done)
+
+  // Moves `more` after this output.
+  void Append(RequestOutput&& more);
+};
+
+// The caller's side of a submitted request, shared with the engine thread.
+class RequestHandle {
+ public:
+  // Waits until there is output (or the request is done) and moves it into `out`, replacing
+  // its content. False when the timeout passed with nothing new.
+  bool Wait(RequestOutput& out, std::chrono::milliseconds timeout);
+  // Stops the generation at the next step and frees its slot (a client went away).
+  void Cancel();
+  bool cancelled() const;
+
+ private:
+  friend class Scheduler;
+  void Post(RequestOutput&& output);
+
+  mutable std::mutex mutex_;
+  std::condition_variable ready_;
+  RequestOutput pending_;
+  bool has_output_ = false;
+  bool cancelled_ = false;
+};
+
+// Counters since start (totals) and the current state.
+struct SchedulerStats {
+  int32_t slots_total = 0;
+  int32_t slots_active = 0;
+  int32_t queue_depth = 0;
+  uint64_t requests_admitted = 0;
+  uint64_t requests_finished = 0;   // any end, cancels and failures included
+  uint64_t requests_cancelled = 0;
+  uint64_t prompt_tokens = 0;       // prompt tokens evaluated
+  uint64_t completion_tokens = 0;   // tokens sampled
+  uint64_t forward_passes = 0;
+};
+
+class Scheduler {
+ public:
+  // `model` must outlive the scheduler; ctx.pool is used only by the engine thread.
+  Scheduler(LoadedModel& model, const Context& ctx, const SchedulerOptions& options);
+  ~Scheduler();
+  Scheduler(const Scheduler&) = delete;
+  Scheduler& operator=(const Scheduler&) = delete;
+
+  // Allocates the KV cache (n_parallel slots of n_ctx) and starts the engine thread.
+  Status Start();
+  // Finishes every queued and running request with kUnavailable and joins the thread.
+  void Stop();
+
+  // Queues a request. kInvalidArgument for bad options or tokens, kOutOfRange for a prompt
+  // that leaves no room in a slot, kResourceExhausted when the queue is full, kUnavailable
+  // when stopped. A request with max_tokens 0 is done at once.
+  Result<std::shared_ptr<RequestHandle>> Submit(ScheduledRequest request);
+
+  SchedulerStats stats() const;
+  int32_t n_ctx() const { return n_ctx_; }
+  const SchedulerOptions& options() const { return options_; }
+
+ private:
+  struct Slot;
+  struct Queued {
+    ScheduledRequest request;
+    std::shared_ptr<RequestHandle> handle;
+  };
+
+  Status CheckRequest(const ScheduledRequest& request) const;
+  void Loop();
+  // Moves queued requests into free slots; false when stopping.
+  bool Admit();
+  void StartSlot(Slot& slot, Queued&& queued);
+  void BuildBatch();
+  void ProcessLogits();
+  // Samples one token for the slot from its row of logits.
+  void StepSlot(Slot& slot, std::span<const float> logits);
+  void EmitText(Slot& slot, std::string_view piece, RequestOutput& out);
+  void FinishSlot(Slot& slot, FinishReason reason, RequestOutput&& out, Status status = {});
+  void FailAll(const Status& status);
+
+  LoadedModel& model_;
+  Context ctx_;
+  SchedulerOptions options_;
+  int32_t n_ctx_ = 0;
+  std::unique_ptr<model::KvCache> cache_;
+  std::vector<std::unique_ptr<Slot>> slots_;
+  model::Batch batch_;
+  std::vector<float> logits_;  // [n_parallel][n_vocab]
+  std::thread thread_;
+
+  mutable std::mutex mutex_;   // guards queue_, stopping_, stats_
+  std::condition_variable wake_;
+  std::deque<Queued> queue_;
+  bool stopping_ = false;
+  bool started_ = false;
+  SchedulerStats stats_;
+};
+
+}  // namespace cohort::engine

@@ -1,0 +1,42 @@
+// Parsing and validation of OpenAI request bodies (/v1/chat/completions, /v1/completions)
+// into engine options. Every malformed or out-of-range field is a kInvalidArgument naming the
+// field, which the server turns into a 400 in OpenAI's error shape.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "core/status.h"
+#include "engine/generator.h"
+#include "tokenizer/chat_template.h"
+
+namespace cohort::server {
+
+enum class Endpoint { kChat, kCompletion };
+
+struct ParseLimits {
+  int32_t n_vocab = 0;
+  int32_t max_tokens_limit = 0;    // largest max_tokens accepted
+  int32_t default_max_tokens = 0;  // when the request names none (chat)
+  uint64_t default_seed = 0;       // when the request names none
+};
+
+struct ApiRequest {
+  Endpoint endpoint = Endpoint::kChat;
+  std::string model;
+  std::vector<tokenizer::ChatMessage> messages;  // chat
+  std::string prompt;                            // completion: text ...
+  std::vector<int32_t> prompt_tokens;            // ... or token ids
+  bool stream = false;
+  bool include_usage = false;      // stream_options.include_usage
+  bool logprobs = false;
+  bool json_mode = false;          // response_format {"type": "json_object"}
+  engine::GenerateOptions options; // max_tokens, sampling, stop, top_logprobs
+};
+
+// The parameter a failed parse complains about travels in the message: "param: why".
+Result<ApiRequest> ParseApiRequest(Endpoint endpoint, std::string_view body, const ParseLimits& limits);
+
+}  // namespace cohort::server

@@ -1,0 +1,176 @@
+// Builds OpenAI's JSON shapes with nlohmann::json. Token strings may hold partial UTF-8 (byte
+// tokens), so they are sanitized for JSON and their raw bytes are given in "bytes".
+#include "server/api_response.h"
+
+#include <nlohmann/json.hpp>
+
+#include "engine/utf8.h"
+
+namespace cohort::server {
+namespace {
+
+using nlohmann::json;
+
+std::string Dump(const json& j) { return j.dump(-1, ' ', false, json::error_handler_t::replace); }
+
+std::string TokenText(const tokenizer::Tokenizer& tok, int32_t id) {
+  std::string clean;
+  engine::AppendSanitizedUtf8(tok.TokenToPiece(id, false), clean);
+  return clean;
+}
+
+json TokenBytes(const tokenizer::Tokenizer& tok, int32_t id) {
+  json bytes = json::array();
+  for (unsigned char c : tok.TokenToPiece(id, false)) bytes.push_back(static_cast<int>(c));
+  return bytes;
+}
+
+json ChatLogprobs(const engine::RequestOutput& out, const tokenizer::Tokenizer& tok) {
+  json content = json::array();
+  for (const engine::Logprobs& lp : out.logprobs) {
+    json top = json::array();
+    for (const engine::TokenLogprob& t : lp.top) {
+      top.push_back({{"token", TokenText(tok, t.token)}, {"logprob", t.logprob}, {"bytes", TokenBytes(tok, t.token)}});
+    }
+    content.push_back({{"token", TokenText(tok, lp.chosen.token)},
+                       {"logprob", lp.chosen.logprob},
+                       {"bytes", TokenBytes(tok, lp.chosen.token)},
+                       {"top_logprobs", std::move(top)}});
+  }
+  return {{"content", std::move(content)}};
+}
+
+json CompletionLogprobs(const engine::RequestOutput& out, const tokenizer::Tokenizer& tok) {
+  json tokens = json::array();
+  json token_logprobs = json::array();
+  json top_logprobs = json::array();
+  for (const engine::Logprobs& lp : out.logprobs) {
+    tokens.push_back(TokenText(tok, lp.chosen.token));
+    token_logprobs.push_back(lp.chosen.logprob);
+    json top = json::object();
+    for (const engine::TokenLogprob& t : lp.top) top[TokenText(tok, t.token)] = t.logprob;
+    top_logprobs.push_back(std::move(top));
+  }
+  return {{"tokens", std::move(tokens)}, {"token_logprobs", std::move(token_logprobs)},
+          {"top_logprobs", std::move(top_logprobs)}};
+}
+
+json Usage(int32_t prompt_tokens, int32_t completion_tokens) {
+  return {{"prompt_tokens", prompt_tokens},
+          {"completion_tokens", completion_tokens},
+          {"total_tokens", prompt_tokens + completion_tokens}};
+}
+
+json Logprobs(const ResponseMeta& meta, const engine::RequestOutput& out, const tokenizer::Tokenizer& tok) {
+  if (!meta.logprobs) return nullptr;
+  return meta.endpoint == Endpoint::kChat ? ChatLogprobs(out, tok) : CompletionLogprobs(out, tok);
+}
+
+json Header(const ResponseMeta& meta, const char* object) {
+  return {{"id", meta.id}, {"object", object}, {"created", meta.created}, {"model", meta.model}};
+}
+
+}  // namespace
+
+ApiError ErrorFromStatus(const Status& status) {
+  ApiError e;
+  e.message = status.message();
+  switch (status.code()) {
+    case StatusCode::kInvalidArgument:
+    case StatusCode::kUnsupported:
+      e.http_status = 400;
+      e.type = "invalid_request_error";
+      break;
+    case StatusCode::kOutOfRange:
+      e.http_status = 400;
+      e.type = "invalid_request_error";
+      e.code = "context_length_exceeded";
+      break;
+    case StatusCode::kNotFound:
+      e.http_status = 404;
+      e.type = "invalid_request_error";
+      e.code = "not_found";
+      break;
+    case StatusCode::kResourceExhausted:
+      e.http_status = 429;
+      e.type = "rate_limit_error";
+      e.code = "rate_limit_exceeded";
+      break;
+    case StatusCode::kUnavailable:
+    case StatusCode::kCancelled:
+      e.http_status = 503;
+      e.type = "server_error";
+      e.code = "unavailable";
+      break;
+    default:
+      e.http_status = 500;
+      e.type = "server_error";
+      break;
+  }
+  // Parse errors say "param: why"; OpenAI reports the parameter separately as well.
+  const size_t colon = e.message.find(": ");
+  if (e.http_status == 400 && colon != std::string::npos && colon < 64 &&
+      e.message.find(' ') >= colon) {
+    e.param = e.message.substr(0, colon);
+  }
+  return e;
+}
+
+std::string ErrorJson(const ApiError& error) {
+  json body = {{"message", error.message},
+               {"type", error.type},
+               {"param", error.param.empty() ? json(nullptr) : json(error.param)},
+               {"code", error.code.empty() ? json(nullptr) : json(error.code)}};
+  return Dump({{"error", std::move(body)}});
+}
+
+const char* OpenAiFinishReason(engine::FinishReason reason) {
+  return reason == engine::FinishReason::kLength ? "length" : "stop";
+}
+
+std::string CompletionJson(const ResponseMeta& meta, const engine::RequestOutput& out,
+                           const tokenizer::Tokenizer& tok) {
+  json choice = {{"index", 0}, {"logprobs", Logprobs(meta, out, tok)},
+                 {"finish_reason", OpenAiFinishReason(out.finish_reason)}};
+  json body;
+  if (meta.endpoint == Endpoint::kChat) {
+    body = Header(meta, "chat.completion");
+    choice["message"] = {{"role", "assistant"}, {"content", out.text}};
+  } else {
+    body = Header(meta, "text_completion");
+    choice["text"] = out.text;
+  }
+  body["choices"] = json::array({std::move(choice)});
+  body["usage"] = Usage(out.prompt_tokens, out.completion_tokens);
+  return Dump(body);
+}
+
+std::string ChunkEvent(const ResponseMeta& meta, const engine::RequestOutput& out,
+                       const tokenizer::Tokenizer& tok, bool first) {
+  json choice = {{"index", 0}, {"logprobs", Logprobs(meta, out, tok)},
+                 {"finish_reason", out.done ? json(OpenAiFinishReason(out.finish_reason)) : json(nullptr)}};
+  json body;
+  if (meta.endpoint == Endpoint::kChat) {
+    body = Header(meta, "chat.completion.chunk");
+    json delta = json::object();
+    if (first) delta["role"] = "assistant";
+    if (!out.text.empty() || first) delta["content"] = out.text;
+    choice["delta"] = std::move(delta);
+  } else {
+    body = Header(meta, "text_completion");
+    choice["text"] = out.text;
+  }
+  body["choices"] = json::array({std::move(choice)});
+  return "data: " + Dump(body) + "\n\n";
+}
+
+std::string UsageEvent(const ResponseMeta& meta, int32_t prompt_tokens, int32_t completion_tokens) {
+  json body = Header(meta, meta.endpoint == Endpoint::kChat ? "chat.completion.chunk" : "text_completion");
+  body["choices"] = json::array();
+  body["usage"] = Usage(prompt_tokens, completion_tokens);
+  return "data: " + Dump(body) + "\n\n";
+}
+
+std::string ErrorEvent(const ApiError& error) { return "data: " + ErrorJson(error) + "\n\n"; }
+
+}  // namespace cohort::server

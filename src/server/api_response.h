@@ -1,0 +1,54 @@
+// OpenAI response bodies: error JSON (and the one place a Status becomes an HTTP code),
+// chat and text completions, their streamed chunks, and logprobs in each endpoint's shape.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "core/status.h"
+#include "engine/generator.h"
+#include "engine/scheduler.h"
+#include "server/api_request.h"
+#include "tokenizer/tokenizer.h"
+
+namespace cohort::server {
+
+struct ApiError {
+  int http_status = 500;
+  std::string message;
+  std::string type;   // invalid_request_error, authentication_error, rate_limit_error, ...
+  std::string code;   // may be empty
+  std::string param;  // may be empty
+};
+
+// Maps an engine or parse failure to its HTTP error.
+ApiError ErrorFromStatus(const Status& status);
+std::string ErrorJson(const ApiError& error);
+
+// Identifies one response in its chunks and its final body.
+struct ResponseMeta {
+  std::string id;       // "chatcmpl-..." or "cmpl-..."
+  int64_t created = 0;  // Unix seconds
+  std::string model;
+  Endpoint endpoint = Endpoint::kChat;
+  bool logprobs = false;
+};
+
+// "stop" for a stop string or an end-of-generation token, "length" for a limit.
+const char* OpenAiFinishReason(engine::FinishReason reason);
+
+// The whole non-streamed response for a finished request.
+std::string CompletionJson(const ResponseMeta& meta, const engine::RequestOutput& output,
+                           const tokenizer::Tokenizer& tok);
+
+// One SSE event ("data: {...}\n\n") carrying new text (and its tokens' logprobs); `first`
+// adds the assistant role (chat). finish_reason is set when `output.done`.
+std::string ChunkEvent(const ResponseMeta& meta, const engine::RequestOutput& output,
+                       const tokenizer::Tokenizer& tok, bool first);
+// The usage-only chunk of stream_options.include_usage.
+std::string UsageEvent(const ResponseMeta& meta, int32_t prompt_tokens, int32_t completion_tokens);
+// An error while streaming (the status line is already sent).
+std::string ErrorEvent(const ApiError& error);
+
+}  // namespace cohort::server

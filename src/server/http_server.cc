@@ -1,0 +1,303 @@
+// Routes and request handling. Handlers run on cpp-httplib's worker threads; each generation
+// is submitted to the scheduler and its output collected (or streamed as SSE) from its
+// RequestHandle. No HTTP parsing here: cpp-httplib does it, with our size and time limits.
+#include "server/http_server.h"
+
+#include <httplib.h>
+
+#include <chrono>
+#include <ctime>
+#include <random>
+
+#include <fmt/format.h>
+#include <nlohmann/json.hpp>
+
+#include "server/api_response.h"
+
+namespace cohort::server {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+constexpr auto kPollInterval = std::chrono::milliseconds(200);
+constexpr const char* kJson = "application/json";
+
+double SecondsSince(Clock::time_point start) {
+  return std::chrono::duration<double>(Clock::now() - start).count();
+}
+
+void SendError(httplib::Response& res, const ApiError& error) {
+  res.status = error.http_status;
+  res.set_content(ErrorJson(error), kJson);
+}
+
+// Compares without an early exit, so response timing does not reveal a key's prefix.
+bool SameKey(const std::string& a, const std::string& b) {
+  unsigned char diff = a.size() == b.size() ? 0 : 1;
+  for (size_t i = 0; i < a.size(); ++i) diff |= static_cast<unsigned char>(a[i] ^ b[i % (b.size() + 1)]);
+  return diff == 0;
+}
+
+ApiError HttpError(int status) {
+  ApiError e;
+  e.http_status = status;
+  e.type = status >= 500 ? "server_error" : "invalid_request_error";
+  switch (status) {
+    case 404: e.message = "no such endpoint"; e.code = "not_found"; break;
+    case 405: e.message = "method not allowed"; break;
+    case 408: e.message = "request timed out"; break;
+    case 413: e.message = "request body too large"; e.code = "request_too_large"; break;
+    case 414: e.message = "request URI too long"; break;
+    case 416: e.message = "range not satisfiable"; break;
+    default: e.message = fmt::format("HTTP error {}", status); break;
+  }
+  return e;
+}
+
+// What a streaming response keeps between calls of its content provider.
+struct StreamState {
+  std::shared_ptr<engine::RequestHandle> handle;
+  ResponseMeta meta;
+  bool include_usage = false;
+  bool first = true;
+  bool saw_token = false;
+  Clock::time_point start;
+};
+
+}  // namespace
+
+HttpServer::HttpServer(engine::LoadedModel& model, engine::Scheduler& scheduler,
+                       const tokenizer::ChatTemplate* chat_template, const ServerOptions& options,
+                       Logger& log)
+    : model_(model),
+      scheduler_(scheduler),
+      chat_template_(chat_template),
+      options_(options),
+      log_(log),
+      http_(std::make_unique<httplib::Server>()),
+      seed_state_(std::random_device{}()) {
+  const int threads = options_.http_threads;
+  http_->new_task_queue = [threads] { return new httplib::ThreadPool(static_cast<size_t>(threads)); };
+  http_->set_payload_max_length(options_.max_body_bytes);
+  http_->set_read_timeout(options_.timeout_s, 0);
+  http_->set_write_timeout(options_.timeout_s, 0);
+  http_->set_keep_alive_timeout(options_.timeout_s);
+  http_->set_keep_alive_max_count(100);
+  http_->set_error_handler(httplib::Server::HandlerWithResponse(
+      [](const httplib::Request&, httplib::Response& res) {
+        if (res.body.empty()) res.set_content(ErrorJson(HttpError(res.status)), kJson);
+        return httplib::Server::HandlerResponse::Handled;
+      }));
+  http_->set_exception_handler([this](const httplib::Request&, httplib::Response& res, std::exception_ptr) {
+    log_.Error("server: a handler threw");
+    SendError(res, ErrorFromStatus(Internal("internal error")));
+  });
+  http_->set_logger([this](const httplib::Request& req, const httplib::Response& res) {
+    metrics_.CountResponse(req.path, res.status);
+  });
+  AddRoutes();
+}
+
+HttpServer::~HttpServer() { Stop(); }
+
+Result<int> HttpServer::Bind() {
+  COHORT_RETURN_IF_ERROR(options_.Validate());
+  if (options_.port == 0) {
+    const int port = http_->bind_to_any_port(options_.host);
+    if (port <= 0) return IoError("cannot bind " + options_.host);
+    return port;
+  }
+  if (!http_->bind_to_port(options_.host, options_.port)) {
+    return IoError(fmt::format("cannot bind {}:{}", options_.host, options_.port));
+  }
+  return options_.port;
+}
+
+Status HttpServer::Serve() {
+  if (!http_->listen_after_bind()) return IoError("the HTTP server stopped with an error");
+  return Status::Ok();
+}
+
+void HttpServer::Stop() {
+  if (http_ != nullptr) http_->stop();
+}
+
+bool HttpServer::Authorized(const httplib::Request& req, httplib::Response& res) {
+  if (options_.api_keys.empty()) return true;
+  const std::string header = req.get_header_value("Authorization");
+  const std::string prefix = "Bearer ";
+  if (header.compare(0, prefix.size(), prefix) == 0) {
+    const std::string key = header.substr(prefix.size());
+    for (const std::string& valid : options_.api_keys) {
+      if (SameKey(key, valid)) return true;
+    }
+  }
+  ApiError e;
+  e.http_status = 401;
+  e.type = "invalid_request_error";
+  e.code = "invalid_api_key";
+  e.message = header.empty() ? "missing API key: send 'Authorization: Bearer KEY'" : "invalid API key";
+  SendError(res, e);
+  return false;
+}
+
+void HttpServer::AddRoutes() {
+  http_->Get("/health", [](const httplib::Request&, httplib::Response& res) {
+    res.set_content(R"({"status":"ok"})", kJson);
+  });
+  http_->Get("/metrics", [this](const httplib::Request&, httplib::Response& res) {
+    res.set_content(metrics_.Render(scheduler_.stats()), "text/plain; version=0.0.4");
+  });
+  http_->Get("/v1/models", [this](const httplib::Request& req, httplib::Response& res) {
+    if (!Authorized(req, res)) return;
+    res.set_content(fmt::format(R"({{"object":"list","data":[{{"id":{},"object":"model","created":{},"owned_by":"cohort"}}]}})",
+                                nlohmann::json(options_.model_name).dump(), std::time(nullptr)),
+                    kJson);
+  });
+  http_->Post("/v1/chat/completions", [this](const httplib::Request& req, httplib::Response& res) {
+    if (Authorized(req, res)) HandleGenerate(Endpoint::kChat, req, res);
+  });
+  http_->Post("/v1/completions", [this](const httplib::Request& req, httplib::Response& res) {
+    if (Authorized(req, res)) HandleGenerate(Endpoint::kCompletion, req, res);
+  });
+}
+
+ParseLimits HttpServer::Limits() {
+  ParseLimits limits;
+  limits.n_vocab = model_.config().n_vocab;
+  limits.max_tokens_limit = options_.max_tokens_limit > 0 ? options_.max_tokens_limit : scheduler_.n_ctx();
+  limits.default_max_tokens = options_.default_max_tokens > 0 ? options_.default_max_tokens : limits.max_tokens_limit;
+  // A fresh seed per request when none is given: splitmix64 over a random start.
+  uint64_t z = seed_state_.fetch_add(0x9e3779b97f4a7c15ULL) + 0x9e3779b97f4a7c15ULL;
+  z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ULL;
+  z = (z ^ (z >> 27)) * 0x94d049bb133111ebULL;
+  limits.default_seed = z ^ (z >> 31);
+  return limits;
+}
+
+Result<std::vector<int32_t>> HttpServer::PromptTokens(const ApiRequest& request) const {
+  std::vector<int32_t> ids;
+  if (request.endpoint == Endpoint::kChat) {
+    const tokenizer::ChatTemplate* tmpl = chat_template_;
+    if (tmpl == nullptr && model_.chat_template() == nullptr) {
+      return InvalidArgument("this model has no chat template: use /v1/completions, or start the server "
+                             "with --chat-template");
+    }
+    COHORT_ASSIGN_OR_RETURN(std::string text, model_.RenderChat(request.messages, true, tmpl));
+    ids = model_.tokenizer().Encode(text, true, true);
+  } else if (!request.prompt_tokens.empty()) {
+    ids = request.prompt_tokens;
+  } else {
+    ids = model_.tokenizer().Encode(request.prompt, true, true);
+  }
+  const int64_t limit = options_.max_prompt_tokens > 0 ? options_.max_prompt_tokens : scheduler_.n_ctx() - 1;
+  if (static_cast<int64_t>(ids.size()) > limit) {
+    return OutOfRange(fmt::format("the prompt has {} tokens; at most {} are accepted", ids.size(), limit));
+  }
+  if (ids.empty()) return InvalidArgument("prompt: has no tokens");
+  return ids;
+}
+
+void HttpServer::HandleGenerate(Endpoint endpoint, const httplib::Request& req, httplib::Response& res) {
+  Result<ApiRequest> parsed = ParseApiRequest(endpoint, req.body, Limits());
+  if (!parsed.ok()) return SendError(res, ErrorFromStatus(parsed.status()));
+  ApiRequest& request = *parsed;
+  Result<std::vector<int32_t>> prompt = PromptTokens(request);
+  if (!prompt.ok()) return SendError(res, ErrorFromStatus(prompt.status()));
+  engine::ScheduledRequest scheduled;
+  scheduled.prompt = std::move(*prompt);
+  scheduled.options = request.options;
+  auto handle = scheduler_.Submit(std::move(scheduled));
+  if (!handle.ok()) return SendError(res, ErrorFromStatus(handle.status()));
+  if (request.stream) {
+    Stream(request, std::move(*handle), res);
+  } else {
+    Wait(request, **handle, res);
+  }
+}
+
+void HttpServer::Wait(const ApiRequest& request, engine::RequestHandle& handle, httplib::Response& res) {
+  const auto start = Clock::now();
+  engine::RequestOutput total;
+  bool saw_token = false;
+  while (!total.done) {
+    engine::RequestOutput part;
+    if (!handle.Wait(part, kPollInterval)) continue;
+    if (!saw_token && !part.tokens.empty()) {
+      saw_token = true;
+      metrics_.ObserveTimeToFirstToken(SecondsSince(start));
+    }
+    metrics_.AddGeneratedTokens(static_cast<int64_t>(part.tokens.size()));
+    total.Append(std::move(part));
+  }
+  if (!total.status.ok()) return SendError(res, ErrorFromStatus(total.status));
+  ResponseMeta meta;
+  meta.endpoint = request.endpoint;
+  meta.id = fmt::format("{}-{:016x}", request.endpoint == Endpoint::kChat ? "chatcmpl" : "cmpl", next_id_++);
+  meta.created = std::time(nullptr);
+  meta.model = request.model.empty() ? options_.model_name : request.model;
+  meta.logprobs = request.logprobs;
+  res.set_content(CompletionJson(meta, total, model_.tokenizer()), kJson);
+}
+
+void HttpServer::Stream(const ApiRequest& request, std::shared_ptr<engine::RequestHandle> handle,
+                        httplib::Response& res) {
+  auto state = std::make_shared<StreamState>();
+  state->handle = std::move(handle);
+  state->include_usage = request.include_usage;
+  state->start = Clock::now();
+  ResponseMeta& meta = state->meta;
+  meta.endpoint = request.endpoint;
+  meta.id = fmt::format("{}-{:016x}", request.endpoint == Endpoint::kChat ? "chatcmpl" : "cmpl", next_id_++);
+  meta.created = std::time(nullptr);
+  meta.model = request.model.empty() ? options_.model_name : request.model;
+  meta.logprobs = request.logprobs;
+  res.set_header("Cache-Control", "no-cache");
+  res.set_chunked_content_provider(
+      "text/event-stream",
+      [this, state](size_t, httplib::DataSink& sink) {
+        engine::RequestOutput out;
+        if (!state->handle->Wait(out, kPollInterval)) {
+          // Nothing new: notice a client that went away even while no token is ready.
+          if (!sink.is_writable()) {
+            state->handle->Cancel();
+            return false;
+          }
+          return true;
+        }
+        if (!state->saw_token && !out.tokens.empty()) {
+          state->saw_token = true;
+          metrics_.ObserveTimeToFirstToken(SecondsSince(state->start));
+        }
+        metrics_.AddGeneratedTokens(static_cast<int64_t>(out.tokens.size()));
+        std::string events;
+        const tokenizer::Tokenizer& tok = model_.tokenizer();
+        if (out.done && !out.status.ok()) {
+          events = ErrorEvent(ErrorFromStatus(out.status));
+        } else {
+          if (state->first && state->meta.endpoint == Endpoint::kChat) {
+            events += ChunkEvent(state->meta, engine::RequestOutput{}, tok, true);
+          }
+          state->first = false;
+          engine::RequestOutput body = out;
+          body.done = false;
+          if (!body.text.empty() || !body.logprobs.empty()) events += ChunkEvent(state->meta, body, tok, false);
+          if (out.done) {
+            engine::RequestOutput last;
+            last.done = true;
+            last.finish_reason = out.finish_reason;
+            events += ChunkEvent(state->meta, last, tok, false);
+            if (state->include_usage) events += UsageEvent(state->meta, out.prompt_tokens, out.completion_tokens);
+          }
+        }
+        if (out.done) events += "data: [DONE]\n\n";
+        if (!events.empty() && !sink.write(events.data(), events.size())) {
+          state->handle->Cancel();
+          return false;
+        }
+        if (out.done) sink.done();
+        return true;
+      },
+      [state](bool) { state->handle->Cancel(); });
+}
+
+}  // namespace cohort::server

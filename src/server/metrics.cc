@@ -1,0 +1,102 @@
+// Prometheus text exposition (version 0.0.4): HELP and TYPE lines, then samples.
+#include "server/metrics.h"
+
+#include <fmt/format.h>
+
+namespace cohort::server {
+namespace {
+
+int64_t SecondOf(Metrics::Clock::time_point t) {
+  return std::chrono::duration_cast<std::chrono::seconds>(t.time_since_epoch()).count();
+}
+
+void Family(std::string& out, const char* name, const char* type, const char* help) {
+  out += fmt::format("# HELP {} {}\n# TYPE {} {}\n", name, help, name, type);
+}
+
+}  // namespace
+
+void Metrics::CountResponse(const std::string& path, int status) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  // Unknown paths are folded into one label so a scanner cannot grow the map without bound.
+  const bool known = path == "/v1/chat/completions" || path == "/v1/completions" ||
+                     path == "/v1/models" || path == "/health" || path == "/metrics";
+  ++responses_[{known ? path : "other", status}];
+}
+
+void Metrics::ObserveTimeToFirstToken(double seconds) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  ++ttft_count_;
+  ttft_sum_ += seconds;
+  for (size_t i = 0; i < kTtftBuckets.size(); ++i) {
+    if (seconds <= kTtftBuckets[i]) {
+      ++ttft_counts_[i];
+      break;
+    }
+  }
+}
+
+void Metrics::AddGeneratedTokens(int64_t n, Clock::time_point now) {
+  const int64_t second = SecondOf(now);
+  const size_t slot = static_cast<size_t>(second % kRing);
+  std::lock_guard<std::mutex> lock(mutex_);
+  if (second_of_slot_[slot] != second) {
+    second_of_slot_[slot] = second;
+    tokens_by_second_[slot] = 0;
+  }
+  tokens_by_second_[slot] += n;
+}
+
+double Metrics::TokensPerSecond(Clock::time_point now) const {
+  const int64_t second = SecondOf(now);
+  int64_t total = 0;
+  std::lock_guard<std::mutex> lock(mutex_);
+  // The last kWindowSeconds whole seconds (the current one is still filling).
+  for (int64_t s = second - kWindowSeconds; s < second; ++s) {
+    const size_t slot = static_cast<size_t>(s % kRing);
+    if (second_of_slot_[slot] == s) total += tokens_by_second_[slot];
+  }
+  return static_cast<double>(total) / kWindowSeconds;
+}
+
+std::string Metrics::Render(const engine::SchedulerStats& stats) const {
+  std::string out;
+  const double rate = TokensPerSecond();
+  std::lock_guard<std::mutex> lock(mutex_);
+  Family(out, "cohort_http_responses_total", "counter", "HTTP responses by path and status.");
+  for (const auto& [key, count] : responses_) {
+    out += fmt::format("cohort_http_responses_total{{path=\"{}\",status=\"{}\"}} {}\n", key.first, key.second, count);
+  }
+  Family(out, "cohort_requests_admitted_total", "counter", "Generation requests that got a slot.");
+  out += fmt::format("cohort_requests_admitted_total {}\n", stats.requests_admitted);
+  Family(out, "cohort_requests_finished_total", "counter", "Generation requests that ended (any reason).");
+  out += fmt::format("cohort_requests_finished_total {}\n", stats.requests_finished);
+  Family(out, "cohort_requests_cancelled_total", "counter", "Generations cancelled (client gone).");
+  out += fmt::format("cohort_requests_cancelled_total {}\n", stats.requests_cancelled);
+  Family(out, "cohort_prompt_tokens_total", "counter", "Prompt tokens evaluated.");
+  out += fmt::format("cohort_prompt_tokens_total {}\n", stats.prompt_tokens);
+  Family(out, "cohort_generated_tokens_total", "counter", "Tokens generated.");
+  out += fmt::format("cohort_generated_tokens_total {}\n", stats.completion_tokens);
+  Family(out, "cohort_forward_passes_total", "counter", "Batched forward passes.");
+  out += fmt::format("cohort_forward_passes_total {}\n", stats.forward_passes);
+  Family(out, "cohort_generation_tokens_per_second", "gauge", "Tokens generated per second, last 10 s.");
+  out += fmt::format("cohort_generation_tokens_per_second {}\n", rate);
+  Family(out, "cohort_queue_depth", "gauge", "Requests waiting for a slot.");
+  out += fmt::format("cohort_queue_depth {}\n", stats.queue_depth);
+  Family(out, "cohort_slots_active", "gauge", "Sequence slots generating now.");
+  out += fmt::format("cohort_slots_active {}\n", stats.slots_active);
+  Family(out, "cohort_slots_total", "gauge", "Sequence slots (--parallel).");
+  out += fmt::format("cohort_slots_total {}\n", stats.slots_total);
+  Family(out, "cohort_time_to_first_token_seconds", "histogram", "Request received to first token.");
+  uint64_t cumulative = 0;
+  for (size_t i = 0; i < kTtftBuckets.size(); ++i) {
+    cumulative += ttft_counts_[i];
+    out += fmt::format("cohort_time_to_first_token_seconds_bucket{{le=\"{}\"}} {}\n", kTtftBuckets[i], cumulative);
+  }
+  out += fmt::format("cohort_time_to_first_token_seconds_bucket{{le=\"+Inf\"}} {}\n", ttft_count_);
+  out += fmt::format("cohort_time_to_first_token_seconds_sum {}\n", ttft_sum_);
+  out += fmt::format("cohort_time_to_first_token_seconds_count {}\n", ttft_count_);
+  return out;
+}
+
+}  // namespace cohort::server

@@ -1,0 +1,40 @@
+// ServerOptions: the limits and settings of the HTTP front end, a plain aggregate checked by
+// Validate(); the command line fills it (apps/cohort/cmd_serve.cc).
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "core/status.h"
+
+namespace cohort::server {
+
+struct ServerOptions {
+  std::string host = "127.0.0.1";
+  int port = 8080;                       // 0: any free port (Bind() says which)
+  std::vector<std::string> api_keys;     // empty: no authentication
+  std::string model_name = "cohort";     // the id /v1/models reports
+  size_t max_body_bytes = 1 << 20;       // larger request bodies get 413
+  int32_t max_prompt_tokens = 0;         // 0: the slot's context minus one
+  int32_t max_tokens_limit = 0;          // largest max_tokens accepted (0: the slot's context)
+  int32_t default_max_tokens = 0;        // chat default when unset (0: up to the context)
+  int http_threads = 64;                 // connections served at once
+  int timeout_s = 10;                    // socket read/write timeout (slow clients are cut off)
+  Status Validate() const {
+    if (port < 0 || port > 65535) return InvalidArgument("port must be in [0, 65535]");
+    if (max_body_bytes < 1024) return InvalidArgument("max_body_bytes must be >= 1024");
+    if (max_prompt_tokens < 0 || max_tokens_limit < 0 || default_max_tokens < 0) {
+      return InvalidArgument("token limits must be >= 0");
+    }
+    if (http_threads < 2 || http_threads > 4096) return InvalidArgument("http_threads must be in [2, 4096]");
+    if (timeout_s < 1 || timeout_s > 3600) return InvalidArgument("timeout_s must be in [1, 3600]");
+    for (const std::string& key : api_keys) {
+      if (key.empty()) return InvalidArgument("an API key must not be empty");
+    }
+    return Status::Ok();
+  }
+};
+
+}  // namespace cohort::server

@@ -1,0 +1,176 @@
+// OpenAI request parsing and response shapes: defaults, ranges, every malformed field a 400
+// with the parameter named, and the Status -> HTTP mapping.
+#include "server/api_request.h"
+
+#include <gtest/gtest.h>
+
+#include <nlohmann/json.hpp>
+
+#include "server/api_response.h"
+#include "server/metrics.h"
+
+namespace cohort::server {
+namespace {
+
+ParseLimits Limits() {
+  ParseLimits l;
+  l.n_vocab = 512;
+  l.max_tokens_limit = 256;
+  l.default_max_tokens = 200;
+  l.default_seed = 7;
+  return l;
+}
+
+Result<ApiRequest> Chat(const std::string& body) { return ParseApiRequest(Endpoint::kChat, body, Limits()); }
+
+TEST(ApiRequestTest, ChatDefaultsAreOpenAis) {
+  auto r = Chat(R"({"model":"m","messages":[{"role":"developer","content":"be brief"},
+                  {"role":"user","content":[{"type":"text","text":"hi "},{"type":"text","text":"there"}]}]})");
+  ASSERT_TRUE(r.ok()) << r.status().ToString();
+  ASSERT_EQ(r->messages.size(), 2u);
+  EXPECT_EQ(r->messages[0].role, "system");
+  EXPECT_EQ(r->messages[1].content, "hi there");
+  EXPECT_EQ(r->options.sampling.temperature, 1.0f);
+  EXPECT_EQ(r->options.sampling.top_p, 1.0f);
+  EXPECT_EQ(r->options.sampling.top_k, 0);
+  EXPECT_EQ(r->options.sampling.min_p, 0.0f);
+  EXPECT_EQ(r->options.sampling.seed, 7u);
+  EXPECT_EQ(r->options.max_tokens, 200);
+  EXPECT_EQ(r->options.top_logprobs, -1);
+  EXPECT_FALSE(r->stream);
+}
+
+TEST(ApiRequestTest, ChatFieldsAreRead) {
+  auto r = Chat(R"({"messages":[{"role":"user","content":"x"}],"stream":true,
+      "stream_options":{"include_usage":true},"max_completion_tokens":9,"max_tokens":100,
+      "temperature":0,"top_p":0.5,"seed":42,"stop":["a","bc"],"presence_penalty":1.5,
+      "frequency_penalty":-1,"logprobs":true,"top_logprobs":3,"logit_bias":{"17":-100}})");
+  ASSERT_TRUE(r.ok()) << r.status().ToString();
+  EXPECT_TRUE(r->stream);
+  EXPECT_TRUE(r->include_usage);
+  EXPECT_EQ(r->options.max_tokens, 9);  // max_completion_tokens wins
+  EXPECT_EQ(r->options.sampling.temperature, 0.0f);
+  EXPECT_EQ(r->options.sampling.top_p, 0.5f);
+  EXPECT_EQ(r->options.sampling.seed, 42u);
+  EXPECT_EQ(r->options.stop, (std::vector<std::string>{"a", "bc"}));
+  EXPECT_EQ(r->options.sampling.presence_penalty, 1.5f);
+  EXPECT_EQ(r->options.sampling.frequency_penalty, -1.0f);
+  EXPECT_EQ(r->options.sampling.repeat_last_n, -1);
+  EXPECT_EQ(r->options.top_logprobs, 3);
+  EXPECT_EQ(r->options.sampling.logit_bias.at(17), -100.0f);
+}
+
+TEST(ApiRequestTest, CompletionPrompts) {
+  auto text = ParseApiRequest(Endpoint::kCompletion, R"({"prompt":"Once","logprobs":2})", Limits());
+  ASSERT_TRUE(text.ok());
+  EXPECT_EQ(text->prompt, "Once");
+  EXPECT_EQ(text->options.max_tokens, 16);
+  EXPECT_EQ(text->options.top_logprobs, 2);
+  auto ids = ParseApiRequest(Endpoint::kCompletion, R"({"prompt":[1,2,3]})", Limits());
+  ASSERT_TRUE(ids.ok());
+  EXPECT_EQ(ids->prompt_tokens, (std::vector<int32_t>{1, 2, 3}));
+}
+
+struct BadCase {
+  Endpoint endpoint;
+  const char* body;
+  const char* param;  // expected start of the message
+};
+
+TEST(ApiRequestTest, MalformedInputIsInvalidArgumentNamingTheField) {
+  const BadCase cases[] = {
+      {Endpoint::kChat, R"({"messages":)", "body"},
+      {Endpoint::kChat, R"([1,2])", "body"},
+      {Endpoint::kChat, "{\"messages\":[{\"role\":\"user\",\"content\":\"\xff\xfe\"}]}", "body"},
+      {Endpoint::kChat, R"({"messages":[{"role":"user","content":"\ud800"}]})", "body"},
+      {Endpoint::kChat, R"({})", "messages"},
+      {Endpoint::kChat, R"({"messages":[]})", "messages"},
+      {Endpoint::kChat, R"({"messages":"hi"})", "messages"},
+      {Endpoint::kChat, R"({"messages":[{"role":"wizard","content":"x"}]})", "messages[0].role"},
+      {Endpoint::kChat, R"({"messages":[{"content":"x"}]})", "messages[0].role"},
+      {Endpoint::kChat, R"({"messages":[{"role":"user"}]})", "messages[0].content"},
+      {Endpoint::kChat, R"({"messages":[{"role":"user","content":5}]})", "messages[0].content"},
+      {Endpoint::kChat, R"({"messages":[{"role":"user","content":[{"type":"image_url"}]}]})", "messages[0].content"},
+      {Endpoint::kChat, R"({"messages":[{"role":"user","content":"x"}],"temperature":"hot"})", "temperature"},
+      {Endpoint::kChat, R"({"messages":[{"role":"user","content":"x"}],"temperature":3})", "temperature"},
+      {Endpoint::kChat, R"({"messages":[{"role":"user","content":"x"}],"top_p":0})", "top_p"},
+      {Endpoint::kChat, R"({"messages":[{"role":"user","content":"x"}],"max_tokens":-1})", "max_tokens"},
+      {Endpoint::kChat, R"({"messages":[{"role":"user","content":"x"}],"max_tokens":1e30})", "max_tokens"},
+      {Endpoint::kChat, R"({"messages":[{"role":"user","content":"x"}],"max_tokens":100000})", "max_tokens"},
+      {Endpoint::kChat, R"({"messages":[{"role":"user","content":"x"}],"max_tokens":18446744073709551615})", "max_tokens"},
+      {Endpoint::kChat, R"({"messages":[{"role":"user","content":"x"}],"seed":1.5})", "seed"},
+      {Endpoint::kChat, R"({"messages":[{"role":"user","content":"x"}],"stop":[1]})", "stop"},
+      {Endpoint::kChat, R"({"messages":[{"role":"user","content":"x"}],"stop":["a","b","c","d","e"]})", "stop"},
+      {Endpoint::kChat, R"({"messages":[{"role":"user","content":"x"}],"stop":[""]})", "stop"},
+      {Endpoint::kChat, R"({"messages":[{"role":"user","content":"x"}],"presence_penalty":9})", "presence_penalty"},
+      {Endpoint::kChat, R"({"messages":[{"role":"user","content":"x"}],"top_logprobs":2})", "top_logprobs"},
+      {Endpoint::kChat, R"({"messages":[{"role":"user","content":"x"}],"logprobs":true,"top_logprobs":21})", "top_logprobs"},
+      {Endpoint::kChat, R"({"messages":[{"role":"user","content":"x"}],"n":2})", "n"},
+      {Endpoint::kChat, R"({"messages":[{"role":"user","content":"x"}],"stream":"yes"})", "stream"},
+      {Endpoint::kChat, R"({"messages":[{"role":"user","content":"x"}],"logit_bias":{"abc":1}})", "logit_bias"},
+      {Endpoint::kChat, R"({"messages":[{"role":"user","content":"x"}],"logit_bias":{"9999":1}})", "logit_bias"},
+      {Endpoint::kChat, R"({"messages":[{"role":"user","content":"x"}],"response_format":{"type":"json_schema"}})", "response_format"},
+      {Endpoint::kChat, R"({"messages":[{"role":"user","content":"x"}],"response_format":{"type":"json_object"}})", "response_format"},
+      {Endpoint::kChat, R"({"messages":[{"role":"user","content":"x"}],"model":7})", "model"},
+      {Endpoint::kCompletion, R"({})", "prompt"},
+      {Endpoint::kCompletion, R"({"prompt":[1,-2]})", "prompt"},
+      {Endpoint::kCompletion, R"({"prompt":[1,512]})", "prompt"},
+      {Endpoint::kCompletion, R"({"prompt":["a","b"]})", "prompt"},
+      {Endpoint::kCompletion, R"({"prompt":"x","logprobs":6})", "logprobs"},
+      {Endpoint::kCompletion, R"({"prompt":"x","echo":true})", "echo"},
+  };
+  for (const BadCase& c : cases) {
+    auto r = ParseApiRequest(c.endpoint, c.body, Limits());
+    ASSERT_FALSE(r.ok()) << c.body;
+    EXPECT_EQ(r.status().code(), StatusCode::kInvalidArgument) << c.body;
+    EXPECT_EQ(r.status().message().rfind(std::string(c.param) + ":", 0), 0u)
+        << c.body << " -> " << r.status().message();
+    const ApiError e = ErrorFromStatus(r.status());
+    EXPECT_EQ(e.http_status, 400);
+    auto j = nlohmann::json::parse(ErrorJson(e));
+    EXPECT_EQ(j["error"]["type"], "invalid_request_error");
+    EXPECT_EQ(j["error"]["param"], c.param) << c.body;
+  }
+}
+
+TEST(ApiRequestTest, JsonModeAddsInstructions) {
+  auto r = Chat(R"({"messages":[{"role":"user","content":"give me JSON"}],"response_format":{"type":"json_object"}})");
+  ASSERT_TRUE(r.ok());
+  ASSERT_EQ(r->messages.size(), 2u);
+  EXPECT_EQ(r->messages[0].role, "system");
+  EXPECT_TRUE(r->json_mode);
+}
+
+TEST(ApiResponseTest, StatusToHttp) {
+  EXPECT_EQ(ErrorFromStatus(ResourceExhausted("full")).http_status, 429);
+  EXPECT_EQ(ErrorFromStatus(OutOfRange("long")).http_status, 400);
+  EXPECT_EQ(ErrorFromStatus(OutOfRange("long")).code, "context_length_exceeded");
+  EXPECT_EQ(ErrorFromStatus(Unavailable("down")).http_status, 503);
+  EXPECT_EQ(ErrorFromStatus(Internal("bug")).http_status, 500);
+}
+
+TEST(MetricsTest, PrometheusText) {
+  Metrics m;
+  m.CountResponse("/v1/chat/completions", 200);
+  m.CountResponse("/nope/../etc", 404);
+  m.ObserveTimeToFirstToken(0.03);
+  m.ObserveTimeToFirstToken(7.0);
+  const auto t0 = Metrics::Clock::now() - std::chrono::seconds(3);
+  m.AddGeneratedTokens(50, t0);
+  engine::SchedulerStats stats;
+  stats.slots_total = 4;
+  stats.slots_active = 2;
+  stats.queue_depth = 1;
+  const std::string text = m.Render(stats);
+  EXPECT_NE(text.find("cohort_http_responses_total{path=\"/v1/chat/completions\",status=\"200\"} 1\n"), std::string::npos);
+  EXPECT_NE(text.find("cohort_http_responses_total{path=\"other\",status=\"404\"} 1\n"), std::string::npos);
+  EXPECT_NE(text.find("cohort_slots_active 2\n"), std::string::npos);
+  EXPECT_NE(text.find("cohort_queue_depth 1\n"), std::string::npos);
+  EXPECT_NE(text.find("cohort_time_to_first_token_seconds_bucket{le=\"0.05\"} 1\n"), std::string::npos);
+  EXPECT_NE(text.find("cohort_time_to_first_token_seconds_bucket{le=\"10\"} 2\n"), std::string::npos);
+  EXPECT_NE(text.find("cohort_time_to_first_token_seconds_count 2\n"), std::string::npos);
+  EXPECT_NE(text.find("cohort_generation_tokens_per_second 5\n"), std::string::npos);
+}
+
+}  // namespace
+}  // namespace cohort::server

@@ -1,0 +1,233 @@
+// Hostile input: dozens of kinds of bad request — broken JSON, wrong types, absurd numbers,
+// unknown roles, invalid UTF-8, huge bodies, bad keys, slow-loris partial headers and bodies —
+// each must get the right 4xx (in OpenAI's error shape) or be cut off by the server's timeout,
+// while a well-behaved client keeps being served throughout.
+import { test, before, after } from 'node:test';
+import assert from 'node:assert/strict';
+import { startServer, fixture, rawExchange, statusOf, bodyOf, sleep } from './serve_helper.mjs';
+
+const KEY = 'sk-hostile';
+let server;
+let good;  // the well-behaved client running beside every bad request
+
+before(async () => {
+  server = await startServer(['-m', fixture('stories260K'), '--chat-template', 'chatml', '--ctx', '128',
+                              '--parallel', '2', '--api-key', KEY, '--timeout', '2', '--max-body', '65536']);
+  good = goodClient(server.base);
+});
+
+after(async () => {
+  const served = await good.stop();
+  assert.ok(served.ok >= 5, `good client served ${served.ok} times`);
+  assert.deepEqual(served.failures, []);
+  assert.equal(await server.stop(), 0, server.log());
+});
+
+// Sends small valid requests in a loop; every one must succeed.
+function goodClient(base) {
+  let running = true;
+  const stats = { ok: 0, failures: [] };
+  const loop = (async () => {
+    while (running) {
+      try {
+        const res = await fetch(`${base}/v1/completions`, {
+          method: 'POST',
+          headers: { 'content-type': 'application/json', authorization: `Bearer ${KEY}` },
+          body: JSON.stringify({ prompt: 'Once', max_tokens: 3, temperature: 0 }),
+          signal: AbortSignal.timeout(20000),
+        });
+        const body = await res.json();
+        if (res.status === 200 && body.choices?.[0]?.text !== undefined) stats.ok += 1;
+        else stats.failures.push(`${res.status} ${JSON.stringify(body)}`);
+      } catch (e) {
+        stats.failures.push(String(e));
+      }
+      await sleep(20);
+    }
+  })();
+  return { async stop() { running = false; await loop; return stats; } };
+}
+
+const chat = (extra) => ({ messages: [{ role: 'user', content: 'hi' }], max_tokens: 2, ...extra });
+
+async function post(path, body, { key = KEY, raw = false, contentType = 'application/json' } = {}) {
+  const headers = { 'content-type': contentType };
+  if (key !== null) headers.authorization = `Bearer ${key}`;
+  const res = await fetch(`${server.base}${path}`, {
+    method: 'POST', headers, body: raw ? body : JSON.stringify(body), signal: AbortSignal.timeout(20000),
+  });
+  const text = await res.text();
+  return { status: res.status, text };
+}
+
+function assertOpenAiError(r, status, what) {
+  assert.equal(r.status, status, `${what}: ${r.status} ${r.text}`);
+  const body = JSON.parse(r.text);
+  assert.equal(typeof body.error?.message, 'string', `${what}: ${r.text}`);
+  assert.ok(body.error.message.length > 0);
+  assert.equal(typeof body.error.type, 'string');
+}
+
+// [name, path, body (object, or string sent as-is), expected status, expected param]
+const jsonCases = [
+  ['broken JSON', '/v1/chat/completions', '{"messages": [', 400, 'body'],
+  ['empty body', '/v1/chat/completions', '', 400, 'body'],
+  ['body is an array', '/v1/chat/completions', [1, 2], 400, 'body'],
+  ['body is null', '/v1/chat/completions', 'null', 400, 'body'],
+  ['NaN literal', '/v1/chat/completions', '{"messages":[{"role":"user","content":"x"}],"temperature":NaN}', 400, 'body'],
+  ['trailing garbage', '/v1/chat/completions', '{"messages":[]} xyz', 400, 'body'],
+  ['lone surrogate escape', '/v1/chat/completions', '{"messages":[{"role":"user","content":"\\ud800"}]}', 400, 'body'],
+  ['missing messages', '/v1/chat/completions', { max_tokens: 2 }, 400, 'messages'],
+  ['empty messages', '/v1/chat/completions', { messages: [] }, 400, 'messages'],
+  ['messages not an array', '/v1/chat/completions', { messages: { role: 'user' } }, 400, 'messages'],
+  ['message not an object', '/v1/chat/completions', { messages: ['hi'] }, 400, 'messages[0]'],
+  ['unknown role', '/v1/chat/completions', { messages: [{ role: 'root', content: 'x' }] }, 400, 'messages[0].role'],
+  ['missing role', '/v1/chat/completions', { messages: [{ content: 'x' }] }, 400, 'messages[0].role'],
+  ['role not a string', '/v1/chat/completions', { messages: [{ role: 5, content: 'x' }] }, 400, 'messages[0].role'],
+  ['content a number', '/v1/chat/completions', { messages: [{ role: 'user', content: 42 }] }, 400, 'messages[0].content'],
+  ['content missing', '/v1/chat/completions', { messages: [{ role: 'user' }] }, 400, 'messages[0].content'],
+  ['image part', '/v1/chat/completions', { messages: [{ role: 'user', content: [{ type: 'image_url', image_url: { url: 'x' } }] }] }, 400, 'messages[0].content'],
+  ['temperature a string', '/v1/chat/completions', chat({ temperature: 'hot' }), 400, 'temperature'],
+  ['temperature too high', '/v1/chat/completions', chat({ temperature: 1e9 }), 400, 'temperature'],
+  ['temperature negative', '/v1/chat/completions', chat({ temperature: -0.5 }), 400, 'temperature'],
+  ['top_p above 1', '/v1/chat/completions', chat({ top_p: 1.5 }), 400, 'top_p'],
+  ['max_tokens negative', '/v1/chat/completions', chat({ max_tokens: -5 }), 400, 'max_tokens'],
+  ['max_tokens zero', '/v1/chat/completions', chat({ max_tokens: 0 }), 400, 'max_tokens'],
+  ['max_tokens absurd', '/v1/chat/completions', chat({ max_tokens: 1e15 }), 400, 'max_tokens'],
+  ['max_tokens fractional', '/v1/chat/completions', chat({ max_tokens: 3.5 }), 400, 'max_tokens'],
+  ['max_completion_tokens a string', '/v1/chat/completions', chat({ max_completion_tokens: '10' }), 400, 'max_completion_tokens'],
+  ['n above 1', '/v1/chat/completions', chat({ n: 3 }), 400, 'n'],
+  ['too many stops', '/v1/chat/completions', chat({ stop: ['a', 'b', 'c', 'd', 'e'] }), 400, 'stop'],
+  ['stop not a string', '/v1/chat/completions', chat({ stop: [7] }), 400, 'stop'],
+  ['empty stop', '/v1/chat/completions', chat({ stop: '' }), 400, 'stop'],
+  ['huge stop', '/v1/chat/completions', chat({ stop: 'x'.repeat(5000) }), 400, 'stop'],
+  ['presence_penalty absurd', '/v1/chat/completions', chat({ presence_penalty: -100 }), 400, 'presence_penalty'],
+  ['frequency_penalty a bool', '/v1/chat/completions', chat({ frequency_penalty: true }), 400, 'frequency_penalty'],
+  ['top_logprobs without logprobs', '/v1/chat/completions', chat({ top_logprobs: 2 }), 400, 'top_logprobs'],
+  ['top_logprobs too many', '/v1/chat/completions', chat({ logprobs: true, top_logprobs: 1000 }), 400, 'top_logprobs'],
+  ['seed a string', '/v1/chat/completions', chat({ seed: 'abc' }), 400, 'seed'],
+  ['logit_bias bad key', '/v1/chat/completions', chat({ logit_bias: { foo: 1 } }), 400, 'logit_bias'],
+  ['logit_bias out of vocab', '/v1/chat/completions', chat({ logit_bias: { 99999999: 1 } }), 400, 'logit_bias'],
+  ['logit_bias huge value', '/v1/chat/completions', chat({ logit_bias: { 5: 1e6 } }), 400, 'logit_bias'],
+  ['stream not a bool', '/v1/chat/completions', chat({ stream: 'yes' }), 400, 'stream'],
+  ['stream with bad params', '/v1/chat/completions', chat({ stream: true, temperature: 9 }), 400, 'temperature'],
+  ['response_format json_schema', '/v1/chat/completions', chat({ response_format: { type: 'json_schema' } }), 400, 'response_format'],
+  ['response_format not an object', '/v1/chat/completions', chat({ response_format: 'json' }), 400, 'response_format'],
+  ['model a number', '/v1/chat/completions', chat({ model: 12 }), 400, 'model'],
+  ['prompt missing', '/v1/completions', { max_tokens: 2 }, 400, 'prompt'],
+  ['prompt token negative', '/v1/completions', { prompt: [1, -7] }, 400, 'prompt'],
+  ['prompt token out of vocab', '/v1/completions', { prompt: [1, 10 ** 9] }, 400, 'prompt'],
+  ['prompt an object', '/v1/completions', { prompt: { text: 'x' } }, 400, 'prompt'],
+  ['several prompts', '/v1/completions', { prompt: ['a', 'b'] }, 400, 'prompt'],
+  ['completions logprobs too many', '/v1/completions', { prompt: 'x', logprobs: 50 }, 400, 'logprobs'],
+];
+
+test('malformed JSON and out-of-range fields get 400 with the parameter named', async () => {
+  assert.ok(jsonCases.length >= 30);
+  for (const [name, path, body, status, param] of jsonCases) {
+    const r = await post(path, body, { raw: typeof body === 'string' });
+    assertOpenAiError(r, status, name);
+    assert.equal(JSON.parse(r.text).error.param, param, `${name}: ${r.text}`);
+  }
+});
+
+test('prompt longer than the context is 400 context_length_exceeded', async () => {
+  const r = await post('/v1/chat/completions', { messages: [{ role: 'user', content: 'word '.repeat(500) }] });
+  assertOpenAiError(r, 400, 'long prompt');
+  assert.equal(JSON.parse(r.text).error.code, 'context_length_exceeded');
+});
+
+test('invalid UTF-8 in the body is 400', async () => {
+  const bytes = Buffer.concat([Buffer.from('{"messages":[{"role":"user","content":"'),
+                               Buffer.from([0xff, 0xfe, 0xc3, 0x28]), Buffer.from('"}]}')]);
+  const r = await post('/v1/chat/completions', bytes, { raw: true });
+  assertOpenAiError(r, 400, 'invalid UTF-8');
+  const overlong = Buffer.concat([Buffer.from('{"prompt":"'), Buffer.from([0xc0, 0xaf]), Buffer.from('"}')]);
+  assertOpenAiError(await post('/v1/completions', overlong, { raw: true }), 400, 'overlong UTF-8');
+});
+
+test('deeply nested JSON is refused, not a crash', async () => {
+  const r = await post('/v1/chat/completions', '['.repeat(60000), { raw: true });
+  assertOpenAiError(r, 400, 'nested');
+  const r2 = await post('/v1/chat/completions', '{"messages":' + '['.repeat(30000) + ']'.repeat(30000) + '}', { raw: true });
+  assertOpenAiError(r2, 400, 'nested messages');
+});
+
+test('authentication: missing, wrong, malformed keys are 401', async () => {
+  assertOpenAiError(await post('/v1/chat/completions', chat({}), { key: null }), 401, 'no key');
+  assertOpenAiError(await post('/v1/chat/completions', chat({}), { key: 'sk-wrong' }), 401, 'wrong key');
+  assertOpenAiError(await post('/v1/chat/completions', chat({}), { key: KEY + 'x' }), 401, 'longer key');
+  assertOpenAiError(await post('/v1/chat/completions', chat({}), { key: '' }), 401, 'empty key');
+  const basic = await rawExchange(server.port, [
+    `POST /v1/completions HTTP/1.1\r\nHost: x\r\nAuthorization: Basic ${KEY}\r\nContent-Length: 2\r\nConnection: close\r\n\r\n{}`]);
+  assert.equal(statusOf(basic.text), 401);
+});
+
+test('unknown endpoints and methods are 404', async () => {
+  const r = await fetch(`${server.base}/v1/engines`, { headers: { authorization: `Bearer ${KEY}` } });
+  assert.equal(r.status, 404);
+  assert.equal(typeof (await r.json()).error.message, 'string');
+  const g = await fetch(`${server.base}/v1/chat/completions`, { headers: { authorization: `Bearer ${KEY}` } });
+  assert.ok(g.status === 404 || g.status === 405, String(g.status));
+});
+
+test('huge bodies are 413', async () => {
+  const big = JSON.stringify({ messages: [{ role: 'user', content: 'x'.repeat(200000) }] });
+  assertOpenAiError(await post('/v1/chat/completions', big, { raw: true }), 413, 'big body');
+  // A declared length far past the limit is refused before the body is read.
+  const declared = await rawExchange(server.port, [
+    `POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer ${KEY}\r\nContent-Length: 10000000000\r\n\r\n{"messages":`]);
+  assert.equal(statusOf(declared.text), 413, declared.text);
+  // Chunked transfer encoding does not get around the limit.
+  const chunk = 'a'.repeat(16000);
+  const chunks = [`POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer ${KEY}\r\nTransfer-Encoding: chunked\r\n\r\n`];
+  for (let i = 0; i < 8; i++) chunks.push(`${chunk.length.toString(16)}\r\n${chunk}\r\n`);
+  const chunked = await rawExchange(server.port, chunks);
+  assert.ok(statusOf(chunked.text) === 413 || (statusOf(chunked.text) === 0 && chunked.closedByServer), chunked.text.slice(0, 200));
+});
+
+test('garbage request lines and oversized headers are refused', async () => {
+  const garbage = await rawExchange(server.port, ['HELLO THERE\r\n\r\n']);
+  assert.ok(garbage.closedByServer);
+  assert.ok([0, 400].includes(statusOf(garbage.text)), garbage.text);
+  const longHeader = await rawExchange(server.port, [`GET /health HTTP/1.1\r\nHost: x\r\nX-Big: ${'y'.repeat(20000)}\r\n\r\n`]);
+  assert.ok(longHeader.closedByServer);
+  assert.notEqual(statusOf(longHeader.text), 200);
+  const longUri = await rawExchange(server.port, [`GET /${'a'.repeat(20000)} HTTP/1.1\r\nHost: x\r\n\r\n`]);
+  assert.ok(longUri.closedByServer);
+  assert.ok([0, 400, 414].includes(statusOf(longUri.text)), longUri.text.slice(0, 100));
+});
+
+test('slow-loris partial headers and bodies are cut off by the timeout', async () => {
+  // Headers that never finish, a body that never arrives, and a connection that says nothing:
+  // all closed by the server within its 2 s timeout (plus slack), many at once.
+  const attacks = [];
+  for (let i = 0; i < 8; i++) {
+    attacks.push(rawExchange(server.port, ['POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\n'], { timeoutMs: 12000 }));
+    attacks.push(rawExchange(server.port, [
+      `POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer ${KEY}\r\nContent-Length: 500\r\n\r\n{"messa`],
+    { timeoutMs: 12000 }));
+    attacks.push(rawExchange(server.port, [], { timeoutMs: 12000 }));
+  }
+  // Meanwhile the server answers others at once.
+  const t0 = Date.now();
+  const health = await fetch(`${server.base}/health`);
+  assert.equal(health.status, 200);
+  assert.ok(Date.now() - t0 < 1500);
+  for (const r of await Promise.all(attacks)) {
+    assert.ok(r.closedByServer, 'connection left open');
+    assert.ok(r.ms < 10000, `closed after ${r.ms} ms`);
+    assert.ok([0, 400, 408].includes(statusOf(r.text)), r.text);
+  }
+});
+
+test('a client that disconnects before its answer does not disturb the server', async () => {
+  for (let i = 0; i < 5; i++) {
+    await rawExchange(server.port, [
+      `POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer ${KEY}\r\nContent-Length: 80\r\n\r\n` +
+      JSON.stringify({ messages: [{ role: 'user', content: 'hi' }], max_tokens: 50 }).padEnd(80, ' ')],
+    { timeoutMs: 5 });
+  }
+  const r = await post('/v1/chat/completions', chat({}));
+  assert.equal(r.status, 200, r.text);
+});

@@ -1,0 +1,313 @@
+// Continuous batching on real models: N requests generating together in one batch must give
+// exactly the tokens and text each gives alone (the single-sequence Generator is the
+// reference), whether they start together or join while others run; plus the queue bound,
+// cancellation, limits and stop strings.
+#include "engine/scheduler.h"
+
+#include <gtest/gtest.h>
+
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "engine/generator.h"
+#include "engine/loaded_model.h"
+
+namespace cohort::engine {
+namespace {
+
+std::string ModelPath(const std::string& name) {
+  return std::string(COHORT_TEST_DATA) + "/fixtures/models/" + name + ".gguf";
+}
+
+// Drains a handle until done.
+RequestOutput Collect(RequestHandle& handle) {
+  RequestOutput total;
+  while (!total.done) {
+    RequestOutput part;
+    if (handle.Wait(part, std::chrono::milliseconds(100))) total.Append(std::move(part));
+  }
+  return total;
+}
+
+class SchedulerTest : public ::testing::TestWithParam<std::string> {
+ protected:
+  void SetUp() override {
+    auto loaded = LoadedModel::Open(ModelPath(GetParam()));
+    ASSERT_TRUE(loaded.ok()) << loaded.status().ToString();
+    model_ = std::move(*loaded);
+  }
+
+  // Prompts of different lengths, so sequences sit at different positions in each batch.
+  std::vector<std::vector<int32_t>> Prompts(int n) const {
+    const char* texts[] = {"Once upon a time", "The cat", "Lily and Tom went to the park to play",
+                           "One day", "A big red ball rolled down the hill and", "Sam",
+                           "She was happy because", "The sun"};
+    std::vector<std::vector<int32_t>> prompts;
+    for (int i = 0; i < n; ++i) prompts.push_back(model_->tokenizer().Encode(texts[i % 8], true, true));
+    return prompts;
+  }
+
+  GenerateResult Alone(const std::vector<int32_t>& prompt, const GenerateOptions& options) {
+    Generator generator(*model_, ctx_);
+    auto result = generator.Generate(prompt, options);
+    EXPECT_TRUE(result.ok()) << result.status().ToString();
+    return result.ok() ? *result : GenerateResult{};
+  }
+
+  static GenerateOptions Greedy(int max_tokens) {
+    GenerateOptions o;
+    o.max_tokens = max_tokens;
+    o.sampling = GreedyParams();
+    o.kv_type = DType::kF32;
+    o.n_ctx = 256;
+    return o;
+  }
+
+  static SchedulerOptions Sched(int n_parallel) {
+    SchedulerOptions s;
+    s.n_parallel = n_parallel;
+    s.n_ctx = 256;
+    s.kv_type = DType::kF32;
+    s.n_batch = 7;  // small: prompts arrive in several chunks beside decoding sequences
+    return s;
+  }
+
+  void ExpectSame(const GenerateResult& alone, const RequestOutput& batched, size_t i) {
+    EXPECT_TRUE(batched.status.ok()) << batched.status.ToString();
+    EXPECT_EQ(batched.tokens, alone.tokens) << "request " << i;
+    EXPECT_EQ(batched.text, alone.text) << "request " << i;
+    EXPECT_EQ(batched.finish_reason, alone.finish_reason) << "request " << i;
+    EXPECT_EQ(batched.prompt_tokens, alone.prompt_tokens);
+    EXPECT_EQ(batched.completion_tokens, alone.completion_tokens);
+  }
+
+  ThreadPool pool_{2};
+  Logger log_{LogLevel::kWarn};
+  Context ctx_{&pool_, &log_};
+  std::unique_ptr<LoadedModel> model_;
+};
+
+TEST_P(SchedulerTest, ConcurrentGreedyEqualsAlone) {
+  const auto prompts = Prompts(6);
+  const GenerateOptions options = Greedy(40);
+  Scheduler scheduler(*model_, ctx_, Sched(4));  // 6 requests, 4 slots: two wait in the queue
+  ASSERT_TRUE(scheduler.Start().ok());
+  std::vector<std::shared_ptr<RequestHandle>> handles;
+  for (const auto& prompt : prompts) {
+    auto handle = scheduler.Submit({prompt, options});
+    ASSERT_TRUE(handle.ok()) << handle.status().ToString();
+    handles.push_back(*handle);
+  }
+  std::vector<RequestOutput> outputs;
+  for (auto& h : handles) outputs.push_back(Collect(*h));
+  for (size_t i = 0; i < prompts.size(); ++i) ExpectSame(Alone(prompts[i], options), outputs[i], i);
+  const SchedulerStats stats = scheduler.stats();
+  EXPECT_EQ(stats.requests_finished, 6u);
+  EXPECT_EQ(stats.slots_active, 0);
+  // Batching happened: far fewer forward passes than tokens evaluated.
+  uint64_t tokens = 0;
+  for (const auto& o : outputs) tokens += o.prompt_tokens + o.completion_tokens;
+  EXPECT_LT(stats.forward_passes, tokens / 2);
+}
+
+TEST_P(SchedulerTest, JoiningWhileOthersRunEqualsAlone) {
+  const auto prompts = Prompts(5);
+  const GenerateOptions options = Greedy(48);
+  Scheduler scheduler(*model_, ctx_, Sched(3));
+  ASSERT_TRUE(scheduler.Start().ok());
+  std::vector<std::shared_ptr<RequestHandle>> handles;
+  std::vector<RequestOutput> outputs(prompts.size());
+  for (size_t i = 0; i < prompts.size(); ++i) {
+    auto handle = scheduler.Submit({prompts[i], options});
+    ASSERT_TRUE(handle.ok());
+    handles.push_back(*handle);
+    // Let the earlier ones produce a few tokens before the next joins.
+    while (outputs[i].completion_tokens < 3 * static_cast<int>(i % 2 + 1) && !outputs[i].done) {
+      RequestOutput part;
+      if (handles[i]->Wait(part, std::chrono::milliseconds(100))) outputs[i].Append(std::move(part));
+    }
+  }
+  for (size_t i = 0; i < prompts.size(); ++i) {
+    if (!outputs[i].done) outputs[i].Append(Collect(*handles[i]));
+    ExpectSame(Alone(prompts[i], options), outputs[i], i);
+  }
+}
+
+TEST_P(SchedulerTest, SeededSamplingEqualsAlone) {
+  const auto prompts = Prompts(4);
+  std::vector<GenerateOptions> options;
+  for (int i = 0; i < 4; ++i) {
+    GenerateOptions o = Greedy(32);
+    o.sampling = SamplingParams{};
+    o.sampling.temperature = 0.9f;
+    o.sampling.seed = 1000 + i;
+    o.sampling.presence_penalty = 0.5f * i;
+    o.top_logprobs = i;
+    options.push_back(o);
+  }
+  Scheduler scheduler(*model_, ctx_, Sched(4));
+  ASSERT_TRUE(scheduler.Start().ok());
+  std::vector<std::shared_ptr<RequestHandle>> handles;
+  for (size_t i = 0; i < prompts.size(); ++i) handles.push_back(*scheduler.Submit({prompts[i], options[i]}));
+  for (size_t i = 0; i < prompts.size(); ++i) {
+    const RequestOutput out = Collect(*handles[i]);
+    const GenerateResult alone = Alone(prompts[i], options[i]);
+    ExpectSame(alone, out, i);
+    ASSERT_EQ(out.logprobs.size(), alone.logprobs.size());
+    for (size_t t = 0; t < out.logprobs.size(); ++t) {
+      EXPECT_EQ(out.logprobs[t].chosen.token, alone.logprobs[t].chosen.token);
+      EXPECT_EQ(out.logprobs[t].chosen.logprob, alone.logprobs[t].chosen.logprob);
+      EXPECT_EQ(out.logprobs[t].top.size(), static_cast<size_t>(i));
+    }
+  }
+}
+
+TEST_P(SchedulerTest, StopStringEndsTheText) {
+  const auto prompt = Prompts(1)[0];
+  const GenerateResult full = Alone(prompt, Greedy(40));
+  ASSERT_GT(full.text.size(), 12u);
+  GenerateOptions options = Greedy(40);
+  options.stop = {full.text.substr(full.text.size() / 2, 3)};
+  Scheduler scheduler(*model_, ctx_, Sched(2));
+  ASSERT_TRUE(scheduler.Start().ok());
+  auto other = scheduler.Submit({Prompts(3)[2], Greedy(40)});  // a neighbour in the batch
+  auto handle = scheduler.Submit({prompt, options});
+  ASSERT_TRUE(handle.ok() && other.ok());
+  const RequestOutput out = Collect(**handle);
+  const GenerateResult alone = Alone(prompt, options);
+  ExpectSame(alone, out, 0);
+  EXPECT_EQ(out.finish_reason, FinishReason::kStop);
+  EXPECT_EQ(out.stop_index, 0);
+  EXPECT_EQ(out.text, full.text.substr(0, full.text.find(options.stop[0])));
+  Collect(**other);
+}
+
+INSTANTIATE_TEST_SUITE_P(Models, SchedulerTest,
+                         ::testing::Values("stories260K", "tiny-qwen3-f32", "tiny-llama-q4_0",
+                                           "tiny-qwen3moe-f32", "tiny-deepseek2-f32"));
+
+class SchedulerLimitsTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    auto loaded = LoadedModel::Open(ModelPath("stories260K"));
+    ASSERT_TRUE(loaded.ok());
+    model_ = std::move(*loaded);
+  }
+  ScheduledRequest Long() const {
+    ScheduledRequest r;
+    r.prompt = {1, 403, 407, 261, 378};
+    r.options.max_tokens = 200;
+    r.options.ignore_eos = true;
+    r.options.sampling = GreedyParams();
+    return r;
+  }
+  ThreadPool pool_{1};
+  Logger log_{LogLevel::kWarn};
+  Context ctx_{&pool_, &log_};
+  std::unique_ptr<LoadedModel> model_;
+};
+
+TEST_F(SchedulerLimitsTest, QueueFullIsResourceExhausted) {
+  SchedulerOptions s;
+  s.n_parallel = 1;
+  s.max_queue = 1;
+  s.n_ctx = 256;
+  Scheduler scheduler(*model_, ctx_, s);
+  ASSERT_TRUE(scheduler.Start().ok());
+  std::vector<std::shared_ptr<RequestHandle>> accepted;
+  int refused = 0;
+  for (int i = 0; i < 4; ++i) {
+    auto h = scheduler.Submit(Long());
+    if (h.ok()) {
+      accepted.push_back(*h);
+    } else {
+      EXPECT_EQ(h.status().code(), StatusCode::kResourceExhausted);
+      ++refused;
+    }
+  }
+  // One slot and one queue place: at most two of four fit.
+  EXPECT_GE(refused, 2);
+  for (auto& h : accepted) {
+    const RequestOutput out = Collect(*h);
+    EXPECT_EQ(out.completion_tokens, 200);
+    EXPECT_EQ(out.finish_reason, FinishReason::kLength);
+  }
+}
+
+TEST_F(SchedulerLimitsTest, CancelFreesTheSlot) {
+  SchedulerOptions s;
+  s.n_parallel = 1;
+  s.n_ctx = 256;
+  Scheduler scheduler(*model_, ctx_, s);
+  ASSERT_TRUE(scheduler.Start().ok());
+  ScheduledRequest r = Long();
+  r.options.max_tokens = 250;
+  auto h = scheduler.Submit(r);
+  ASSERT_TRUE(h.ok());
+  RequestOutput first;
+  while (first.tokens.empty()) (*h)->Wait(first, std::chrono::milliseconds(100));
+  (*h)->Cancel();
+  const RequestOutput rest = Collect(**h);
+  EXPECT_EQ(rest.finish_reason, FinishReason::kCancelled);
+  EXPECT_LT(rest.completion_tokens, 250);
+  SchedulerStats stats = scheduler.stats();
+  EXPECT_EQ(stats.slots_active, 0);
+  EXPECT_EQ(stats.requests_cancelled, 1u);
+  // The freed slot serves the next request, from an empty cache.
+  auto next = scheduler.Submit(Long());
+  ASSERT_TRUE(next.ok());
+  EXPECT_EQ(Collect(**next).completion_tokens, 200);
+}
+
+TEST_F(SchedulerLimitsTest, BadRequestsAreRefused) {
+  SchedulerOptions s;
+  s.n_ctx = 16;
+  Scheduler scheduler(*model_, ctx_, s);
+  ASSERT_TRUE(scheduler.Start().ok());
+  ScheduledRequest r = Long();
+  r.prompt.assign(16, 1);
+  EXPECT_EQ(scheduler.Submit(r).status().code(), StatusCode::kOutOfRange);
+  r.prompt = {1, 100000};
+  EXPECT_EQ(scheduler.Submit(r).status().code(), StatusCode::kInvalidArgument);
+  r.prompt = {};
+  EXPECT_EQ(scheduler.Submit(r).status().code(), StatusCode::kInvalidArgument);
+  r = Long();
+  r.options.sampling.temperature = -1.0f;
+  EXPECT_EQ(scheduler.Submit(r).status().code(), StatusCode::kInvalidArgument);
+  // max_tokens 0: done at once with no tokens.
+  r = Long();
+  r.options.max_tokens = 0;
+  auto h = scheduler.Submit(r);
+  ASSERT_TRUE(h.ok());
+  const RequestOutput out = Collect(**h);
+  EXPECT_EQ(out.completion_tokens, 0);
+  EXPECT_EQ(out.prompt_tokens, 5);
+  // The context bounds the completion: 11 tokens fit after a 5-token prompt in 16.
+  r = Long();
+  auto full = scheduler.Submit(r);
+  ASSERT_TRUE(full.ok());
+  const RequestOutput cut = Collect(**full);
+  EXPECT_EQ(cut.completion_tokens, 11);
+  EXPECT_EQ(cut.finish_reason, FinishReason::kLength);
+}
+
+TEST_F(SchedulerLimitsTest, StopFinishesQueuedAndRunning) {
+  SchedulerOptions s;
+  s.n_parallel = 1;
+  s.n_ctx = 256;
+  auto scheduler = std::make_unique<Scheduler>(*model_, ctx_, s);
+  ASSERT_TRUE(scheduler->Start().ok());
+  auto a = scheduler->Submit(Long());
+  auto b = scheduler->Submit(Long());
+  ASSERT_TRUE(a.ok() && b.ok());
+  scheduler->Stop();
+  const RequestOutput out_b = Collect(**b);
+  EXPECT_TRUE(out_b.done);
+  const RequestOutput out_a = Collect(**a);
+  EXPECT_TRUE(out_a.done);
+  EXPECT_EQ(scheduler->Submit(Long()).status().code(), StatusCode::kUnavailable);
+}
+
+}  // namespace
+}  // namespace cohort::engine
