@@ -7,6 +7,7 @@
 
 #include "cmd_bench.h"
 #include "cmd_plan.h"
+#include "cmd_serve.h"
 #include "cmd_worker.h"
 #include "commands.h"
 #include "core/thread_pool.h"
@@ -89,6 +90,9 @@ int main(int argc, char** argv) {
   PlanOptions plan;
   CLI::App* plan_cmd = AddPlanCommand(app, &plan);
 
+  ServeOptions serve;
+  CLI::App* serve_cmd = AddServeCommand(app, &serve);
+
   BenchOptions bench;
   CLI::App* bench_cmd = AddBenchCommand(app, &bench);
 
@@ -109,6 +113,12 @@ int main(int argc, char** argv) {
   }
   if (*worker_cmd) return WorkerCommand(worker, common.verbose);
   if (*plan_cmd) return PlanCommand(plan);
+  if (*serve_cmd) {
+    serve.model = ResolveModel(serve.model);
+    serve.threads = common.threads;
+    serve.verbose = common.verbose;
+    return ServeCommand(serve);
+  }
   if (*bench_cmd) return BenchCommand(bench);
   if (*inspect_cmd) return InspectCommand(common, inspect_model, inspect_ctx);
   if (*synth_cmd) {
