@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "core/fp16.h"
+#include "kernels/ggml_sums.h"
 #include "kernels/ops.h"
 
 namespace cohort::kernels {
@@ -239,6 +240,91 @@ TEST(OpsTest, ArgmaxTiesGoToLowestIndex) {
   const std::vector<float> x = {1.0f, 3.0f, -2.0f, 3.0f, 0.0f};
   EXPECT_EQ(Argmax(x.data(), 5), 1);
   EXPECT_EQ(Argmax(x.data(), 1), 0);
+}
+
+// ---- ggml_sums.h: llama.cpp's attention summation orders ----
+
+// ggml_vec_dot_f32 on AVX-512, restated with explicit vectors: 4 accumulators of 16 lanes,
+// (v0 + v2) + (v1 + v3), then _mm512_reduce_add_ps's tree, then the n % 64 tail.
+float VecDotF32Restated(const float* a, const float* b, int64_t n) {
+  float v[4][16] = {};
+  const int64_t n_main = n / 64 * 64;
+  for (int64_t i = 0; i < n_main; i += 64) {
+    for (int j = 0; j < 4; ++j) {
+      for (int l = 0; l < 16; ++l) v[j][l] = std::fma(a[i + 16 * j + l], b[i + 16 * j + l], v[j][l]);
+    }
+  }
+  float x[16];
+  for (int l = 0; l < 16; ++l) x[l] = (v[0][l] + v[2][l]) + (v[1][l] + v[3][l]);
+  float h[8], q[4];
+  for (int l = 0; l < 8; ++l) h[l] = x[l] + x[l + 8];
+  for (int l = 0; l < 4; ++l) q[l] = h[l] + h[l + 4];
+  float sum = (q[0] + q[2]) + (q[1] + q[3]);
+  for (int64_t i = n_main; i < n; ++i) sum = std::fma(a[i], b[i], sum);
+  return sum;
+}
+
+TEST(GgmlSumsTest, DotIsGgmlVecDotF32AndAccurate) {
+  for (int64_t n : {1, 15, 64, 100, 128, 257}) {
+    const std::vector<float> a = Random(n, 300 + n), b = Random(n, 400 + n);
+    const float got = DotGgml(a.data(), b.data(), n);
+    EXPECT_EQ(got, VecDotF32Restated(a.data(), b.data(), n)) << n;
+    double ref = 0.0;
+    for (int64_t i = 0; i < n; ++i) ref += static_cast<double>(a[i]) * b[i];
+    EXPECT_NEAR(got, ref, 1e-5 * std::sqrt(static_cast<double>(n))) << n;
+  }
+}
+
+TEST(GgmlSumsTest, WeightedRowSumOrdersAndZeroPadding) {
+  const int64_t stride = 41;  // rows wider than the summed columns
+  for (int64_t n : {1, 5, 64, 77, 200}) {
+    for (int64_t width : {1, 16, 33}) {
+      const std::vector<float> w = Random(n, 500 + n), rows = Random(n * stride, 600 + n);
+      for (SumOrder order : {SumOrder::kVecDot, SumOrder::kSgemm}) {
+        SCOPED_TRACE(::testing::Message() << "n=" << n << " width=" << width
+                                          << (order == SumOrder::kSgemm ? " sgemm" : " vec_dot"));
+        std::vector<float> out(static_cast<size_t>(width), -1.0f);
+        WeightedRowSum(w.data(), rows.data(), stride, n, width, order, out.data());
+        // llama.cpp sums over the whole padded cache: zero weights on zero rows change no bit.
+        const int64_t n_pad = 256;
+        std::vector<float> w_pad(w), rows_pad(rows);
+        w_pad.resize(n_pad, 0.0f);
+        rows_pad.resize(n_pad * stride, 0.0f);
+        std::vector<float> out_pad(static_cast<size_t>(width));
+        WeightedRowSum(w_pad.data(), rows_pad.data(), stride, n_pad, width, order, out_pad.data());
+        std::vector<float> column(static_cast<size_t>(n_pad));
+        for (int64_t i = 0; i < width; ++i) {
+          EXPECT_EQ(out[i], out_pad[i]) << i;
+          double ref = 0.0;
+          for (int64_t p = 0; p < n; ++p) ref += static_cast<double>(w[p]) * rows[p * stride + i];
+          EXPECT_NEAR(out[i], ref, 1e-5 * std::sqrt(static_cast<double>(n))) << i;
+          // A token alone: ggml_vec_dot_f32 of the weights with the value column (n_kv % 64 == 0).
+          for (int64_t p = 0; p < n_pad; ++p) column[p] = rows_pad[p * stride + i];
+          if (order == SumOrder::kVecDot) {
+            EXPECT_EQ(out[i], DotGgml(w_pad.data(), column.data(), n_pad)) << i;
+          }
+        }
+      }
+    }
+  }
+}
+
+TEST(GgmlSumsTest, RopeFusesTheFirstProductOfEachOutput) {
+  // ggml's rotate_pairs under GCC's FP contraction: x0*c - x1*s -> fma(x0, c, -(x1*s)),
+  // x0*s + x1*c -> fma(x0, s, x1*c).
+  const std::vector<float> x = Random(64, 700);
+  const std::vector<float> cache = Random(64, 701);
+  for (RopeMode mode : {RopeMode::kNorm, RopeMode::kNeox}) {
+    std::vector<float> y(x);
+    RopeApply(mode, 64, cache.data(), y.data());
+    for (int i = 0; i < 32; ++i) {
+      const int a = mode == RopeMode::kNorm ? 2 * i : i;
+      const int b = mode == RopeMode::kNorm ? 2 * i + 1 : i + 32;
+      const float c = cache[2 * i], s = cache[2 * i + 1];
+      EXPECT_EQ(y[a], std::fma(x[a], c, -(x[b] * s)));
+      EXPECT_EQ(y[b], std::fma(x[a], s, x[b] * c));
+    }
+  }
 }
 
 }  // namespace
