@@ -6,6 +6,7 @@
 #include <memory>
 
 #include "cmd_bench.h"
+#include "cmd_node.h"
 #include "cmd_plan.h"
 #include "cmd_serve.h"
 #include "cmd_worker.h"
@@ -58,6 +59,7 @@ int main(int argc, char** argv) {
   logits_cmd->add_option("--tokens", logits.tokens, "comma-separated token ids")->required();
   logits_cmd->add_option("-o,--output", logits.output, "output file: float32 LE [n_tokens][n_vocab]")->required();
   logits_cmd->add_option("-b,--batch", logits.n_batch, "tokens per forward pass (0 = all at once)");
+  logits_cmd->add_option("--prompt-batch", logits.prompt_batch, "the first N tokens in one pass, then one per pass");
   logits_cmd->add_option("--kv-type", logits.kv_type, "KV cache type: f32 or f16")->check(CLI::IsMember({"f32", "f16"}));
   AddDistOptions(logits_cmd, &logits.dist);
 
@@ -96,6 +98,9 @@ int main(int argc, char** argv) {
   BenchOptions bench;
   CLI::App* bench_cmd = AddBenchCommand(app, &bench);
 
+  NodeOptions node;
+  CLI::App* node_cmd = AddNodeCommand(app, &node);
+
   CLI11_PARSE(app, argc, argv);
   if (common.threads <= 0) common.threads = DefaultThreads();
 
@@ -120,6 +125,7 @@ int main(int argc, char** argv) {
     return ServeCommand(serve);
   }
   if (*bench_cmd) return BenchCommand(bench);
+  if (*node_cmd) { node.verbose = common.verbose; return NodeCommand(node); }
   if (*inspect_cmd) return InspectCommand(common, inspect_model, inspect_ctx);
   if (*synth_cmd) {
     if (synth.vocab_dir.empty()) synth.vocab_dir = std::string(COHORT_SOURCE_DIR) + "/build/external/vocab";

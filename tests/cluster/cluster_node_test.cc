@@ -1,0 +1,328 @@
+// Several ClusterNodes in one process on loopback addresses (127.0.0.x), found through
+// --peers: membership converges, every node names the same leader and holds the same agreed
+// state; a stopped node is marked dead and a stopped leader replaced; a restarted node keeps
+// its id and rejoins; a wrong secret and garbage at the ports change nothing but counters.
+#include <gtest/gtest.h>
+
+#include <arpa/inet.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <filesystem>
+#include <functional>
+#include <random>
+#include <thread>
+
+#include "cluster/cluster_node.h"
+#include "cluster/net.h"
+
+namespace cohort::cluster {
+namespace {
+
+constexpr char kSecret[] = "correct horse battery staple";
+
+bool WaitUntil(const std::function<bool()>& done, int timeout_ms) {
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::milliseconds(timeout_ms);
+  while (std::chrono::steady_clock::now() < deadline) {
+    if (done()) return true;
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+  return done();
+}
+
+class ClusterTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    // One port for every node, each on its own loopback address; the pid spreads concurrent
+    // test processes over ports.
+    port_ = 20000 + static_cast<int>(::getpid() % 20000);
+    dir_ = ::testing::TempDir() + "/cohort_cluster_" + std::to_string(::getpid()) + "_" +
+           ::testing::UnitTest::GetInstance()->current_test_info()->name();
+    std::filesystem::remove_all(dir_);
+  }
+  void TearDown() override {
+    nodes_.clear();
+    std::filesystem::remove_all(dir_);
+  }
+
+  std::string Address(int i) const { return "127.0.0." + std::to_string(10 + i) + ":" + std::to_string(port_); }
+
+  ClusterOptions Options(int i, int n, const std::string& secret = kSecret) const {
+    ClusterOptions o;
+    o.listen = Address(i);
+    for (int k = 0; k < n; ++k) {
+      if (k != i) o.peers.push_back(Address(k));
+    }
+    o.secret = secret;
+    o.state_dir = dir_ + "/node" + std::to_string(i);
+    o.name = "node" + std::to_string(i);
+    o.multicast = false;
+    o.heartbeat_ms = 50;
+    // Generous against a loaded test machine; still well inside the time budget.
+    o.timeouts = {600, 1500, 60000};
+    o.ping_interval_ms = 200;
+    o.probe_interval_ms = 500;
+    o.probe_bytes = 256 << 10;
+    o.profile.run_benchmarks = false;
+    return o;
+  }
+
+  void StartNodes(int n) {
+    nodes_.resize(static_cast<size_t>(n));
+    for (int i = 0; i < n; ++i) StartNode(i, n);
+  }
+  void StartNode(int i, int n) {
+    auto node = ClusterNode::Start(Options(i, n), &log_);
+    ASSERT_TRUE(node.ok()) << node.status().ToString();
+    nodes_[static_cast<size_t>(i)] = std::move(*node);
+  }
+
+  // True when every running node sees exactly the running nodes alive, names the lowest of
+  // them leader and holds an agreed state listing them, at the same (term, version).
+  bool Converged() const {
+    std::vector<NodeId> running;
+    for (const auto& n : nodes_) {
+      if (n) running.push_back(n->id());
+    }
+    std::sort(running.begin(), running.end());
+    std::optional<std::pair<uint64_t, uint64_t>> stamp;
+    for (const auto& n : nodes_) {
+      if (!n) continue;
+      const ClusterSnapshot s = n->Snapshot();
+      std::vector<NodeId> alive;
+      for (const MemberView& m : s.members) {
+        if (m.liveness == Liveness::kAlive) alive.push_back(m.id);
+      }
+      std::sort(alive.begin(), alive.end());
+      if (alive != running || s.leader != running.front()) return false;
+      std::vector<NodeId> agreed;
+      for (const StateMember& m : s.state.members) agreed.push_back(m.id);
+      if (agreed != running || s.state.leader != running.front()) return false;
+      if (stamp && *stamp != std::make_pair(s.state.term, s.state.version)) return false;
+      stamp = std::make_pair(s.state.term, s.state.version);
+    }
+    return true;
+  }
+
+  int IndexOfLeader() const {
+    const NodeId leader = nodes_[0]->Snapshot().leader;
+    for (size_t i = 0; i < nodes_.size(); ++i) {
+      if (nodes_[i] && nodes_[i]->id() == leader) return static_cast<int>(i);
+    }
+    return -1;
+  }
+
+  Logger log_{LogLevel::kWarn};
+  int port_ = 0;
+  std::string dir_;
+  std::vector<std::unique_ptr<ClusterNode>> nodes_;
+};
+
+TEST_F(ClusterTest, ConvergesOnOneLeaderAndState) {
+  StartNodes(4);
+  ASSERT_TRUE(WaitUntil([&] { return Converged(); }, 10000));
+  const ClusterSnapshot s = nodes_[2]->Snapshot();
+  EXPECT_EQ(s.members.size(), 4u);
+  EXPECT_TRUE(s.members[0].is_self);
+  EXPECT_EQ(s.members[0].id, nodes_[2]->id());
+  for (const MemberView& m : s.members) {
+    EXPECT_GT(m.profile.memory_total_bytes, 0) << m.name;
+    EXPECT_GT(m.profile.cores, 0) << m.name;
+  }
+  // Nothing was dropped between nodes sharing the secret.
+  for (const auto& n : nodes_) EXPECT_EQ(n->Snapshot().counters.dropped_total(), 0u);
+  // Links get measured: latency by ping, bandwidth by TCP probe, to every peer.
+  ASSERT_TRUE(WaitUntil([&] {
+    const ClusterSnapshot snap = nodes_[1]->Snapshot();
+    if (snap.members[0].links.size() != 3) return false;
+    for (const LinkMeasurement& l : snap.members[0].links) {
+      if (!(l.latency_s > 0 && l.bandwidth_Bps > 0)) return false;
+    }
+    return true;
+  }, 10000));
+  const nlohmann::json j = SnapshotToJson(nodes_[1]->Snapshot());
+  EXPECT_EQ(j["members"].size(), 4u);
+  EXPECT_EQ(j["state"]["members"].size(), 4u);
+  EXPECT_EQ(j["leader"], nodes_[IndexOfLeader()]->id().Hex());
+}
+
+TEST_F(ClusterTest, ChangesProposedAnywhereReachEveryNode) {
+  StartNodes(3);
+  ASSERT_TRUE(WaitUntil([&] { return Converged(); }, 10000));
+  const int leader = IndexOfLeader();
+  const int follower = (leader + 1) % 3;
+  auto v1 = nodes_[follower]->ProposeChange({ChangeKind::kPutModel, "stories", {{"path", "/m/stories.gguf"}}});
+  ASSERT_TRUE(v1.ok()) << v1.status().ToString();
+  auto v2 = nodes_[leader]->ProposeChange({ChangeKind::kPutPlacement, "inst-1", {{"model", "stories"}}});
+  ASSERT_TRUE(v2.ok()) << v2.status().ToString();
+  EXPECT_EQ(*v2, *v1 + 1);  // numbered in the order the leader received them
+  auto bad = nodes_[follower]->ProposeChange({ChangeKind::kDeleteModel, "absent", {}});
+  EXPECT_EQ(bad.status().code(), StatusCode::kNotFound);
+  ASSERT_TRUE(WaitUntil([&] {
+    for (const auto& n : nodes_) {
+      const ClusterState s = n->Snapshot().state;
+      if (s.version != *v2 || !s.models.count("stories") || !s.placements.count("inst-1")) return false;
+    }
+    return true;
+  }, 5000));
+  EXPECT_EQ(nodes_[(leader + 2) % 3]->Snapshot().state.models.at("stories")["path"], "/m/stories.gguf");
+}
+
+TEST_F(ClusterTest, StoppedLeaderIsReplacedAndRejoinsWithItsId) {
+  StartNodes(4);
+  ASSERT_TRUE(WaitUntil([&] { return Converged(); }, 10000));
+  auto v = nodes_[0]->ProposeChange({ChangeKind::kPutModel, "m", {{"path", "/x"}}});
+  ASSERT_TRUE(v.ok()) << v.status().ToString();
+  const int leader = IndexOfLeader();
+  const NodeId old_id = nodes_[leader]->id();
+  const uint64_t old_term = nodes_[leader]->Snapshot().state.term;
+
+  const auto stopped_at = std::chrono::steady_clock::now();
+  nodes_[leader].reset();  // stops it
+  ASSERT_TRUE(WaitUntil([&] {
+    for (const auto& n : nodes_) {
+      if (!n) continue;
+      for (const MemberView& m : n->Snapshot().members) {
+        if (m.id == old_id && m.liveness != Liveness::kDead) return false;
+      }
+    }
+    return true;
+  }, 5000));
+  const double dead_after_s =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - stopped_at).count();
+  EXPECT_LT(dead_after_s, 1.5 + 1.5);  // dead timeout plus scheduling slack
+  ASSERT_TRUE(WaitUntil([&] { return Converged(); }, 10000));
+  const int new_leader = IndexOfLeader();
+  ASSERT_NE(new_leader, leader);
+  const ClusterState after = nodes_[new_leader]->Snapshot().state;
+  EXPECT_GT(after.term, old_term);
+  EXPECT_GT(after.version, *v);           // the sequence continues...
+  EXPECT_EQ(after.models.count("m"), 1u);  // ...and keeps what was agreed before
+
+  StartNode(leader, 4);
+  EXPECT_EQ(nodes_[leader]->id(), old_id);  // the same state dir, the same id
+  ASSERT_TRUE(WaitUntil([&] { return Converged(); }, 10000));
+  EXPECT_EQ(IndexOfLeader(), leader);  // the lowest id leads again
+  EXPECT_EQ(nodes_[leader]->Snapshot().state.models.count("m"), 1u);
+}
+
+TEST_F(ClusterTest, WrongSecretNeverJoins) {
+  nodes_.resize(4);
+  for (int i = 0; i < 3; ++i) StartNode(i, 4);
+  auto intruder = ClusterNode::Start(Options(3, 4, "wrong secret"), &log_);
+  ASSERT_TRUE(intruder.ok()) << intruder.status().ToString();
+  ASSERT_TRUE(WaitUntil([&] { return Converged(); }, 10000));
+  std::this_thread::sleep_for(std::chrono::milliseconds(1000));
+  EXPECT_TRUE(Converged());
+  for (int i = 0; i < 3; ++i) {
+    const ClusterSnapshot s = nodes_[static_cast<size_t>(i)]->Snapshot();
+    EXPECT_EQ(s.members.size(), 3u);
+    for (const MemberView& m : s.members) EXPECT_NE(m.id, (*intruder)->id());
+    EXPECT_GT(s.counters.dropped[static_cast<size_t>(DropReason::kBadMac)], 0u);
+  }
+  const ClusterSnapshot lone = (*intruder)->Snapshot();
+  EXPECT_EQ(lone.members.size(), 1u);  // only itself
+  EXPECT_GT(lone.counters.dropped[static_cast<size_t>(DropReason::kBadMac)], 0u);
+  // Alone, the intruder leads a cluster of one: its change stays there.
+  ASSERT_TRUE((*intruder)->ProposeChange({ChangeKind::kPutModel, "evil", {{"a", 1}}}, 500).ok());
+  std::this_thread::sleep_for(std::chrono::milliseconds(300));
+  for (int i = 0; i < 3; ++i) EXPECT_EQ(nodes_[static_cast<size_t>(i)]->Snapshot().state.models.count("evil"), 0u);
+}
+
+void SendUdp(const std::string& to, std::span<const uint8_t> bytes) {
+  auto addr = SocketAddress::Parse(to);
+  ASSERT_TRUE(addr.ok());
+  Fd fd(::socket(AF_INET, SOCK_DGRAM, 0));
+  ::sendto(fd.get(), bytes.data(), bytes.size(), 0, reinterpret_cast<const sockaddr*>(&addr->addr),
+           sizeof(addr->addr));
+}
+
+void SendTcp(const std::string& to, std::span<const uint8_t> bytes, bool linger_ms_open = false) {
+  auto addr = SocketAddress::Parse(to);
+  ASSERT_TRUE(addr.ok());
+  auto fd = ConnectTcp(*addr, 1000);
+  if (!fd.ok()) return;  // refused under load is fine: the point is it does no harm
+  (void)WriteAll(fd->get(), bytes, SteadyMs() + 1000);
+  if (linger_ms_open) std::this_thread::sleep_for(std::chrono::milliseconds(200));
+}
+
+TEST_F(ClusterTest, GarbageIsDroppedCountedAndHarmless) {
+  StartNodes(3);
+  ASSERT_TRUE(WaitUntil([&] { return Converged(); }, 10000));
+  const ClusterSnapshot before = nodes_[0]->Snapshot();
+  std::mt19937 rng(1234);
+  std::vector<uint8_t> junk;
+  auto fill = [&](size_t n) {
+    junk.resize(n);
+    for (uint8_t& b : junk) b = static_cast<uint8_t>(rng());
+  };
+  // Random datagrams of random sizes, and some that start like ours.
+  for (int i = 0; i < 300; ++i) {
+    fill(1 + rng() % 1500);
+    if (i % 3 == 0 && junk.size() > 8) {
+      junk[0] = 'C', junk[1] = 'H', junk[2] = 'C', junk[3] = 'P', junk[4] = kWireVersion, junk[5] = 1;
+      junk[6] = junk[7] = 0;
+    }
+    SendUdp(Address(0), junk);
+  }
+  // A well-formed message signed with the wrong key, and an oversized datagram.
+  auto wrong = DeriveClusterKey("not the secret");
+  ASSERT_TRUE(wrong.ok());
+  Message forged;
+  forged.type = MessageType::kHeartbeat;
+  forged.sender = NodeId::Random();
+  forged.payload = R"({"name":"x","boot":1,"term":99,"version":99})";
+  SendUdp(Address(0), EncodeMessage(*wrong, forged));
+  fill(kMaxMessageBytes + 100);
+  SendUdp(Address(0), junk);
+  // An authentic message sent twice: the copy is a replay.
+  auto right = DeriveClusterKey(kSecret);
+  ASSERT_TRUE(right.ok());
+  Message request;
+  request.type = MessageType::kStateRequest;
+  request.sender = NodeId::Random();
+  request.payload = "{}";
+  const std::vector<uint8_t> once = EncodeMessage(*right, request);
+  SendUdp(Address(0), once);
+  SendUdp(Address(0), once);
+  // An authentic message stamped an hour ago.
+  request.timestamp_ms = WallClockMs() - 3600 * 1000;
+  SendUdp(Address(0), EncodeMessage(*right, request));
+  // TCP: random bytes, a silent connection, a header claiming a huge payload, a forged propose.
+  fill(4096);
+  SendTcp(Address(0), junk);
+  SendTcp(Address(0), {}, /*linger=*/true);
+  std::vector<uint8_t> huge_header = EncodeMessage(*right, request);
+  huge_header[8] = huge_header[9] = huge_header[10] = 0xff;
+  huge_header.resize(kWireHeaderBytes);
+  SendTcp(Address(0), huge_header);
+  Message propose;
+  propose.type = MessageType::kPropose;
+  propose.sender = NodeId::Random();
+  propose.payload = R"({"change":{"op":"put_model","key":"evil","value":{}}})";
+  SendTcp(Address(IndexOfLeader()), EncodeMessage(*wrong, propose));
+
+  auto dropped = [&](DropReason r) {
+    return nodes_[0]->Snapshot().counters.dropped[static_cast<size_t>(r)];
+  };
+  ASSERT_TRUE(WaitUntil([&] {
+    return dropped(DropReason::kMalformed) >= 200 && dropped(DropReason::kBadMac) >= 1 &&
+           dropped(DropReason::kTooLarge) >= 2 && dropped(DropReason::kReplay) == 1 &&
+           dropped(DropReason::kStale) == 1;
+  }, 5000)) << SnapshotToJson(nodes_[0]->Snapshot())["counters"].dump();
+  // The cluster did not notice: same members, leader and term; no forged entry.
+  std::this_thread::sleep_for(std::chrono::milliseconds(500));
+  ASSERT_TRUE(WaitUntil([&] { return Converged(); }, 5000));
+  const ClusterSnapshot after = nodes_[0]->Snapshot();
+  EXPECT_EQ(after.leader, before.leader);
+  EXPECT_EQ(after.state.term, before.state.term);
+  EXPECT_EQ(after.members.size(), 3u);
+  for (const auto& n : nodes_) EXPECT_EQ(n->Snapshot().state.models.count("evil"), 0u);
+  // And it still works.
+  auto v = nodes_[1]->ProposeChange({ChangeKind::kPutModel, "ok", {{"path", "/p"}}});
+  EXPECT_TRUE(v.ok()) << v.status().ToString();
+}
+
+}  // namespace
+}  // namespace cohort::cluster
