@@ -45,18 +45,23 @@ __attribute__((always_inline)) inline void WeightedRowSumBody(const float* w, co
   constexpr int kCols = 16;  // output columns summed together (acc stays on the stack)
   for (int64_t i0 = 0; i0 < width; i0 += kCols) {
     const int cols = static_cast<int>(std::min<int64_t>(kCols, width - i0));
-    float acc[kCols][kLanes] = {};
+    // [lane][column]: the inner loop runs along a value row, so it vectorises.
+    float acc[kLanes][kCols] = {};
     for (int64_t p = 0; p < n; ++p) {
       const float* row = rows + p * row_stride + i0;
-      const int lane = static_cast<int>(p % kLanes);
-      for (int c = 0; c < cols; ++c) acc[c][lane] = std::fma(w[p], row[c], acc[c][lane]);
+      float* lane = acc[p % kLanes];
+      for (int c = 0; c < cols; ++c) lane[c] = std::fma(w[p], row[c], lane[c]);
     }
-    for (int c = 0; c < cols; ++c) out[i0 + c] = kLanes == 64 ? Reduce64(acc[c]) : Reduce16(acc[c]);
+    for (int c = 0; c < cols; ++c) {
+      float lanes[kLanes];
+      for (int l = 0; l < kLanes; ++l) lanes[l] = acc[l][c];
+      out[i0 + c] = kLanes == 64 ? Reduce64(lanes) : Reduce16(lanes);
+    }
   }
 }
 
 float DotGgmlPlain(const float* a, const float* b, int64_t n) { return DotGgmlBody(a, b, n); }
-__attribute__((target("fma"))) float DotGgmlFma(const float* a, const float* b, int64_t n) {
+__attribute__((target("avx2,fma"))) float DotGgmlFma(const float* a, const float* b, int64_t n) {
   return DotGgmlBody(a, b, n);
 }
 
@@ -66,7 +71,7 @@ void WeightedRowSumPlain(const float* w, const float* rows, int64_t stride, int6
   WeightedRowSumBody<kLanes>(w, rows, stride, n, width, out);
 }
 template <int kLanes>
-__attribute__((target("fma"))) void WeightedRowSumFma(const float* w, const float* rows, int64_t stride,
+__attribute__((target("avx2,fma"))) void WeightedRowSumFma(const float* w, const float* rows, int64_t stride,
                                                       int64_t n, int64_t width, float* out) {
   WeightedRowSumBody<kLanes>(w, rows, stride, n, width, out);
 }
