@@ -9,8 +9,21 @@
 
 #include "core/check.h"
 #include "core/fp16.h"
+#include "kernels/ops_internal.h"
+#include "kernels/quant.h"
 
 namespace cohort::kernels {
+namespace {
+// The attention loops call these per cached position: take the AVX-512 versions when the CPU
+// has them (ops_avx512.cc keeps the same arithmetic).
+bool UseAvx512() {
+#if defined(__x86_64__) || defined(__i386__)
+  return BestSimdLevel() == SimdLevel::kAvx512;
+#else
+  return false;
+#endif
+}
+}  // namespace
 
 void RmsNorm(const float* x, const float* w, int64_t n, float eps, float* y) {
   COHORT_CHECK_GT(n, 0);
@@ -114,6 +127,10 @@ void Softmax(float* x, int64_t n) {
   COHORT_CHECK(max > -std::numeric_limits<float>::infinity());
   double sum = 0.0;
   int64_t i = 0;
+  if (UseAvx512()) {
+    sum = avx512::ExpChunks(x, n / 16, max);
+    i = n / 16 * 16;
+  }
   for (; i + 15 < n; i += 16) {
     float v[16];
     for (int k = 0; k < 16; ++k) v[k] = x[i + k] = ExpPoly(x[i + k] - max);
@@ -137,6 +154,10 @@ float Sigmoid(float x) { return 1.0f / (1.0f + std::exp(-x)); }
 
 void SwiGlu(const float* gate, const float* up, int64_t n, float* out) {
   int64_t i = 0;
+  if (UseAvx512()) {
+    avx512::SwiGluChunks(gate, up, n / 16, out);
+    i = n / 16 * 16;
+  }
   for (; i + 15 < n; i += 16) {
     for (int64_t k = i; k < i + 16; ++k) out[k] = gate[k] / (1.0f + ExpPoly(-gate[k])) * up[k];
   }
@@ -152,6 +173,7 @@ void Scale(float s, int64_t n, float* y) {
 }
 
 void AddScaled(const float* x, float s, int64_t n, float* y) {
+  if (UseAvx512()) return avx512::AddScaled(x, s, n, y);
   for (int64_t i = 0; i < n; ++i) y[i] += s * x[i];
 }
 
@@ -160,6 +182,7 @@ void Mul(const float* w, int64_t n, float* y) {
 }
 
 float Dot(const float* a, const float* b, int64_t n) {
+  if (UseAvx512()) return avx512::Dot(a, b, n);
   // Double accumulation keeps long dot products (attention over thousands of positions,
   // rows of thousands of floats) within float rounding of the exact value.
   double sum = 0.0;
@@ -168,9 +191,15 @@ float Dot(const float* a, const float* b, int64_t n) {
 }
 
 float DotF16(const uint16_t* a, const float* b, int64_t n) {
+  if (UseAvx512()) return avx512::DotF16(a, b, n);
   double sum = 0.0;
   for (int64_t i = 0; i < n; ++i) sum += static_cast<double>(Fp16ToFp32(a[i])) * b[i];
   return static_cast<float>(sum);
+}
+
+void AddScaledF16(const uint16_t* x, float s, int64_t n, float* y) {
+  if (UseAvx512()) return avx512::AddScaledF16(x, s, n, y);
+  for (int64_t i = 0; i < n; ++i) y[i] += s * Fp16ToFp32(x[i]);
 }
 
 int64_t Argmax(const float* x, int64_t n) {

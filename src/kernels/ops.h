@@ -58,6 +58,8 @@ void Add(const float* x, int64_t n, float* y);
 void Scale(float s, int64_t n, float* y);
 // y[i] += s * x[i]
 void AddScaled(const float* x, float s, int64_t n, float* y);
+// y[i] += s * x[i] for IEEE-half x (s * x rounded to float first, as AddScaled).
+void AddScaledF16(const uint16_t* x, float s, int64_t n, float* y);
 // y[i] *= w[i]
 void Mul(const float* w, int64_t n, float* y);
 float Dot(const float* a, const float* b, int64_t n);

@@ -5,7 +5,6 @@
 #include <limits>
 
 #include "core/check.h"
-#include "core/fp16.h"
 #include "kernels/ops.h"
 
 namespace cohort::model {
@@ -36,8 +35,7 @@ void AttendOne(const float* q, int64_t dk, CacheRows k, CacheRows v, int64_t dv,
     const uint8_t* row = v.data + p * v.stride_bytes;
     const float w = scores[p];
     if (v.type == DType::kF16) {
-      const auto* h = reinterpret_cast<const uint16_t*>(row);
-      for (int64_t i = 0; i < dv; ++i) out[i] += w * Fp16ToFp32(h[i]);
+      kernels::AddScaledF16(reinterpret_cast<const uint16_t*>(row), w, dv, out);
     } else {
       kernels::AddScaled(reinterpret_cast<const float*>(row), w, dv, out);
     }

@@ -1,0 +1,137 @@
+// AVX-512 versions of the float ops the attention inner loops call (dot products of a query
+// with cached keys, the weighted sum of cached values), chosen at run time by ops.cc. Each
+// keeps its scalar twin's arithmetic: dot products accumulate products of floats in double
+// (only the order of the double additions differs, far below float rounding), and AddScaled
+// rounds s * x before the add, as the scalar loop does (no FMA contraction).
+// GCC 12's avx512fintrin.h seeds several intrinsics with a self-initialised "undefined"
+// vector and then warns about it (a false positive); keep -Werror for everything else.
+#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+
+#include <climits>
+#include <cstdint>
+
+#include "kernels/ops_internal.h"
+#include "kernels/simd_x86.h"
+
+namespace cohort::kernels::avx512 {
+
+#if defined(__x86_64__) || defined(__i386__)
+
+namespace {
+
+// 8 floats (from `p`, or 8 halves) widened to double; the first `left` lanes when left < 8.
+template <bool kHalf>
+COHORT_TARGET_AVX512 inline __m512d Load8AsDouble(const void* p, int64_t i, __mmask8 mask) {
+  if constexpr (kHalf) {
+    const __m128i h = _mm_maskz_loadu_epi16(mask, static_cast<const uint16_t*>(p) + i);
+    return _mm512_cvtps_pd(_mm256_cvtph_ps(h));
+  } else {
+    return _mm512_cvtps_pd(_mm256_maskz_loadu_ps(mask, static_cast<const float*>(p) + i));
+  }
+}
+
+template <bool kHalf>
+COHORT_TARGET_AVX512 float DotDouble(const void* a, const float* b, int64_t n) {
+  __m512d acc0 = _mm512_setzero_pd(), acc1 = _mm512_setzero_pd();
+  const __mmask8 all = 0xff;
+  int64_t i = 0;
+  for (; i + 16 <= n; i += 16) {
+    acc0 = _mm512_fmadd_pd(Load8AsDouble<kHalf>(a, i, all), Load8AsDouble<false>(b, i, all), acc0);
+    acc1 = _mm512_fmadd_pd(Load8AsDouble<kHalf>(a, i + 8, all), Load8AsDouble<false>(b, i + 8, all), acc1);
+  }
+  for (; i < n; i += 8) {
+    const int64_t left = n - i;
+    const __mmask8 mask = left >= 8 ? all : static_cast<__mmask8>((1u << left) - 1);
+    acc0 = _mm512_fmadd_pd(Load8AsDouble<kHalf>(a, i, mask), Load8AsDouble<false>(b, i, mask), acc0);
+  }
+  double lanes[8];
+  _mm512_storeu_pd(lanes, _mm512_add_pd(acc0, acc1));
+  double sum = 0.0;
+  for (double v : lanes) sum += v;
+  return static_cast<float>(sum);
+}
+
+COHORT_TARGET_AVX512 void AddScaledImpl(const float* x, float s, int64_t n, float* y) {
+  const __m512 vs = _mm512_set1_ps(s);
+  int64_t i = 0;
+  for (; i + 16 <= n; i += 16) {
+    const __m512 p = _mm512_mul_ps(vs, _mm512_loadu_ps(x + i));
+    _mm512_storeu_ps(y + i, _mm512_add_ps(_mm512_loadu_ps(y + i), p));
+  }
+  for (; i < n; ++i) y[i] += s * x[i];
+}
+
+COHORT_TARGET_AVX512 void AddScaledF16Impl(const uint16_t* x, float s, int64_t n, float* y) {
+  const __m512 vs = _mm512_set1_ps(s);
+  int64_t i = 0;
+  for (; i + 16 <= n; i += 16) {
+    const __m512 xf = _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(x + i)));
+    _mm512_storeu_ps(y + i, _mm512_add_ps(_mm512_loadu_ps(y + i), _mm512_mul_ps(vs, xf)));
+  }
+  for (; i < n; ++i) y[i] += s * x86::HalfToFloat(x[i]);
+}
+
+// ExpPoly (ops.cc) on 16 lanes with the same fused operations, so each lane is bit-identical:
+// vscalefps scales by 2^n with one correct rounding, as ldexp does (subnormals included).
+COHORT_TARGET_AVX512 inline __m512 ExpPoly16(__m512 x) {
+  const __m512 shifter = _mm512_set1_ps(0x1.8p23f);
+  const __m512 n = _mm512_sub_ps(_mm512_fmadd_ps(x, _mm512_set1_ps(0x1.715476p+0f), shifter), shifter);
+  const __m512 b = _mm512_fnmadd_ps(n, _mm512_set1_ps(0x1.7f7d1cp-20f),
+                                    _mm512_fnmadd_ps(n, _mm512_set1_ps(0x1.62e4p-1f), x));
+  const __m512 u = _mm512_mul_ps(b, b);
+  const __m512 j = _mm512_fmadd_ps(
+      _mm512_fmadd_ps(_mm512_fmadd_ps(_mm512_set1_ps(0x1.0e4020p-7f), b, _mm512_set1_ps(0x1.573e2ep-5f)), u,
+                      _mm512_fmadd_ps(_mm512_set1_ps(0x1.555e66p-3f), b, _mm512_set1_ps(0x1.fffdb6p-2f))),
+      u, _mm512_fmadd_ps(_mm512_set1_ps(0x1.ffffecp-1f), b, _mm512_set1_ps(1.0f)));
+  const __m512 scaled = _mm512_scalef_ps(j, n);
+  // Out of range (|n| > 192) or NaN: 0 when n <= 0, else +inf.
+  const __mmask16 special = _mm512_cmp_ps_mask(_mm512_abs_ps(n), _mm512_set1_ps(192.0f), _CMP_GT_OQ) |
+                            _mm512_cmp_ps_mask(n, n, _CMP_UNORD_Q);
+  const __mmask16 low = _mm512_cmp_ps_mask(n, _mm512_setzero_ps(), _CMP_LE_OQ);
+  const __m512 limit = _mm512_mask_blend_ps(low, _mm512_set1_ps(__builtin_inff()), _mm512_setzero_ps());
+  return _mm512_mask_blend_ps(special, scaled, limit);
+}
+
+// The 16 lanes summed halves, quarters, pairs — the order Softmax's scalar loop uses.
+COHORT_TARGET_AVX512 inline float PairwiseSum16(__m512 v) {
+  const __m256 lo = _mm512_castps512_ps256(v);
+  const __m256 hi = _mm256_castpd_ps(_mm512_extractf64x4_pd(_mm512_castps_pd(v), 1));
+  return x86::HorizontalSum(_mm256_add_ps(lo, hi));
+}
+
+COHORT_TARGET_AVX512 double ExpChunksImpl(float* x, int64_t n_chunks, float max) {
+  const __m512 vmax = _mm512_set1_ps(max);
+  double sum = 0.0;
+  for (int64_t c = 0; c < n_chunks; ++c) {
+    const __m512 e = ExpPoly16(_mm512_sub_ps(_mm512_loadu_ps(x + 16 * c), vmax));
+    _mm512_storeu_ps(x + 16 * c, e);
+    sum += static_cast<double>(PairwiseSum16(e));
+  }
+  return sum;
+}
+
+COHORT_TARGET_AVX512 void SwiGluChunksImpl(const float* gate, const float* up, int64_t n_chunks, float* out) {
+  const __m512 one = _mm512_set1_ps(1.0f);
+  for (int64_t c = 0; c < n_chunks; ++c) {
+    const __m512 g = _mm512_loadu_ps(gate + 16 * c);
+    const __m512 neg = _mm512_castsi512_ps(_mm512_xor_si512(_mm512_castps_si512(g), _mm512_set1_epi32(INT32_MIN)));
+    const __m512 e = ExpPoly16(neg);
+    _mm512_storeu_ps(out + 16 * c, _mm512_mul_ps(_mm512_div_ps(g, _mm512_add_ps(one, e)), _mm512_loadu_ps(up + 16 * c)));
+  }
+}
+
+}  // namespace
+
+double ExpChunks(float* x, int64_t n_chunks, float max) { return ExpChunksImpl(x, n_chunks, max); }
+void SwiGluChunks(const float* gate, const float* up, int64_t n_chunks, float* out) {
+  SwiGluChunksImpl(gate, up, n_chunks, out);
+}
+
+float Dot(const float* a, const float* b, int64_t n) { return DotDouble<false>(a, b, n); }
+float DotF16(const uint16_t* a, const float* b, int64_t n) { return DotDouble<true>(a, b, n); }
+void AddScaled(const float* x, float s, int64_t n, float* y) { AddScaledImpl(x, s, n, y); }
+void AddScaledF16(const uint16_t* x, float s, int64_t n, float* y) { AddScaledF16Impl(x, s, n, y); }
+
+#endif
+
+}  // namespace cohort::kernels::avx512

@@ -1,0 +1,20 @@
+// Internal interface between ops.cc and its per-ISA kernel files. Not for use outside
+// src/kernels and its tests.
+#pragma once
+
+#include <cstdint>
+
+namespace cohort::kernels::avx512 {
+
+// ops_avx512.cc; call only when BestSimdLevel() is kAvx512.
+float Dot(const float* a, const float* b, int64_t n);
+float DotF16(const uint16_t* a, const float* b, int64_t n);
+void AddScaled(const float* x, float s, int64_t n, float* y);
+void AddScaledF16(const uint16_t* x, float s, int64_t n, float* y);
+// Softmax's chunked part: x[0..16 * n_chunks) = ExpPoly(x - max), returning the sum of the
+// chunks' pairwise sums in double, as the scalar loop does.
+double ExpChunks(float* x, int64_t n_chunks, float max);
+// SwiGlu's chunked part over 16 * n_chunks values.
+void SwiGluChunks(const float* gate, const float* up, int64_t n_chunks, float* out);
+
+}  // namespace cohort::kernels::avx512
