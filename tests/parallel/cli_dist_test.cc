@@ -1,0 +1,146 @@
+// Separate processes: `cohort logits --local-ranks N --layout ...` over TCP and shared memory
+// must write the single-process logits (within 1e-4, same argmax on every row) for every
+// fixture; `--workers` reaches workers started on their own; a worker killed mid-generation
+// makes the coordinator fail with a clear error within 5 s.
+#include <chrono>
+#include <cstdio>
+#include <fstream>
+#include <string>
+#include <vector>
+
+#include <gtest/gtest.h>
+
+#include "process_util.h"
+#include "trace_util.h"
+
+namespace cohort::parallel::testing {
+namespace {
+
+// The fixtures' prompt then a few more ids, teacher-forced 5 tokens per step (several steps,
+// the KV cache carried between them).
+const char* kTokens = "1,10,20,30,40,50,60,70,80,90,100,110,120,130,140,150,7,300,42,11,9";
+
+std::vector<float> ReadFloats(const std::string& path) {
+  std::ifstream in(path, std::ios::binary | std::ios::ate);
+  if (!in) return {};
+  std::vector<float> v(static_cast<size_t>(in.tellg()) / sizeof(float));
+  in.seekg(0);
+  in.read(reinterpret_cast<char*>(v.data()), static_cast<std::streamsize>(v.size() * sizeof(float)));
+  return v;
+}
+
+// Runs `cohort -t 1 logits` with extra arguments; returns the logits (empty on failure).
+std::vector<float> Logits(const std::string& model, const std::vector<std::string>& extra,
+                          const std::string& tag) {
+  const std::string out = ::testing::TempDir() + "cli_dist_" + tag + ".f32";
+  const std::string err = ::testing::TempDir() + "cli_dist_" + tag + ".err";
+  std::vector<std::string> args = {CohortBinary(), "-t", "1", "logits", "-m", FixtureModel(model),
+                                   "--tokens", kTokens, "-b", "5", "-o", out};
+  args.insert(args.end(), extra.begin(), extra.end());
+  Child c = Child::Start(args, err);
+  const int rc = c.Wait(30000);
+  if (rc != 0) {
+    std::ifstream e(err);
+    std::string text((std::istreambuf_iterator<char>(e)), {});
+    ADD_FAILURE() << tag << ": exit " << rc << ": " << text;
+    return {};
+  }
+  return ReadFloats(out);
+}
+
+void ExpectSame(const std::vector<float>& got, const std::vector<float>& want, int n_vocab) {
+  ASSERT_EQ(got.size(), want.size());
+  ASSERT_FALSE(want.empty());
+  float max_diff = 0;
+  for (size_t i = 0; i < got.size(); ++i) max_diff = std::max(max_diff, std::fabs(got[i] - want[i]));
+  EXPECT_LE(max_diff, 1e-4f);
+  for (size_t r = 0; r < want.size() / n_vocab; ++r) {
+    EXPECT_EQ(Argmax(got.data() + r * n_vocab, n_vocab), Argmax(want.data() + r * n_vocab, n_vocab))
+        << "row " << r;
+  }
+}
+
+struct Case {
+  const char* name;
+  std::vector<std::string> args;
+};
+
+class CliDistTest : public ::testing::TestWithParam<const char*> {};
+
+TEST_P(CliDistTest, LocalRanksEqualOneProcess) {
+  const std::string model = GetParam();
+  const std::vector<float> want = Logits(model, {}, model + "_single");
+  const Case cases[] = {
+      {"tp2", {"--local-ranks", "2", "--layout", "tp"}},
+      {"tp3", {"--local-ranks", "3", "--layout", "tp"}},
+      {"tp4", {"--local-ranks", "4", "--layout", "tp"}},
+      {"pp2", {"--local-ranks", "2", "--layout", "pp"}},
+      {"hybrid2x2", {"--local-ranks", "4", "--layout", "hybrid:2"}},
+      {"tp211", {"--local-ranks", "3", "--layout", "tp", "--shares", "2,1,1"}},
+      {"tp2_shm", {"--local-ranks", "2", "--layout", "tp", "--transport", "shm"}},
+      {"hybrid2x2_shm", {"--local-ranks", "4", "--layout", "hybrid", "--transport", "shm"}},
+  };
+  for (const Case& c : cases) {
+    SCOPED_TRACE(c.name);
+    ExpectSame(Logits(model, c.args, model + "_" + c.name), want, 512);
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(Fixtures, CliDistTest,
+                         ::testing::Values("tiny-llama-f32", "tiny-qwen2-f32", "tiny-qwen3-f32",
+                                           "tiny-qwen3moe-f32", "tiny-deepseek2-f32"),
+                         [](const auto& info) {
+                           std::string n = info.param;
+                           for (char& ch : n) {
+                             if (ch == '-') ch = '_';
+                           }
+                           return n;
+                         });
+
+// Workers started on their own, reached through --workers.
+TEST(CliDistWorkersTest, ExplicitWorkers) {
+  Child w1 = Child::Start({CohortBinary(), "worker", "--listen", "127.0.0.1:0", "--once"});
+  Child w2 = Child::Start({CohortBinary(), "worker", "--listen", "127.0.0.1:0", "--once"});
+  const std::string prefix = "cohort worker: listening on ";
+  const std::string l1 = w1.ReadLine(10000), l2 = w2.ReadLine(10000);
+  ASSERT_EQ(l1.rfind(prefix, 0), 0u) << l1;
+  ASSERT_EQ(l2.rfind(prefix, 0), 0u) << l2;
+  const std::string workers = l1.substr(prefix.size()) + "," + l2.substr(prefix.size());
+  const std::vector<float> want = Logits("tiny-qwen3-f32", {}, "workers_single");
+  ExpectSame(Logits("tiny-qwen3-f32", {"--workers", workers, "--layout", "tp"}, "workers_tp3"), want, 512);
+  EXPECT_EQ(w1.Wait(5000), 0);
+  EXPECT_EQ(w2.Wait(5000), 0);
+}
+
+// SIGKILL a worker while the coordinator generates: it must exit non-zero within 5 s with an
+// error naming the lost peer. Link emulation (20 ms per message) keeps the generation going
+// long enough to be interrupted.
+TEST(CliDistWorkersTest, DeadWorkerFailsWithinFiveSeconds) {
+  Child worker = Child::Start({CohortBinary(), "worker", "--listen", "127.0.0.1:0", "--once"});
+  const std::string prefix = "cohort worker: listening on ";
+  const std::string line = worker.ReadLine(10000);
+  ASSERT_EQ(line.rfind(prefix, 0), 0u) << line;
+  const std::string err = ::testing::TempDir() + "cli_dist_dead.err";
+  Child coord = Child::Start({CohortBinary(), "-t", "1", "run", "-m", FixtureModel("tiny-llama-f32"),
+                              "-p", "hello", "-n", "230", "-c", "256", "--temp", "0", "--workers",
+                              line.substr(prefix.size()), "--link-latency-us", "20000"},
+                             err);
+  // 230 steps of >= 5 messages at 20 ms each take far longer than this wait.
+  ::usleep(1500 * 1000);
+  ASSERT_EQ(coord.Wait(0), -1) << "the coordinator finished before the worker was killed";
+  const auto killed = std::chrono::steady_clock::now();
+  worker.Kill();
+  const int rc = coord.Wait(5000);
+  const double seconds =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - killed).count();
+  EXPECT_NE(rc, -1) << "coordinator still running 5 s after its worker died";
+  EXPECT_NE(rc, 0);
+  EXPECT_LT(seconds, 5.0);
+  std::ifstream e(err);
+  const std::string text((std::istreambuf_iterator<char>(e)), {});
+  EXPECT_NE(text.find("rank 1"), std::string::npos) << text;
+  EXPECT_NE(text.find("unavailable"), std::string::npos) << text;
+}
+
+}  // namespace
+}  // namespace cohort::parallel::testing
