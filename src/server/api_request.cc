@@ -198,6 +198,8 @@ Status ParseLengthAndLogprobs(const json& body, Endpoint endpoint, const ParseLi
   COHORT_ASSIGN_OR_RETURN(int64_t mct, Integer(body, "max_completion_tokens", 1, limit, fallback, &has_mct));
   COHORT_ASSIGN_OR_RETURN(int64_t mt, Integer(body, "max_tokens", 1, limit, fallback, &has_mt));
   out.options.max_tokens = static_cast<int32_t>(has_mct ? mct : mt);
+  // llama.cpp's extension: generate to max_tokens whatever the model says (benchmarks).
+  COHORT_ASSIGN_OR_RETURN(out.options.ignore_eos, Bool(body, "ignore_eos", false));
   COHORT_ASSIGN_OR_RETURN(int64_t n, Integer(body, "n", 1, 1, 1));
   (void)n;
   if (endpoint == Endpoint::kChat) {

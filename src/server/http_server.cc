@@ -42,6 +42,9 @@ ApiError HttpError(int status) {
   e.http_status = status;
   e.type = status >= 500 ? "server_error" : "invalid_request_error";
   switch (status) {
+    // cpp-httplib answers 400 itself for requests it cannot read (a malformed request line,
+    // a chunked body past the size limit).
+    case 400: e.message = "malformed HTTP request, or a body past the size limit"; break;
     case 404: e.message = "no such endpoint"; e.code = "not_found"; break;
     case 405: e.message = "method not allowed"; break;
     case 408: e.message = "request timed out"; break;

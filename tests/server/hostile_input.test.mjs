@@ -183,7 +183,10 @@ test('huge bodies are 413', async () => {
   const chunks = [`POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer ${KEY}\r\nTransfer-Encoding: chunked\r\n\r\n`];
   for (let i = 0; i < 8; i++) chunks.push(`${chunk.length.toString(16)}\r\n${chunk}\r\n`);
   const chunked = await rawExchange(server.port, chunks);
-  assert.ok(statusOf(chunked.text) === 413 || (statusOf(chunked.text) === 0 && chunked.closedByServer), chunked.text.slice(0, 200));
+  // cpp-httplib reads chunks until the limit, then refuses the request (400 or 413).
+  assert.ok([400, 413].includes(statusOf(chunked.text)) || (statusOf(chunked.text) === 0 && chunked.closedByServer),
+            chunked.text.slice(0, 200));
+  if (statusOf(chunked.text) !== 0) assert.match(bodyOf(chunked.text), /"error"/);
 });
 
 test('garbage request lines and oversized headers are refused', async () => {

@@ -12,7 +12,7 @@ export const fixture = (name) => path.join(testData, 'fixtures', 'models', `${na
 
 // Spawns `cohort serve --port 0 ...args` and resolves once it prints its address.
 export async function startServer(args, { startTimeoutMs = 60000 } = {}) {
-  const proc = spawn(cohortBin, ['-t', '2', 'serve', '--host', '127.0.0.1', '--port', '0', ...args],
+  const proc = spawn(cohortBin, ['-t', '1', 'serve', '--host', '127.0.0.1', '--port', '0', ...args],
                      { stdio: ['ignore', 'ignore', 'pipe'] });
   let log = '';
   const port = await new Promise((resolve, reject) => {

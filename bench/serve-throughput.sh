@@ -1,0 +1,45 @@
+#!/usr/bin/env bash
+# Serving throughput with continuous batching: 8 concurrent streams vs 1 stream on a
+# Llama-3.2-1B-shaped Q4_0 model (random weights; made with `cohort synth` when missing).
+# Runs each setting REPEAT times and prints the medians and their ratio.
+#   bench/serve-throughput.sh [BUILD_DIR] [MODEL] [REPEAT] [MAX_TOKENS]
+set -euo pipefail
+root=$(cd "$(dirname "$0")/.." && pwd)
+build=${1:-$root/build/release}
+model=${2:-/tmp/llama1b-q4_0.gguf}
+repeat=${3:-3}
+max_tokens=${4:-64}
+bin=$build/bin/cohort
+threads=${THREADS:-$(nproc)}
+
+if [ ! -f "$model" ]; then
+  "$bin" synth --shape llama-3.2-1b --type q4_0 -o "$model"
+fi
+
+log=$(mktemp)
+"$bin" -t "$threads" serve -m "$model" --port 0 --parallel 8 --ctx 512 2>"$log" &
+pid=$!
+trap 'kill $pid 2>/dev/null || true; rm -f "$log"' EXIT
+for _ in $(seq 600); do
+  grep -q "listening on" "$log" && break
+  kill -0 $pid 2>/dev/null || { cat "$log"; exit 1; }
+  sleep 0.2
+done
+port=$(sed -n 's/.*listening on http:\/\/[^:]*:\([0-9]*\).*/\1/p' "$log")
+base=http://127.0.0.1:$port
+echo "model $model, $threads threads, server $base, $max_tokens tokens per stream"
+
+node "$root/bench/serve-throughput.mjs" "$base" 1 8 >/dev/null  # warm-up (page in the weights)
+declare -A rates
+for c in 1 8; do
+  rates[$c]=""
+  for r in $(seq "$repeat"); do
+    line=$(node "$root/bench/serve-throughput.mjs" "$base" "$c" "$max_tokens")
+    echo "  run $r: $line"
+    rates[$c]+="$(echo "$line" | sed 's/.*"tokens_per_second":\([0-9.]*\).*/\1/') "
+  done
+done
+median() { printf '%s\n' $1 | sort -g | awk '{a[NR]=$1} END {print a[int((NR+1)/2)]}'; }
+m1=$(median "${rates[1]}")
+m8=$(median "${rates[8]}")
+echo "median tokens/s: 1 stream $m1, 8 streams $m8, ratio $(awk -v a="$m8" -v b="$m1" 'BEGIN {printf "%.2f", a / b}')x"
