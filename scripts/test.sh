@@ -11,6 +11,7 @@ cd "$root"
 
 scripts/install-deps.sh
 scripts/fetch-test-data.sh
+scripts/setup-node.sh
 jobs=$(nproc)
 
 cmake --preset release >/dev/null
