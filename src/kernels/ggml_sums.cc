@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <cmath>
 
+#include "core/check.h"
 #include "kernels/quant.h"
 
 namespace cohort::kernels {
@@ -34,7 +35,9 @@ __attribute__((always_inline)) inline float DotGgmlBody(const float* a, const fl
     for (int l = 0; l < 64; ++l) acc[l] = std::fma(a[i + l], b[i + l], acc[l]);
   }
   float sum = Reduce64(acc);
-  for (int64_t i = n_main; i < n; ++i) sum = std::fma(a[i], b[i], sum);
+  // ggml's tail loop is compiled as rounded products (vmulps) added one by one: no fusion.
+  // fma(x, y, 0) is the rounded product, and keeps the compiler from fusing it into the add.
+  for (int64_t i = n_main; i < n; ++i) sum += std::fma(a[i], b[i], 0.0f);
   return sum;
 }
 
@@ -60,6 +63,19 @@ __attribute__((always_inline)) inline void WeightedRowSumBody(const float* w, co
   }
 }
 
+__attribute__((always_inline)) inline float DotSgemmBody(const float* a, const float* b, int64_t n) {
+  float acc[16] = {};
+  for (int64_t i = 0; i < n; i += 16) {
+    for (int l = 0; l < 16; ++l) acc[l] = std::fma(a[i + l], b[i + l], acc[l]);
+  }
+  return Reduce16(acc);
+}
+
+float DotSgemmPlain(const float* a, const float* b, int64_t n) { return DotSgemmBody(a, b, n); }
+__attribute__((target("avx2,fma"))) float DotSgemmFma(const float* a, const float* b, int64_t n) {
+  return DotSgemmBody(a, b, n);
+}
+
 float DotGgmlPlain(const float* a, const float* b, int64_t n) { return DotGgmlBody(a, b, n); }
 __attribute__((target("avx2,fma"))) float DotGgmlFma(const float* a, const float* b, int64_t n) {
   return DotGgmlBody(a, b, n);
@@ -82,6 +98,11 @@ bool HasFma() { return BestSimdLevel() >= SimdLevel::kAvx2; }  // AVX2 level inc
 
 float DotGgml(const float* a, const float* b, int64_t n) {
   return HasFma() ? DotGgmlFma(a, b, n) : DotGgmlPlain(a, b, n);
+}
+
+float DotSgemm(const float* a, const float* b, int64_t n) {
+  COHORT_CHECK_EQ(n % 16, 0);
+  return HasFma() ? DotSgemmFma(a, b, n) : DotSgemmPlain(a, b, n);
 }
 
 void WeightedRowSum(const float* w, const float* rows, int64_t row_stride, int64_t n,

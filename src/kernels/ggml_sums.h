@@ -8,8 +8,13 @@ namespace cohort::kernels {
 
 // dot(a, b) summed exactly as ggml_vec_dot_f32 does on AVX-512 (llama.cpp's attention scores
 // q·k, and single-token attention outputs): element i goes to lane i % 64 by fused multiply-
-// add, lanes are reduced in ggml's tree order, the n % 64 tail is added last.
+// add, lanes are reduced in ggml's tree order, then the n % 64 tail's rounded products are
+// added one by one.
 float DotGgml(const float* a, const float* b, int64_t n);
+// dot(a, b) as llamafile's AVX-512 sgemm sums it (llama.cpp's F32 matrix products for batches
+// of >= 2 tokens): element i to lane i % 16 by fused multiply-add, then _mm512_reduce_add_ps's
+// tree. n must be a multiple of 16.
+float DotSgemm(const float* a, const float* b, int64_t n);
 // How llama.cpp's CPU backend sums a float matrix product: one token alone goes through
 // ggml_vec_dot_f32 (64 lanes); a batch of >= 2 contiguous rows through llamafile's sgemm
 // (16 lanes, one fused multiply-add chain per lane).

@@ -70,11 +70,11 @@ void MatMulRows(const TensorView& w, int64_t row_begin, int64_t row_end, const f
 
   const VecDotFn dot = GetVecDot(w.type, BestSimdLevel());
   const TileFn tile_fn = GetTile(w.type, BestSimdLevel());
-  // Tokens [0, n_grouped) use llama.cpp's repacked-GEMM order (quant.h); a tile of
+  // Tokens [0, n_grouped) take GetVecDotGrouped's order (quant.h); a tile of
   // kTileTokens (4) tokens starting at a multiple of 4 lies wholly on one side.
   const VecDotFn dot_grouped = GetVecDotGrouped(w.type, BestSimdLevel());
   const TileFn tile_grouped = GetTileGrouped(w.type, BestSimdLevel());
-  const int64_t n_grouped = GroupedTokens(n_tokens);
+  const int64_t n_grouped = GroupedTokens(w.type, n_tokens);
   const int64_t n_rows = row_end - row_begin;
   const int64_t n_tiles = (n_rows + kRowTile - 1) / kRowTile;
   const uint8_t* w_rows = w.data + row_begin * w.row_bytes;

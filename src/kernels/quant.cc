@@ -5,6 +5,7 @@
 #include <array>
 
 #include "core/check.h"
+#include "kernels/ggml_sums.h"
 #include "kernels/quant_internal.h"
 
 namespace cohort::kernels {
@@ -118,8 +119,24 @@ void QuantizeRow(DType type, const float* src, void* dst, int64_t n) {
   }
 }
 
+namespace {
+
+// F32 weights in llama.cpp's orders (ggml_sums.h): ggml_vec_dot_f32 for a token alone; sgemm's
+// 16 lanes for batches, where k is a multiple of 16 (else llama.cpp falls back to vec_dot).
+float F32VecDotOrder(const void* w, const void* a, int64_t n) {
+  return DotGgml(static_cast<const float*>(w), static_cast<const float*>(a), n);
+}
+float F32SgemmOrder(const void* w, const void* a, int64_t n) {
+  const auto* x = static_cast<const float*>(w);
+  const auto* y = static_cast<const float*>(a);
+  return n % 16 == 0 ? DotSgemm(x, y, n) : DotGgml(x, y, n);
+}
+
+}  // namespace
+
 VecDotFn GetVecDot(DType weight, SimdLevel level) {
   COHORT_CHECK(IsWeightType(weight));
+  if (weight == DType::kF32 && level >= SimdLevel::kAvx2) return F32VecDotOrder;
   if (level >= SimdLevel::kAvx512) {
     if (VecDotFn fn = avx512::GetVecDot(weight)) return fn;
   }
@@ -133,6 +150,7 @@ VecDotFn GetVecDot(DType weight, SimdLevel level) {
 
 VecDotFn GetVecDotGrouped(DType weight, SimdLevel level) {
   if (weight == DType::kQ4_K && level >= SimdLevel::kAvx2) return avx2::GetKVecDotGrouped(weight);
+  if (weight == DType::kF32 && level >= SimdLevel::kAvx2) return F32SgemmOrder;
   return GetVecDot(weight, level);
 }
 

@@ -49,11 +49,17 @@ using VecDotFn = float (*)(const void* w_row, const void* act_row, int64_t n);
 // one (every type has a scalar kernel). Fetch once and call it in loops.
 VecDotFn GetVecDot(DType weight, SimdLevel level);
 
-// llama.cpp (AVX2 and up) repacks Q4_K weights, and its repacked GEMM, which takes each full
-// group of 4 tokens of a batch, sums in another order than its GEMV, which takes single tokens
-// and a batch's last n % 4. Tokens [0, GroupedTokens(n)) of a batch of n use this kernel; it is
-// GetVecDot's for every other type and level.
+// llama.cpp's CPU backend (AVX2 and up) sums some products in an order that depends on the
+// batch, and cohort follows it: Q4_K weights are repacked, and the repacked GEMM, which takes
+// each full group of 4 tokens, sums differently from the GEMV, which takes single tokens and a
+// batch's last n % 4; F32 weights go through llamafile's sgemm for batches of >= 2 tokens and
+// through ggml_vec_dot_f32 (GetVecDot's F32 kernel at AVX2 and up) for one. Tokens
+// [0, GroupedTokens(weight, n)) of a batch of n use this kernel, the rest GetVecDot's; for every
+// other type and level it is GetVecDot's.
 VecDotFn GetVecDotGrouped(DType weight, SimdLevel level);
-inline int64_t GroupedTokens(int64_t n_tokens) { return n_tokens - n_tokens % 4; }
+inline int64_t GroupedTokens(DType weight, int64_t n_tokens) {
+  if (weight == DType::kF32) return n_tokens >= 2 ? n_tokens : 0;
+  return n_tokens - n_tokens % 4;
+}
 
 }  // namespace cohort::kernels

@@ -38,7 +38,7 @@ std::vector<float> Naive(const TensorView& w, const std::vector<float>& x, int64
   for (int64_t t = 0; t < n_tokens; ++t) {
     QuantizeRow(act_type, x.data() + t * n, act.data(), n);
     // A batch's full groups of 4 tokens take llama.cpp's repacked-GEMM order (quant.h).
-    const VecDotFn dot = t < GroupedTokens(n_tokens) ? GetVecDotGrouped(w.type, BestSimdLevel())
+    const VecDotFn dot = t < GroupedTokens(w.type, n_tokens) ? GetVecDotGrouped(w.type, BestSimdLevel())
                                                      : GetVecDot(w.type, BestSimdLevel());
     for (int64_t r = 0; r < w.n_rows(); ++r) y[t * w.n_rows() + r] = dot(w.row(r), act.data(), n);
   }
