@@ -3,6 +3,8 @@
 #include "comm/comm_bench.h"
 
 #include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <poll.h>
 #include <sched.h>
 #include <signal.h>
 #include <sys/mman.h>
@@ -140,11 +142,11 @@ struct Setup {
 
 Result<int> RawTcpConnect(int rank, Setup& setup) {
   if (rank == 0) {
-    COHORT_RETURN_IF_ERROR(PollOne(setup.raw_listen_fd, 1 /*POLLIN*/, DeadlineAfter(kBenchTimeout)));
+    COHORT_RETURN_IF_ERROR(PollOne(setup.raw_listen_fd, POLLIN, DeadlineAfter(kBenchTimeout)));
     const int fd = accept(setup.raw_listen_fd, nullptr, nullptr);
     if (fd < 0) return IoError("raw accept failed");
     const int one = 1;
-    setsockopt(fd, IPPROTO_TCP, 1 /*TCP_NODELAY*/, &one, sizeof(one));
+    setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
     return fd;
   }
   const int fd = socket(AF_INET, SOCK_STREAM, 0);
@@ -153,7 +155,7 @@ Result<int> RawTcpConnect(int rank, Setup& setup) {
     return Unavailable("raw connect failed");
   }
   const int one = 1;
-  setsockopt(fd, IPPROTO_TCP, 1 /*TCP_NODELAY*/, &one, sizeof(one));
+  setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
   return fd;
 }
 
@@ -249,22 +251,42 @@ Result<CommBenchResult> MeasureComm(const CommBenchOptions& options) {
   COHORT_RETURN_IF_ERROR(options.Validate());
   Setup setup;
   COHORT_RETURN_IF_ERROR(Prepare(options, &setup));
+  // The child reports its own failure through this pipe, so the parent can say why.
+  int report[2];
+  if (pipe(report) != 0) return IoError("pipe failed");
   const pid_t child = fork();
   if (child < 0) return IoError("fork failed");
   if (child == 0) {
+    close(report[0]);
     setup.listeners[0].reset();
     setup.ucx_listeners[0].reset();
     Result<CommBenchResult> mine = RunRank(1, setup, options);
+    if (!mine.ok()) {
+      const std::string why = mine.status().ToString();
+      (void)!write(report[1], why.data(), why.size());
+    }
     _exit(mine.ok() ? 0 : 1);
   }
+  close(report[1]);
   setup.listeners[1].reset();
   setup.ucx_listeners[1].reset();
   Result<CommBenchResult> result = RunRank(0, setup, options);
+  // Give a failing child a moment to explain itself before it is killed.
+  if (!result.ok()) (void)PollOne(report[0], POLLIN, DeadlineAfter(std::chrono::seconds(2)));
   if (!result.ok()) kill(child, SIGKILL);
   int status = 0;
   waitpid(child, &status, 0);
+  std::string child_error(4096, '\0');
+  const ssize_t n = read(report[0], child_error.data(), child_error.size());
+  child_error.resize(n > 0 ? static_cast<size_t>(n) : 0);
+  close(report[0]);
   close(setup.raw_listen_fd);
   munmap(setup.raw_shm, setup.raw_shm_bytes);
+  if (!child_error.empty()) {
+    const Status own = result.ok() ? Status::Ok() : result.status();
+    return Internal("benchmark rank 1 failed: " + child_error +
+                    (own.ok() ? "" : "; rank 0: " + own.ToString()));
+  }
   if (result.ok() && !(WIFEXITED(status) && WEXITSTATUS(status) == 0)) {
     return Internal("benchmark child process failed");
   }

@@ -25,6 +25,8 @@ namespace {
 ucp_tag_t UcxTag(int sender, uint32_t tag) { return (ucp_tag_t(sender) << 32) | tag; }
 constexpr ucp_tag_t kFullMask = ~ucp_tag_t{0};
 constexpr auto kPollSlice = std::chrono::milliseconds(10);
+constexpr auto kLeaveGrace = std::chrono::milliseconds(100);
+constexpr auto kCloseFlush = std::chrono::milliseconds(50);
 
 struct OpState {
   void* request = nullptr;
@@ -213,6 +215,14 @@ Status UcxTransport::CheckLiveness() {
     char byte;
     const ssize_t n = recv(fds_[op.peer], &byte, 1, MSG_PEEK | MSG_DONTWAIT);
     if (n == 0 || (n < 0 && errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR)) {
+      // The peer left. What it sent before leaving may still be on its way through UCX:
+      // progress a little longer before calling the operation lost.
+      const Deadline grace = DeadlineAfter(kLeaveGrace);
+      while (Clock::now() < grace) {
+        ucp_worker_progress(worker_);
+        if (op.status != UCS_INPROGRESS) break;
+      }
+      if (op.status != UCS_INPROGRESS) continue;
       return Unavailable(fmt::format("rank {} closed its transport or died", op.peer));
     }
   }
@@ -280,24 +290,29 @@ Status UcxTransport::Exchange(std::span<const SendOp> sends, std::span<const Rec
 void UcxTransport::Close() {
   if (closed_) return;
   closed_ = true;
-  for (int& fd : fds_) {
-    if (fd >= 0) shutdown(fd, SHUT_RDWR);  // tells peers at once, before UCX notices
-    CloseFd(&fd);
-  }
-  if (worker_ == nullptr) return;
-  for (ucp_ep_h& ep : eps_) {
-    if (ep == nullptr) continue;
-    ucp_request_param_t param{};
-    param.op_attr_mask = UCP_OP_ATTR_FIELD_FLAGS;
-    param.flags = UCP_EP_CLOSE_FLAG_FORCE;
-    ucs_status_ptr_t request = ucp_ep_close_nbx(ep, &param);
-    const Deadline deadline = DeadlineAfter(std::chrono::seconds(1));
-    while (request != nullptr && !UCS_PTR_IS_ERR(request) &&
-           ucp_request_check_status(request) == UCS_INPROGRESS && Clock::now() < deadline) {
-      ucp_worker_progress(worker_);
+  // Flush first, so that everything we sent has arrived before the peers see us leave (they
+  // take end-of-file on the bootstrap socket as "gone"). Briefly: a flush needs the peers to
+  // progress, and a dead or busy peer must not hold up our exit (their side also gives late
+  // messages a grace period, see CheckLiveness).
+  if (worker_ != nullptr) {
+    const Deadline deadline = DeadlineAfter(kCloseFlush);
+    for (ucp_ep_h& ep : eps_) {
+      if (ep == nullptr) continue;
+      ucp_request_param_t param{};
+      param.op_attr_mask = UCP_OP_ATTR_FIELD_FLAGS;
+      param.flags = failed_[&ep - eps_.data()] == UCS_OK ? 0 : UCP_EP_CLOSE_FLAG_FORCE;
+      ucs_status_ptr_t request = ucp_ep_close_nbx(ep, &param);
+      while (request != nullptr && !UCS_PTR_IS_ERR(request) &&
+             ucp_request_check_status(request) == UCS_INPROGRESS && Clock::now() < deadline) {
+        ucp_worker_progress(worker_);
+      }
+      if (request != nullptr && !UCS_PTR_IS_ERR(request)) ucp_request_free(request);
+      ep = nullptr;
     }
-    if (request != nullptr && !UCS_PTR_IS_ERR(request)) ucp_request_free(request);
-    ep = nullptr;
+  }
+  for (int& fd : fds_) {
+    if (fd >= 0) shutdown(fd, SHUT_RDWR);
+    CloseFd(&fd);
   }
 }
 
