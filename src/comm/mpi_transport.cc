@@ -1,6 +1,9 @@
 // MPI implementation of Transport (see mpi_transport.h).
 #include "comm/mpi_transport.h"
 
+// Only MPI's C API: keep its deprecated C++ bindings (and their extra library) out.
+#define OMPI_SKIP_MPICXX 1
+#define MPICH_SKIP_MPICXX 1
 #include <mpi.h>
 
 #include <climits>
