@@ -35,9 +35,13 @@ __attribute__((always_inline)) inline float DotGgmlBody(const float* a, const fl
     for (int l = 0; l < 64; ++l) acc[l] = std::fma(a[i + l], b[i + l], acc[l]);
   }
   float sum = Reduce64(acc);
-  // ggml's tail loop is compiled as rounded products (vmulps) added one by one: no fusion.
-  // fma(x, y, 0) is the rounded product, and keeps the compiler from fusing it into the add.
-  for (int64_t i = n_main; i < n; ++i) sum += std::fma(a[i], b[i], 0.0f);
+  // GCC vectorises ggml's tail loop: chunks of 16, then one of 8, as rounded products (vmulps)
+  // added one by one; the last n % 8 are fused (vfmadd231ss). fma(x, y, 0) is the rounded
+  // product, and keeps the compiler from fusing it into the add.
+  int64_t i = n_main;
+  const int64_t n_rounded = n_main + (n - n_main) / 8 * 8;
+  for (; i < n_rounded; ++i) sum += std::fma(a[i], b[i], 0.0f);
+  for (; i < n; ++i) sum = std::fma(a[i], b[i], sum);
   return sum;
 }
 

@@ -8,8 +8,8 @@ namespace cohort::kernels {
 
 // dot(a, b) summed exactly as ggml_vec_dot_f32 does on AVX-512 (llama.cpp's attention scores
 // q·k, and single-token attention outputs): element i goes to lane i % 64 by fused multiply-
-// add, lanes are reduced in ggml's tree order, then the n % 64 tail's rounded products are
-// added one by one.
+// add, lanes are reduced in ggml's tree order, then the n % 64 tail is added one element at a
+// time: rounded products for its chunks of 16 and 8, fused for the last n % 8.
 float DotGgml(const float* a, const float* b, int64_t n);
 // dot(a, b) as llamafile's AVX-512 sgemm sums it (llama.cpp's F32 matrix products for batches
 // of >= 2 tokens): element i to lane i % 16 by fused multiply-add, then _mm512_reduce_add_ps's

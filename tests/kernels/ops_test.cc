@@ -245,8 +245,8 @@ TEST(OpsTest, ArgmaxTiesGoToLowestIndex) {
 // ---- ggml_sums.h: llama.cpp's attention summation orders ----
 
 // ggml_vec_dot_f32 on AVX-512, restated with explicit vectors: 4 accumulators of 16 lanes,
-// (v0 + v2) + (v1 + v3), then _mm512_reduce_add_ps's tree, then the n % 64 tail's rounded
-// products one by one.
+// (v0 + v2) + (v1 + v3), then _mm512_reduce_add_ps's tree, then the n % 64 tail one by one
+// (GCC's vectorised tail: rounded products for the chunks of 16 and 8, fused for the rest).
 float VecDotF32Restated(const float* a, const float* b, int64_t n) {
   float v[4][16] = {};
   const int64_t n_main = n / 64 * 64;
@@ -261,9 +261,14 @@ float VecDotF32Restated(const float* a, const float* b, int64_t n) {
   for (int l = 0; l < 8; ++l) h[l] = x[l] + x[l + 8];
   for (int l = 0; l < 4; ++l) q[l] = h[l] + h[l + 4];
   float sum = (q[0] + q[2]) + (q[1] + q[3]);
+  const int64_t n_rounded = n_main + (n - n_main) / 8 * 8;
   for (int64_t i = n_main; i < n; ++i) {
-    const float product = std::fma(a[i], b[i], 0.0f);  // rounded, not fused into the add
-    sum += product;
+    if (i < n_rounded) {
+      const float product = std::fma(a[i], b[i], 0.0f);  // rounded, not fused into the add
+      sum += product;
+    } else {
+      sum = std::fma(a[i], b[i], sum);
+    }
   }
   return sum;
 }
