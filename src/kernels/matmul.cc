@@ -44,9 +44,13 @@ TileFn GetTileGrouped(DType weight, SimdLevel level) {
   return GetTile(weight, level);
 }
 
-void MatMulRows(const TensorView& w, int64_t row_begin, int64_t row_end, const float* x,
+namespace {
+
+// batch_orders: the batch shape picks the summation order per token (GroupedTokens); false
+// keeps every token in the single-token order.
+void MatMulImpl(const TensorView& w, int64_t row_begin, int64_t row_end, const float* x,
                 int64_t n_tokens, float* y, int64_t y_stride, ThreadPool* pool,
-                std::vector<uint8_t>* scratch) {
+                std::vector<uint8_t>* scratch, bool batch_orders) {
   COHORT_CHECK(IsWeightType(w.type));
   COHORT_CHECK(0 <= row_begin && row_begin <= row_end && row_end <= w.n_rows());
   COHORT_CHECK_GE(n_tokens, 0);
@@ -74,7 +78,7 @@ void MatMulRows(const TensorView& w, int64_t row_begin, int64_t row_end, const f
   // kTileTokens (4) tokens starting at a multiple of 4 lies wholly on one side.
   const VecDotFn dot_grouped = GetVecDotGrouped(w.type, BestSimdLevel());
   const TileFn tile_grouped = GetTileGrouped(w.type, BestSimdLevel());
-  const int64_t n_grouped = GroupedTokens(w.type, n_tokens);
+  const int64_t n_grouped = batch_orders ? GroupedTokens(w.type, n_tokens) : 0;
   const int64_t n_rows = row_end - row_begin;
   const int64_t n_tiles = (n_rows + kRowTile - 1) / kRowTile;
   const uint8_t* w_rows = w.data + row_begin * w.row_bytes;
@@ -102,6 +106,19 @@ void MatMulRows(const TensorView& w, int64_t row_begin, int64_t row_end, const f
       }
     }
   });
+}
+
+}  // namespace
+
+void MatMulRows(const TensorView& w, int64_t row_begin, int64_t row_end, const float* x,
+                int64_t n_tokens, float* y, int64_t y_stride, ThreadPool* pool,
+                std::vector<uint8_t>* scratch) {
+  MatMulImpl(w, row_begin, row_end, x, n_tokens, y, y_stride, pool, scratch, /*batch_orders=*/true);
+}
+
+void MatMulExperts(const TensorView& w, const float* x, int64_t n_tokens, float* y,
+                   ThreadPool* pool, std::vector<uint8_t>* scratch) {
+  MatMulImpl(w, 0, w.n_rows(), x, n_tokens, y, w.n_rows(), pool, scratch, /*batch_orders=*/false);
 }
 
 void MatMul(const TensorView& w, const float* x, int64_t n_tokens, float* y, ThreadPool* pool,

@@ -26,4 +26,10 @@ void MatMulRows(const TensorView& w, int64_t row_begin, int64_t row_end, const f
                 int64_t n_tokens, float* y, int64_t y_stride, ThreadPool* pool,
                 std::vector<uint8_t>* scratch);
 
+// MatMul for the tokens routed to one expert: llama.cpp's MUL_MAT_ID takes every token alone
+// (ggml_vec_dot, or the repacked GEMV), so every token gets the single-token order whatever the
+// batch (see GetVecDotGrouped in quant.h).
+void MatMulExperts(const TensorView& w, const float* x, int64_t n_tokens, float* y,
+                   ThreadPool* pool, std::vector<uint8_t>* scratch);
+
 }  // namespace cohort::kernels

@@ -117,14 +117,18 @@ void MoeFfn(ThreadPool* pool, std::vector<uint8_t>* matmul_scratch, const MoeCon
       std::memcpy(s.x.data() + static_cast<size_t>(r) * n_embd,
                   x + static_cast<size_t>(s.rows[r]) * n_embd, n_embd * sizeof(float));
     }
-    kernels::MatMul(w.gate_exps.Rows(e * n_ff, (e + 1) * n_ff), s.x.data(), n, s.gate.data(), pool, matmul_scratch);
-    kernels::MatMul(w.up_exps.Rows(e * n_ff, (e + 1) * n_ff), s.x.data(), n, s.up.data(), pool, matmul_scratch);
+    // Expert products take each token alone, as llama.cpp's MUL_MAT_ID does.
+    kernels::MatMulExperts(w.gate_exps.Rows(e * n_ff, (e + 1) * n_ff), s.x.data(), n, s.gate.data(),
+                           pool, matmul_scratch);
+    kernels::MatMulExperts(w.up_exps.Rows(e * n_ff, (e + 1) * n_ff), s.x.data(), n, s.up.data(), pool,
+                           matmul_scratch);
     for (int r = 0; r < n; ++r) {
       float* g = s.gate.data() + static_cast<size_t>(r) * n_ff;
       kernels::SwiGlu(g, s.up.data() + static_cast<size_t>(r) * n_ff, n_ff, g);
     }
-    kernels::MatMul(w.down_exps.Rows(static_cast<int64_t>(e) * n_embd, static_cast<int64_t>(e + 1) * n_embd),
-                    s.gate.data(), n, s.y.data(), pool, matmul_scratch);
+    kernels::MatMulExperts(
+        w.down_exps.Rows(static_cast<int64_t>(e) * n_embd, static_cast<int64_t>(e + 1) * n_embd),
+        s.gate.data(), n, s.y.data(), pool, matmul_scratch);
     for (int r = 0; r < n; ++r) {
       const size_t slot = static_cast<size_t>(s.rows[r]) * k + s.slots[r];
       float* dst = s.slot_out.data() + slot * n_embd;
