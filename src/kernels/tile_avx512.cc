@@ -10,6 +10,7 @@
 #include "kernels/simd_x86.h"
 #include "kernels/tile.h"
 #include "kernels/tile_table.h"
+#include "kernels/tile_x86.h"
 
 namespace cohort::kernels::avx512 {
 
@@ -95,6 +96,40 @@ COHORT_TARGET_AVX512 void TileLegacy(const uint8_t* w, int64_t w_stride, const u
   }
 }
 
+// Q4_0 in the repacked order: per (row, token) one float, fed each block's whole integer sum
+// with one FMA. The rows are the lanes: 4 rows' sums reduce together and one vector FMA
+// advances all 4 (lane r does row r's scalar std::fma exactly).
+template <int R, int T>
+COHORT_TARGET_AVX512 void TileQ4_0Rows(const uint8_t* w, int64_t w_stride, const uint8_t* act,
+                                       int64_t act_stride, int64_t n, float* out, int64_t out_stride) {
+  const int64_t nb = n / kQK;
+  const __m256i zero = _mm256_setzero_si256();
+  const __m256i eights = _mm256_set1_epi8(8);
+  __m128 acc[T];
+  for (int t = 0; t < T; ++t) acc[t] = _mm_setzero_ps();
+  for (int64_t i = 0; i < nb; ++i) {
+    __m256i q[R];
+    float dw_lanes[4] = {0.0f, 0.0f, 0.0f, 0.0f};
+    for (int r = 0; r < R; ++r) {
+      const BlockQ4_0& b = reinterpret_cast<const BlockQ4_0*>(w + r * w_stride)[i];
+      q[r] = x86::UnpackNibbles16(b.qs);
+      dw_lanes[r] = HalfToFloat(b.d);
+    }
+    const __m128 dw = _mm_loadu_ps(dw_lanes);
+    for (int t = 0; t < T; ++t) {
+      const BlockQ8_0& b = reinterpret_cast<const BlockQ8_0*>(act + t * act_stride)[i];
+      const __m256i y = Load32(b.qs);
+      // sum (q - 8) y = dpbusd(q, y) - 8 sum(y), lane by lane, exactly.
+      const __m256i seed = _mm256_sub_epi32(zero, _mm256_dpbusd_epi32(zero, eights, y));
+      __m256i s[R];
+      for (int r = 0; r < R; ++r) s[r] = _mm256_dpbusd_epi32(seed, q[r], y);
+      const __m128 d = _mm_mul_ps(dw, _mm_set1_ps(HalfToFloat(b.d)));
+      acc[t] = _mm_fmadd_ps(_mm_cvtepi32_ps(x86::Reduce4<R>(s)), d, acc[t]);
+    }
+  }
+  for (int t = 0; t < T; ++t) x86::StoreLanes<R>(acc[t], out + t * out_stride);
+}
+
 template <Legacy kType>
 struct LegacyKernel {
   template <int R, int T>
@@ -102,7 +137,11 @@ struct LegacyKernel {
     COHORT_TARGET_AVX512 static void Run(const uint8_t* w, int64_t w_stride, const uint8_t* act,
                                          int64_t act_stride, int64_t n, float* out,
                                          int64_t out_stride) {
-      TileLegacy<kType, R, T>(w, w_stride, act, act_stride, n, out, out_stride);
+      if constexpr (kType == Legacy::kQ4_0) {
+        TileQ4_0Rows<R, T>(w, w_stride, act, act_stride, n, out, out_stride);
+      } else {
+        TileLegacy<kType, R, T>(w, w_stride, act, act_stride, n, out, out_stride);
+      }
     }
   };
 };
