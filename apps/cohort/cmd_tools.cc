@@ -81,7 +81,9 @@ int LogitsCommand(const CommonOptions& common, const LogitsOptions& options) {
   model::Model* model = loaded->get();
   std::unique_ptr<DistributedModel> dist;  // --workers / --local-ranks (cmd_worker.h)
   if (options.dist.enabled()) {
-    auto started = DistributedModel::Start(options.dist, options.model, **file, common.threads);
+    DistOptions d = options.dist;
+    d.verbose_workers = common.verbose;
+    auto started = DistributedModel::Start(d, options.model, **file, common.threads);
     if (!started.ok()) return Fail("logits", started.status());
     dist = std::move(*started);
     model = &dist->model();
@@ -106,14 +108,19 @@ int LogitsCommand(const CommonOptions& common, const LogitsOptions& options) {
   const size_t step = options.n_batch > 0 ? static_cast<size_t>(options.n_batch) : n;
   std::vector<float> logits(n * static_cast<size_t>(config.n_vocab));
   model::Batch batch;
-  for (size_t begin = 0; begin < n; begin += step) {
-    const size_t end = std::min(n, begin + step);
+  // --prompt-batch N: the first N ids in one pass, then one id per pass, as llama.cpp's
+  // goldens are made (a prompt, then generated tokens).
+  const size_t first = options.prompt_batch > 0 ? static_cast<size_t>(options.prompt_batch) : step;
+  for (size_t begin = 0; begin < n;) {
+    const size_t end = std::min(n, begin + (begin == 0 ? first : options.prompt_batch > 0 ? 1 : step));
     batch.Clear();
     for (size_t i = begin; i < end; ++i) batch.Add((*ids)[i], static_cast<int32_t>(i), 0, true);
     std::span<float> out(logits.data() + begin * config.n_vocab, (end - begin) * config.n_vocab);
     Status status = model->Forward(ctx, batch, **cache, out);
     if (!status.ok()) return Fail("logits", status);
+    begin = end;
   }
+  if (dist != nullptr && common.verbose) std::fprintf(stderr, "%s", dist->MemoryReport().c_str());
   std::FILE* f = std::fopen(options.output.c_str(), "wb");
   if (f == nullptr) return Fail("logits", IoError("cannot open " + options.output + " for writing"));
   const size_t written = std::fwrite(logits.data(), sizeof(float), logits.size(), f);

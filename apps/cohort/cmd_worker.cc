@@ -144,7 +144,7 @@ Result<std::unique_ptr<DistributedModel>> DistributedModel::Start(const DistOpti
   if (options.local_ranks > 1) {
     for (int r = 1; r < options.local_ranks; ++r) {
       int pid = -1;
-      auto address = SpawnWorker(s.worker_threads, false, &pid);
+      auto address = SpawnWorker(s.worker_threads, options.verbose_workers, &pid);
       if (pid > 0) d->children_.push_back(pid);
       if (!address.ok()) return address.status();
       s.workers.push_back(*address);
@@ -194,6 +194,19 @@ Result<std::unique_ptr<engine::LoadedModel>> DistributedModel::AsLoadedModel(con
 }
 
 std::string DistributedModel::Describe() const { return session_->plan().ToString(); }
+
+std::string DistributedModel::MemoryReport() const {
+  std::FILE* f = std::fopen("/proc/self/status", "r");
+  char line[256];
+  std::string rss;
+  while (f != nullptr && std::fgets(line, sizeof(line), f) != nullptr) {
+    if (std::strncmp(line, "Rss", 3) == 0) rss += line;
+  }
+  if (f != nullptr) std::fclose(f);
+  return rss + fmt::format("rank 0: peak resident {:.1f} MiB ({:.1f} MiB of column slices copied)\n",
+                     parallel::PeakResidentBytes() / 1048576.0,
+                     session_->executor().copied_bytes() / 1048576.0);
+}
 
 CLI::App* AddWorkerCommand(CLI::App& app, WorkerOptions* o) {
   CLI::App* cmd = app.add_subcommand("worker", "serve model shards for a coordinator (cohort run|logits --workers)");

@@ -35,6 +35,7 @@ struct DistOptions {
   int worker_threads = 0;     // threads per spawned/remote worker; 0: the coordinator's -t
   int64_t link_latency_us = 0;    // TCP link emulation: added one-way delay
   double link_gbit = 0;           // TCP link emulation: bandwidth cap per link (Gbit/s)
+  bool verbose_workers = false;   // spawned workers log to stderr (set from -v)
   bool enabled() const { return !workers.empty() || local_ranks > 1; }
 };
 
@@ -56,6 +57,7 @@ class DistributedModel {
   // outlive the bundle). The file's chat template is not carried over.
   Result<std::unique_ptr<engine::LoadedModel>> AsLoadedModel(const gguf::File& file);
   std::string Describe() const;  // the plan, for --verbose
+  std::string MemoryReport() const;  // rank 0's peak resident memory, for --verbose
 
  private:
   DistributedModel() = default;

@@ -158,6 +158,29 @@ void Decoder::HeadRows(const Batch& batch, ThreadPool* pool, const float* x, int
   kernels::MatMul(head, head_in_.data(), n_out, logits, pool, &matmul_scratch_);
 }
 
+Result<int64_t> Decoder::CopyColumnSlices() {
+  const LayerShard& l = stage_.layer;
+  auto copy = [this](TensorView* w, int64_t begin, int64_t end) -> Status {
+    if (w == nullptr || w->empty() || begin >= end || (begin == 0 && end == w->ne[0])) {
+      return Status::Ok();
+    }
+    COHORT_ASSIGN_OR_RETURN(*w, owned_.CopyColumns(*w, begin, end));
+    return Status::Ok();
+  };
+  const ColumnRange attn = AttnOutputColumns();
+  for (int layer = stage_.layer_begin; layer < stage_.layer_end; ++layer) {
+    COHORT_RETURN_IF_ERROR(copy(MutableAttnOutput(layer), attn.begin, attn.end));
+    FfnWeights* ffn = MutableFfn(layer);
+    if (ffn == nullptr) continue;
+    if (auto* dense = std::get_if<DenseFfnWeights>(ffn)) {
+      COHORT_RETURN_IF_ERROR(copy(&dense->down, l.ffn_cols.begin, l.ffn_cols.end));
+    } else if (auto& shared = std::get<MoeWeights>(*ffn).shared; shared.has_value()) {
+      COHORT_RETURN_IF_ERROR(copy(&shared->down, l.shared_cols.begin, l.shared_cols.end));
+    }
+  }
+  return owned_.bytes();
+}
+
 Status Decoder::RunLayers(const Context& ctx, const Batch& batch, KvCache& cache, float* x,
                           PartialSumReducer* reducer) {
   const int n_tokens = static_cast<int>(batch.size());

@@ -14,6 +14,7 @@
 #include "model/dense_ffn.h"
 #include "model/model.h"
 #include "model/moe_ffn.h"
+#include "model/owned_slices.h"
 #include "model/weights.h"
 
 namespace cohort::model {
@@ -73,6 +74,10 @@ class Decoder : public Model {
   // that want logits, from the final hidden states x[n_tokens][n_embd].
   void HeadRows(const Batch& batch, ThreadPool* pool, const float* x, int64_t row_begin,
                 int64_t row_end, float* logits);
+  // Copies the stage shard's column slices (attention output, FFN down projections) out of
+  // the mapping into memory of their own (owned_slices.h), so the mapped pages the other
+  // ranks' slices share need not stay resident. Call after SetStageShard; returns the bytes.
+  Result<int64_t> CopyColumnSlices();
 
  protected:
   Decoder(ModelConfig config, OutputWeights output);
@@ -87,6 +92,11 @@ class Decoder : public Model {
                          float* out) = 0;
   virtual const FfnWeights& Ffn(int layer) const = 0;
 
+  // The weights a shard slices by columns, for CopyColumnSlices (null: none in that layer).
+  virtual TensorView* MutableAttnOutput(int /*layer*/) { return nullptr; }
+  virtual ColumnRange AttnOutputColumns() const { return {}; }
+  virtual FfnWeights* MutableFfn(int /*layer*/) { return nullptr; }
+
   const LayerShard& shard() const { return stage_.layer; }
   // The KV-cache layer index of a model layer (caches hold the stage's layers only).
   int CacheLayer(int layer) const { return layer - stage_.layer_begin; }
@@ -98,6 +108,7 @@ class Decoder : public Model {
   ModelConfig config_;
   OutputWeights output_;
   StageShard stage_;
+  OwnedSlices owned_;  // CopyColumnSlices' copies, which the views then point into
   // Scratch, grown to the largest batch seen and then reused: no allocation per token.
   std::vector<float> x_, xn_, block_out_, head_in_;  // [n_tokens][n_embd]
   std::vector<uint8_t> matmul_scratch_;

@@ -49,6 +49,12 @@ class Deepseek2Model final : public Decoder {
                  scratch_, out);
   }
   const FfnWeights& Ffn(int layer) const override { return layers_[layer].ffn; }
+  TensorView* MutableAttnOutput(int layer) override { return &layers_[layer].attn.wo; }
+  ColumnRange AttnOutputColumns() const override {
+    return {static_cast<int64_t>(shard().heads.begin) * params_.v_head_dim,
+            static_cast<int64_t>(shard().heads.end) * params_.v_head_dim};
+  }
+  FfnWeights* MutableFfn(int layer) override { return &layers_[layer].ffn; }
 
  private:
   std::vector<Deepseek2Layer> layers_;

@@ -42,6 +42,11 @@ int64_t GqaModel::KvKeyWidth() const {
 
 int64_t GqaModel::KvValueWidth() const { return KvKeyWidth(); }
 
+ColumnRange GqaModel::AttnOutputColumns() const {
+  return {static_cast<int64_t>(shard().heads.begin) * params_.head_dim,
+          static_cast<int64_t>(shard().heads.end) * params_.head_dim};
+}
+
 void GqaModel::Attention(const BlockEnv& env, int layer, const float* x, KvCache& cache,
                          float* out) {
   GqaAttention(env, layers_[layer].attn, params_, shard().heads, CacheLayer(layer), x, cache,

@@ -32,6 +32,9 @@ class GqaModel final : public Decoder {
   void Attention(const BlockEnv& env, int layer, const float* x, KvCache& cache,
                  float* out) override;
   const FfnWeights& Ffn(int layer) const override { return layers_[layer].ffn; }
+  TensorView* MutableAttnOutput(int layer) override { return &layers_[layer].attn.wo; }
+  ColumnRange AttnOutputColumns() const override;
+  FfnWeights* MutableFfn(int layer) override { return &layers_[layer].ffn; }
 
  private:
   std::vector<GqaLayer> layers_;

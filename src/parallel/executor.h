@@ -42,6 +42,8 @@ class Executor final : public model::Model {
 
   int rank() const { return world_.rank(); }
   const ShardPlan& plan() const { return plan_; }
+  // Bytes of column slices copied out of the mapping at creation (see OwnedSlices).
+  int64_t copied_bytes() const { return copied_bytes_; }
 
   // model::Model, on the coordinator. The cache is rank 0's own share; the other ranks keep
   // theirs in step with it (its options and per-sequence lengths travel with every step).
@@ -78,6 +80,7 @@ class Executor final : public model::Model {
   std::unique_ptr<comm::Communicator> group_;  // this stage's tensor-parallel group
   std::unique_ptr<model::PartialSumReducer> reducer_;
   bool stopped_ = false;
+  int64_t copied_bytes_ = 0;
 
   // Buffers grown to the largest step and reused.
   std::vector<float> x_;           // [n_tokens][n_embd]

@@ -9,6 +9,7 @@
 
 #include <cerrno>
 #include <chrono>
+#include <cstdio>
 #include <cstring>
 #include <random>
 
@@ -170,10 +171,27 @@ Status RunJob(ControlChannel& channel, const nlohmann::json& job, Logger* log) {
   if (log != nullptr) log->Info("rank {} of {}: serving {} ({})", rank, plan.n_ranks(), path, plan.ToString());
   ThreadPool pool(job.at("threads").get<int>());
   Context ctx{&pool, log};
-  return executor->Serve(ctx);
+  const Status served = executor->Serve(ctx);
+  if (log != nullptr) {
+    log->Info("rank {}: peak resident {:.1f} MiB ({:.1f} MiB of column slices copied)", rank,
+              PeakResidentBytes() / 1048576.0, executor->copied_bytes() / 1048576.0);
+  }
+  return served;
 }
 
 }  // namespace
+
+int64_t PeakResidentBytes() {
+  std::FILE* f = std::fopen("/proc/self/status", "r");
+  if (f == nullptr) return 0;
+  char line[256];
+  int64_t kb = 0;
+  while (std::fgets(line, sizeof(line), f) != nullptr) {
+    if (std::sscanf(line, "VmHWM: %ld kB", &kb) == 1) break;
+  }
+  std::fclose(f);
+  return kb * 1024;
+}
 
 Status ServeOneJob(int listen_fd, Logger* log) {
   for (;;) {  // a worker waits for its coordinator as long as it takes, an hour per poll

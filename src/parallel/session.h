@@ -58,6 +58,9 @@ class Session {
   std::unique_ptr<Executor> executor_;
 };
 
+// This process's peak resident memory (VmHWM), 0 where /proc does not say.
+int64_t PeakResidentBytes();
+
 // A worker's side: waits on `listen_fd` for a coordinator, runs its job to the end, returns
 // how it ended (Ok when the coordinator stopped it). `log` may be null.
 Status ServeOneJob(int listen_fd, Logger* log);

@@ -1,0 +1,39 @@
+// Column slices of weight matrices copied out of the mapped GGUF into memory of their own, so
+// a tensor-parallel rank that uses a slice of every row (attn_output, ffn_down) keeps only that
+// slice resident instead of every page the rows share with the other ranks' slices.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <vector>
+
+#include "core/status.h"
+#include "core/tensor.h"
+
+namespace cohort::model {
+
+class OwnedSlices {
+ public:
+  OwnedSlices() = default;
+  ~OwnedSlices();
+  OwnedSlices(const OwnedSlices&) = delete;
+  OwnedSlices& operator=(const OwnedSlices&) = delete;
+
+  // Copies columns [begin, end) of every row of w (quant-block aligned) and returns a view
+  // that ColumnSlice(view, begin, end) turns into exactly the copy; no other slice of the
+  // returned view is valid. The copy sits `begin`'s row offset into an anonymous mapping
+  // whose untouched front costs no memory. w must be a view into a read-only file mapping (or
+  // memory that can be dropped and re-read): its pages are released after the copy.
+  Result<TensorView> CopyColumns(const TensorView& w, int64_t begin, int64_t end);
+  int64_t bytes() const { return bytes_; }
+
+ private:
+  struct Region {
+    void* base;
+    size_t size;
+  };
+  std::vector<Region> regions_;
+  int64_t bytes_ = 0;
+};
+
+}  // namespace cohort::model
