@@ -54,8 +54,15 @@ Result<std::unique_ptr<ClusterNode>> ClusterNode::Start(const ClusterOptions& op
     COHORT_ASSIGN_OR_RETURN(node->multicast_group_, SocketAddress::Parse(options.multicast_group));
     SocketAddress iface = node->listen_;
     iface.addr.sin_port = 0;
-    COHORT_ASSIGN_OR_RETURN(node->multicast_, BindMulticast(node->multicast_group_, iface));
-    COHORT_RETURN_IF_ERROR(SetMulticastSender(node->udp_.get(), iface));
+    // A host without a multicast-capable interface (no default route, loopback only) still
+    // forms clusters through --peers: warn and go on without beacons.
+    auto group = BindMulticast(node->multicast_group_, iface);
+    Status sender = group.ok() ? SetMulticastSender(node->udp_.get(), iface) : group.status();
+    if (sender.ok()) {
+      node->multicast_ = std::move(*group);
+    } else {
+      log->Warn("cluster: no multicast discovery ({}); only --peers will be used", sender.ToString());
+    }
   }
   for (const std::string& peer : options.peers) {
     auto addr = SocketAddress::Parse(peer);
@@ -90,6 +97,11 @@ void ClusterNode::Stop() {
     if (stop_.exchange(true)) return;
   }
   stop_cv_.notify_all();
+  {
+    // Taking the lock orders this wake-up after any handler's check of stop_, so none of
+    // them can miss it and wait forever.
+    std::lock_guard<std::mutex> lock(connections_mutex_);
+  }
   connections_cv_.notify_all();
   for (std::thread* t : {&receive_thread_, &tick_thread_, &accept_thread_, &profile_thread_}) {
     if (t->joinable()) t->join();
@@ -231,7 +243,7 @@ void ClusterNode::HandleHeartbeat(const Message& m, const nlohmann::json& j,
   // The advertised address when given (NAT, 0.0.0.0 listeners); else where the packet came from.
   heard.address = from.ToString();
   if (j.contains("addr") && j["addr"].is_string()) {
-    auto adv = SocketAddress::Parse(j["addr"].get<std::string>());
+    auto adv = SocketAddress::ParseNumeric(j["addr"].get<std::string>());
     if (adv.ok() && !adv->IsAny() && adv->port() != 0) heard.address = adv->ToString();
   }
   if (j.contains("profile")) heard.profile = ResourceFromJson(j["profile"]);
@@ -253,7 +265,7 @@ void ClusterNode::HandleHeartbeat(const Message& m, const nlohmann::json& j,
     Drop(DropReason::kTableFull);
     return;
   }
-  auto to = SocketAddress::Parse(heard.address);
+  auto to = SocketAddress::ParseNumeric(heard.address);
   if (!to.ok()) return;
   // Answer a newcomer at once rather than at the next tick, so joins converge quickly.
   if (!known) out->push_back({*to, EncodeLocked(MessageType::kHeartbeat, HeartbeatPayloadLocked())});
@@ -307,22 +319,24 @@ void ClusterNode::Tick(std::vector<Outgoing>* out, std::vector<MemberChange>* ch
   }
   const std::vector<Member> members = table_->List();
   for (const Member& m : members) {
-    auto to = SocketAddress::Parse(m.address);
+    auto to = SocketAddress::ParseNumeric(m.address);
     if (to.ok() && sent_to.insert(to->ToString()).second) out->push_back({*to, beat});
   }
   // The agreed state names members this node may not have heard yet (it knew one peer):
   // greeting them lets them hear it directly, which is the only way anyone joins a table.
   sent_to.insert(advertise_.ToString());
   for (const StateMember& m : state_.members) {
-    auto to = SocketAddress::Parse(m.address);
-    if (m.id != id_ && to.ok() && sent_to.insert(to->ToString()).second) out->push_back({*to, beat});
+    auto to = SocketAddress::ParseNumeric(m.address);
+    if (m.id != id_ && to.ok() && !to->IsAny() && sent_to.insert(to->ToString()).second) {
+      out->push_back({*to, beat});
+    }
   }
   // The leader re-sends its state now and then, so a lost datagram is repaired.
   if (leading && (*state_changed || tick_count_ % 4 == 0)) BroadcastStateLocked(out);
   if (now >= last_ping_ms_ + static_cast<uint64_t>(options_.ping_interval_ms)) {
     last_ping_ms_ = now;
     for (const Member& m : members) {
-      auto to = SocketAddress::Parse(m.address);
+      auto to = SocketAddress::ParseNumeric(m.address);
       if (!to.ok() || m.liveness == Liveness::kDead) continue;
       out->push_back({*to, EncodeLocked(MessageType::kPing, {{"t", SteadyNs()}})});
     }
@@ -359,7 +373,7 @@ bool ClusterNode::UpdateLeadershipLocked() {
 void ClusterNode::BroadcastStateLocked(std::vector<Outgoing>* out) {
   const std::vector<uint8_t> bytes = EncodeLocked(MessageType::kState, StateToJson(state_));
   for (const Member& m : table_->List()) {
-    auto to = SocketAddress::Parse(m.address);
+    auto to = SocketAddress::ParseNumeric(m.address);
     if (to.ok() && m.liveness != Liveness::kDead) out->push_back({*to, bytes});
   }
 }

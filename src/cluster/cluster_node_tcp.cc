@@ -182,7 +182,7 @@ Result<uint64_t> ClusterNode::ProposeChange(const Change& change, int timeout_ms
       if (version.ok() || version.status().code() != StatusCode::kUnavailable) return version;
       last = version.status();
     } else {
-      auto to = SocketAddress::Parse(leader_address);
+      auto to = SocketAddress::ParseNumeric(leader_address);
       const int left = static_cast<int>(deadline - std::min(deadline, SteadyMs()));
       auto reply = to.ok() ? Request(*to, MessageType::kPropose, {{"change", ChangeToJson(change)}}, 0,
                                      MessageType::kProposeReply, std::max(left, 1))
@@ -241,7 +241,7 @@ void ClusterNode::ProfileLoop() {
         members = table_->List();
       }
       for (const Member& m : members) {
-        auto to = SocketAddress::Parse(m.address);
+        auto to = SocketAddress::ParseNumeric(m.address);
         if (stop_.load() || !to.ok() || m.liveness != Liveness::kAlive) continue;
         ProbeBandwidth(m.id, *to);
       }

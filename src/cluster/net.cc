@@ -80,6 +80,14 @@ Result<SocketAddress> SocketAddress::Parse(const std::string& text) {
   return out;
 }
 
+Result<SocketAddress> SocketAddress::ParseNumeric(const std::string& text) {
+  const size_t colon = text.rfind(':');
+  if (colon == std::string::npos || text.find_first_not_of("0123456789.:") != std::string::npos) {
+    return InvalidArgument("address '" + text + "' is not a.b.c.d:port");
+  }
+  return Parse(text);
+}
+
 Fd& Fd::operator=(Fd&& o) noexcept {
   if (this != &o) {
     Reset();
@@ -97,6 +105,8 @@ void Fd::Reset() {
 Result<Fd> BindUdp(const SocketAddress& addr) {
   Fd fd(::socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, 0));
   if (!fd.valid()) return Errno("socket");
+  // Room for a burst (full states to many peers at once); the kernel caps it at rmem_max.
+  (void)SetInt(fd.get(), SOL_SOCKET, SO_RCVBUF, 1 << 20, "SO_RCVBUF");
   if (::bind(fd.get(), reinterpret_cast<const sockaddr*>(&addr.addr), sizeof(addr.addr)) != 0) {
     return Errno("bind udp " + addr.ToString());
   }

@@ -21,6 +21,8 @@ struct SocketAddress {
   bool operator==(const SocketAddress& o) const;
   // "host:port"; host may be a name (resolved once, IPv4) or a dotted quad.
   static Result<SocketAddress> Parse(const std::string& text);
+  // "a.b.c.d:port" only: never a name lookup (for addresses that arrive in messages).
+  static Result<SocketAddress> ParseNumeric(const std::string& text);
 };
 
 // Owns a file descriptor.

@@ -10,6 +10,7 @@
 
 #include "cluster/cluster_state.h"
 #include "cluster/member_table.h"
+#include "cluster/net.h"
 #include "cluster/node_id.h"
 #include "cluster/profile.h"
 #include "cluster/wire.h"
@@ -254,6 +255,21 @@ TEST(Profile, ParsesMeminfoAndFillsPlannerProfiles) {
   m.latency_s = 50e-6;
   m.bandwidth_Bps = 1e9;
   EXPECT_TRUE(ToLinkProfile("l", m).Validate().ok());
+}
+
+TEST(SocketAddress, ParsesAndRefusesLookupsFromMessages) {
+  auto a = SocketAddress::Parse("10.1.2.3:7946");
+  ASSERT_TRUE(a.ok());
+  EXPECT_EQ(a->ToString(), "10.1.2.3:7946");
+  EXPECT_EQ(a->port(), 7946);
+  EXPECT_FALSE(a->IsAny());
+  EXPECT_TRUE(SocketAddress::Parse("0.0.0.0:1")->IsAny());
+  EXPECT_TRUE(SocketAddress::Parse("localhost:5").ok());
+  EXPECT_FALSE(SocketAddress::ParseNumeric("localhost:5").ok());
+  EXPECT_TRUE(SocketAddress::ParseNumeric("127.0.0.1:5").ok());
+  for (const char* bad : {"", "host", ":80", "1.2.3.4:", "1.2.3.4:70000", "1.2.3.4:8x"}) {
+    EXPECT_FALSE(SocketAddress::Parse(bad).ok()) << bad;
+  }
 }
 
 }  // namespace
