@@ -10,6 +10,7 @@
 #include "kernels/simd_x86.h"
 #include "kernels/tile.h"
 #include "kernels/tile_table.h"
+#include "kernels/tile_x86.h"
 
 namespace cohort::kernels::avx512 {
 
@@ -40,65 +41,82 @@ inline ScalesMins UnpackScalesK4(const uint8_t* s) {
   return out;
 }
 
-// sum over g < 16 of bsums[g] * mins[g / 2], exactly (int16 products summed in int32).
-COHORT_TARGET_AVX512 inline int MinSumK4(const BlockQ8_K& y, const uint8_t* mins) {
-  uint64_t m8;
-  std::memcpy(&m8, mins, 8);
-  const __m128i m = _mm_cvtsi64_si128(static_cast<long long>(m8));
-  const __m256i m16 = _mm256_cvtepu8_epi16(_mm_unpacklo_epi8(m, m));  // m0 m0 m1 m1 ...
-  const __m256i bs = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(y.bsums));
-  return x86::HorizontalSum(_mm256_madd_epi16(bs, m16));
-}
 
 // Q4_K in llama.cpp's repacked order (vec_dot_avx2_k.cc): whole integer sums into two floats
-// per (row, token), once per super-block (GEMV) or once per 64-element pair (kPerPair, GEMM).
+// per (row, token), once per super-block (GEMV) or once per 64-element pair (kPerPair, GEMM),
+// with the rows as lanes (tile_x86.h): per super-block (or 64-element pair)
+// the whole integer sums of 4 rows reduce together and one vector FMA advances all 4 rows'
+// floats; lane r does exactly the vec-dot's scalar std::fma steps for row r.
 template <bool kPerPair>
-struct Q4KOrder {
+struct Q4KRows {
   template <int R, int T>
   struct Shape {
     COHORT_TARGET_AVX512 static void Run(const uint8_t* w, int64_t w_stride, const uint8_t* act,
                                          int64_t act_stride, int64_t n, float* out, int64_t out_stride) {
       const __m256i low_mask = _mm256_set1_epi8(0x0f);
-      float acc[R][T] = {};
-      float acc_min[R][T] = {};
+      __m128 acc[T], acc_min[T];
+      for (int t = 0; t < T; ++t) acc[t] = acc_min[t] = _mm_setzero_ps();
       for (int64_t i = 0; i < n / kQK_K; ++i) {
         const BlockQ8_K* y[T];
         for (int t = 0; t < T; ++t) y[t] = reinterpret_cast<const BlockQ8_K*>(act + t * act_stride) + i;
+        const BlockQ4_K* x[R];
+        ScalesMins sm[R];
+        float d_lanes[4] = {}, dmin_lanes[4] = {};
         for (int r = 0; r < R; ++r) {
-          const BlockQ4_K& x = reinterpret_cast<const BlockQ4_K*>(w + r * w_stride)[i];
-          const ScalesMins sm = UnpackScalesK4(x.scales);
-          const float d = HalfToFloat(x.d), dmin = HalfToFloat(x.dmin);
-          __m256i sum[T];
-          for (int t = 0; t < T; ++t) sum[t] = _mm256_setzero_si256();
-          for (int c = 0; c < 4; ++c) {
-            const __m256i q = Load32(x.qs + 32 * c);
+          x[r] = reinterpret_cast<const BlockQ4_K*>(w + r * w_stride) + i;
+          sm[r] = UnpackScalesK4(x[r]->scales);
+          d_lanes[r] = HalfToFloat(x[r]->d);
+          dmin_lanes[r] = HalfToFloat(x[r]->dmin);
+        }
+        const __m128 d = _mm_loadu_ps(d_lanes), dmin = _mm_loadu_ps(dmin_lanes);
+        __m256i sum[T][R];
+        for (int t = 0; t < T; ++t) {
+          for (int r = 0; r < R; ++r) sum[t][r] = _mm256_setzero_si256();
+        }
+        for (int c = 0; c < 4; ++c) {
+          for (int r = 0; r < R; ++r) {
+            const __m256i q = Load32(x[r]->qs + 32 * c);
             const __m256i lo = _mm256_and_si256(q, low_mask);
             const __m256i hi = _mm256_and_si256(_mm256_srli_epi16(q, 4), low_mask);
-            const __m256i s_lo = _mm256_set1_epi16(sm.sc[2 * c]);
-            const __m256i s_hi = _mm256_set1_epi16(sm.sc[2 * c + 1]);
+            const __m256i s_lo = _mm256_set1_epi16(sm[r].sc[2 * c]);
+            const __m256i s_hi = _mm256_set1_epi16(sm[r].sc[2 * c + 1]);
             for (int t = 0; t < T; ++t) {
-              sum[t] = _mm256_dpwssd_epi32(sum[t], _mm256_maddubs_epi16(lo, Load32(y[t]->qs + 64 * c)), s_lo);
-              sum[t] = _mm256_dpwssd_epi32(sum[t], _mm256_maddubs_epi16(hi, Load32(y[t]->qs + 64 * c + 32)), s_hi);
-              if constexpr (kPerPair) {
-                const int16_t* bs = y[t]->bsums + 4 * c;
-                const int pair_min = sm.mn[2 * c] * (bs[0] + bs[1]) + sm.mn[2 * c + 1] * (bs[2] + bs[3]);
-                acc[r][t] = std::fma(static_cast<float>(x86::HorizontalSum(sum[t])), d * y[t]->d, acc[r][t]);
-                acc_min[r][t] = std::fma(static_cast<float>(pair_min), dmin * y[t]->d, acc_min[r][t]);
-                sum[t] = _mm256_setzero_si256();
-              }
+              sum[t][r] = _mm256_dpwssd_epi32(sum[t][r], _mm256_maddubs_epi16(lo, Load32(y[t]->qs + 64 * c)), s_lo);
+              sum[t][r] = _mm256_dpwssd_epi32(sum[t][r], _mm256_maddubs_epi16(hi, Load32(y[t]->qs + 64 * c + 32)), s_hi);
             }
           }
-          if constexpr (!kPerPair) {
+          if constexpr (kPerPair) {
             for (int t = 0; t < T; ++t) {
-              acc[r][t] = std::fma(static_cast<float>(x86::HorizontalSum(sum[t])), d * y[t]->d, acc[r][t]);
-              acc_min[r][t] = std::fma(static_cast<float>(MinSumK4(*y[t], sm.mn)), dmin * y[t]->d, acc_min[r][t]);
+              const int16_t* bs = y[t]->bsums + 4 * c;
+              int pair_min[4] = {};
+              for (int r = 0; r < R; ++r) {
+                pair_min[r] = sm[r].mn[2 * c] * (bs[0] + bs[1]) + sm[r].mn[2 * c + 1] * (bs[2] + bs[3]);
+              }
+              const __m128 yd = _mm_set1_ps(y[t]->d);
+              acc[t] = _mm_fmadd_ps(_mm_cvtepi32_ps(x86::Reduce4<R>(sum[t])), _mm_mul_ps(d, yd), acc[t]);
+              const __m128i pm = _mm_loadu_si128(reinterpret_cast<const __m128i*>(pair_min));
+              acc_min[t] = _mm_fmadd_ps(_mm_cvtepi32_ps(pm), _mm_mul_ps(dmin, yd), acc_min[t]);
+              for (int r = 0; r < R; ++r) sum[t][r] = _mm256_setzero_si256();
             }
           }
         }
+        if constexpr (!kPerPair) {
+          for (int t = 0; t < T; ++t) {
+            const __m256i bs = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(y[t]->bsums));
+            __m256i mins[R];
+            for (int r = 0; r < R; ++r) {
+              uint64_t m8;
+              std::memcpy(&m8, sm[r].mn, 8);
+              const __m128i m = _mm_cvtsi64_si128(static_cast<long long>(m8));
+              mins[r] = _mm256_madd_epi16(bs, _mm256_cvtepu8_epi16(_mm_unpacklo_epi8(m, m)));
+            }
+            const __m128 yd = _mm_set1_ps(y[t]->d);
+            acc[t] = _mm_fmadd_ps(_mm_cvtepi32_ps(x86::Reduce4<R>(sum[t])), _mm_mul_ps(d, yd), acc[t]);
+            acc_min[t] = _mm_fmadd_ps(_mm_cvtepi32_ps(x86::Reduce4<R>(mins)), _mm_mul_ps(dmin, yd), acc_min[t]);
+          }
+        }
       }
-      for (int r = 0; r < R; ++r) {
-        for (int t = 0; t < T; ++t) out[t * out_stride + r] = acc[r][t] - acc_min[r][t];
-      }
+      for (int t = 0; t < T; ++t) x86::StoreLanes<R>(_mm_sub_ps(acc[t], acc_min[t]), out + t * out_stride);
     }
   };
 };
@@ -165,14 +183,14 @@ struct Q6K {
 
 TileFn GetKTile(DType weight) {
   switch (weight) {
-    case DType::kQ4_K: return TileTable<Q4KOrder<false>::Shape>::Run;
+    case DType::kQ4_K: return TileTable<Q4KRows<false>::Shape>::Run;
     case DType::kQ6_K: return TileTable<Q6K>::Run;
     default: return nullptr;
   }
 }
 
 TileFn GetKTileGrouped(DType weight) {
-  return weight == DType::kQ4_K ? TileTable<Q4KOrder<true>::Shape>::Run : GetKTile(weight);
+  return weight == DType::kQ4_K ? TileTable<Q4KRows<true>::Shape>::Run : GetKTile(weight);
 }
 
 #endif
