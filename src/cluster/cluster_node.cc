@@ -272,7 +272,15 @@ void ClusterNode::HandleHeartbeat(const Message& m, const nlohmann::json& j,
   ClusterState advertised;
   advertised.term = heard.term;
   advertised.version = heard.version;
-  if (advertised.NewerThan(state_)) {
+  NodeId writer;
+  if (j.contains("writer") && j["writer"].is_string()) {
+    if (auto w = NodeId::FromHex(j["writer"].get<std::string>()); w.ok()) writer = *w;
+  }
+  // The same stamp from another writer is a different state (two nodes that each led alone):
+  // fetch it too, to learn the members it names and let a leader resolve the conflict.
+  const bool same_stamp_other_writer = !advertised.NewerThan(state_) && !state_.NewerThan(advertised) &&
+                                       !writer.IsZero() && writer != state_.leader;
+  if (advertised.NewerThan(state_) || same_stamp_other_writer) {
     out->push_back({*to, EncodeLocked(MessageType::kStateRequest, nlohmann::json::object())});
   } else if (state_.NewerThan(advertised) && table_->Leader() == id_) {
     out->push_back({*to, EncodeLocked(MessageType::kState, StateToJson(state_))});
@@ -283,6 +291,13 @@ void ClusterNode::HandleState(const nlohmann::json& j, std::vector<Outgoing>* ou
   auto incoming = StateFromJson(j);
   if (!incoming.ok()) throw std::invalid_argument(incoming.status().message());
   std::lock_guard<std::mutex> lock(mutex_);
+  // Greet the members a state names that this node has not heard from, adopted or not: that
+  // is how a node that knew a single peer comes to hear, and be heard by, all of them.
+  for (const StateMember& m : incoming->members) {
+    auto to = SocketAddress::ParseNumeric(m.address);
+    if (m.id == id_ || table_->Find(m.id) != nullptr || !to.ok() || to->IsAny()) continue;
+    out->push_back({*to, EncodeLocked(MessageType::kHeartbeat, HeartbeatPayloadLocked())});
+  }
   max_term_seen_ = std::max(max_term_seen_, incoming->term);
   // Equal (term, version) from another leader is a conflict too: neither would replace the
   // other on the followers, so the current leader must move past both.
@@ -390,7 +405,8 @@ nlohmann::json ClusterNode::HeartbeatPayloadLocked() const {
   nlohmann::json links = nlohmann::json::array();
   for (const auto& [peer, l] : links_) links.push_back({peer.Hex(), l.latency_s, l.bandwidth_Bps});
   return {{"name", options_.name}, {"addr", advertise_.ToString()}, {"boot", boot_ms_},
-          {"term", state_.term}, {"version", state_.version}, {"leader", table_->Leader().Hex()},
+          {"term", state_.term}, {"version", state_.version}, {"writer", state_.leader.Hex()},
+          {"leader", table_->Leader().Hex()},
           {"profile", ResourceToJson(profile_)}, {"links", links}};
 }
 

@@ -97,6 +97,12 @@ struct ClusterSnapshot {
 };
 nlohmann::json SnapshotToJson(const ClusterSnapshot& snapshot);
 
+// The planner's input from what the cluster measured: one NodeProfile per alive member (self
+// first) and, as the single link, the slowest measured link between two alive members (the
+// highest latency and the lowest bandwidth seen, so a plan never counts on a better link
+// than the worst one it may use). Fails while some member has not finished measuring.
+Result<ClusterSpec> MeasuredClusterSpec(const ClusterSnapshot& snapshot, const StackProfile& stack);
+
 struct ClusterCallbacks {
   // Called from the node's threads, never with its lock held; must not block for long.
   std::function<void(const MemberChange&)> on_member;

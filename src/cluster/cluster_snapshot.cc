@@ -107,4 +107,37 @@ nlohmann::json SnapshotToJson(const ClusterSnapshot& snap) {
                         {"dropped_total", snap.counters.dropped_total()}, {"dropped", dropped}}}};
 }
 
+Result<ClusterSpec> MeasuredClusterSpec(const ClusterSnapshot& snapshot, const StackProfile& stack) {
+  ClusterSpec spec;
+  spec.stack = stack;
+  std::vector<NodeId> alive;
+  for (const MemberView& m : snapshot.members) {
+    if (m.liveness != Liveness::kAlive) continue;
+    if (!m.profile.measured) return Unavailable("node " + m.name + " has not measured itself yet");
+    spec.nodes.push_back(ToNodeProfile(m.name, m.profile));
+    alive.push_back(m.id);
+  }
+  LinkMeasurement worst;
+  bool any = false;
+  for (const MemberView& m : snapshot.members) {
+    if (m.liveness != Liveness::kAlive) continue;
+    for (const LinkMeasurement& l : m.links) {
+      if (std::find(alive.begin(), alive.end(), l.peer) == alive.end()) continue;
+      if (!(l.latency_s > 0 && l.bandwidth_Bps > 0)) continue;
+      worst.latency_s = any ? std::max(worst.latency_s, l.latency_s) : l.latency_s;
+      worst.bandwidth_Bps = any ? std::min(worst.bandwidth_Bps, l.bandwidth_Bps) : l.bandwidth_Bps;
+      any = true;
+    }
+  }
+  if (alive.size() > 1 && !any) return Unavailable("no link between live nodes measured yet");
+  if (any) {
+    spec.link = ToLinkProfile("measured", worst);
+  } else {
+    // One node: no link is used, but the spec still needs a valid one.
+    spec.link = ToLinkProfile("none (single node)", {NodeId(), 0, 1e12});
+  }
+  COHORT_RETURN_IF_ERROR(spec.Validate());
+  return spec;
+}
+
 }  // namespace cohort::cluster

@@ -64,7 +64,12 @@ class ClusterTest : public ::testing::Test {
     o.ping_interval_ms = 200;
     o.probe_interval_ms = 500;
     o.probe_bytes = 256 << 10;
-    o.profile.run_benchmarks = false;
+    // Tiny benchmarks: real measurements in a few milliseconds.
+    o.profile.bandwidth_buffer_bytes = 1 << 20;
+    o.profile.bandwidth_passes = 1;
+    o.profile.matmul_dim = 64;
+    o.profile.matmul_tokens = 2;
+    o.profile.threads = 1;
     return o;
   }
 
@@ -147,10 +152,36 @@ TEST_F(ClusterTest, ConvergesOnOneLeaderAndState) {
     }
     return true;
   }, 10000));
+  // Every member's published profile and links feed the planner's spec.
+  ClusterSnapshot measured;
+  ASSERT_TRUE(WaitUntil([&] {
+    measured = nodes_[3]->Snapshot();
+    return MeasuredClusterSpec(measured, StackProfile{}).ok();
+  }, 10000));
+  auto spec = MeasuredClusterSpec(measured, StackProfile{});
+  ASSERT_TRUE(spec.ok()) << spec.status().ToString();
+  ASSERT_EQ(spec->nodes.size(), 4u);
+  EXPECT_EQ(spec->nodes[0].name, "node3");
+  for (const NodeProfile& n : spec->nodes) EXPECT_GT(n.flops, 0) << n.name;
+  EXPECT_GT(spec->link.bandwidth_Bps, 0);
+  EXPECT_GT(spec->link.latency_s, 0);
   const nlohmann::json j = SnapshotToJson(nodes_[1]->Snapshot());
   EXPECT_EQ(j["members"].size(), 4u);
   EXPECT_EQ(j["state"]["members"].size(), 4u);
   EXPECT_EQ(j["leader"], nodes_[IndexOfLeader()]->id().Hex());
+}
+
+TEST_F(ClusterTest, OnePeerIsEnoughToJoin) {
+  nodes_.resize(4);
+  for (int i = 0; i < 4; ++i) {
+    ClusterOptions o = Options(i, 4);
+    o.peers.clear();
+    if (i > 0) o.peers = {Address(0)};  // everyone knows node 0 only; node 0 knows no one
+    auto node = ClusterNode::Start(o, &log_);
+    ASSERT_TRUE(node.ok()) << node.status().ToString();
+    nodes_[static_cast<size_t>(i)] = std::move(*node);
+  }
+  ASSERT_TRUE(WaitUntil([&] { return Converged(); }, 10000));
 }
 
 TEST_F(ClusterTest, ChangesProposedAnywhereReachEveryNode) {
