@@ -40,6 +40,7 @@ struct LogitsOptions {
   std::string tokens;  // "1,10,20"
   std::string output;
   int n_batch = 0;     // 0: all tokens in one batch
+  int prompt_batch = 0;  // > 0: the first prompt_batch tokens in one batch, then one at a time
   std::string kv_type = "f32";
   DistOptions dist;  // spread the model over workers (cmd_worker.h)
 };

@@ -1,0 +1,70 @@
+// Reference logits from llama.cpp, for making golden files (a developer tool, never linked
+// into cohort). Built against a llama.cpp build by tools/make-synth-goldens.sh.
+//
+//   llama_logits MODEL IDS N_PROMPT OUT.f32
+//
+// Decodes the first N_PROMPT ids of IDS (comma-separated) as one batch with logits for every
+// position, then each remaining id alone, with the fixtures' golden settings: one thread,
+// F32 KV cache, flash attention off, context 256. Writes float32 LE [n_ids][n_vocab].
+#include <llama.h>
+
+#include <cstdio>
+#include <cstdlib>
+#include <sstream>
+#include <string>
+#include <vector>
+
+int main(int argc, char** argv) {
+  if (argc != 5) {
+    std::fprintf(stderr, "usage: %s MODEL IDS N_PROMPT OUT.f32\n", argv[0]);
+    return 2;
+  }
+  std::vector<llama_token> ids;
+  std::stringstream list(argv[2]);
+  for (std::string item; std::getline(list, item, ',');) ids.push_back(std::atoi(item.c_str()));
+  const int n_prompt = std::atoi(argv[3]);
+  if (n_prompt < 1 || n_prompt > static_cast<int>(ids.size())) return 2;
+
+  llama_backend_init();
+  llama_model_params mp = llama_model_default_params();
+  llama_model* model = llama_model_load_from_file(argv[1], mp);
+  if (model == nullptr) return 1;
+  llama_context_params cp = llama_context_default_params();
+  cp.n_ctx = cp.n_batch = cp.n_ubatch = 256;
+  cp.n_threads = cp.n_threads_batch = 1;
+  cp.type_k = GGML_TYPE_F32;
+  cp.type_v = GGML_TYPE_F32;
+  cp.flash_attn_type = LLAMA_FLASH_ATTN_TYPE_DISABLED;
+  llama_context* ctx = llama_init_from_model(model, cp);
+  if (ctx == nullptr) return 1;
+  const int n_vocab = llama_vocab_n_tokens(llama_model_get_vocab(model));
+
+  std::vector<float> out;
+  llama_batch batch = llama_batch_init(static_cast<int>(ids.size()), 0, 1);
+  auto run = [&](int begin, int end) {
+    batch.n_tokens = 0;
+    for (int i = begin; i < end; ++i) {
+      const int k = batch.n_tokens++;
+      batch.token[k] = ids[i];
+      batch.pos[k] = i;
+      batch.n_seq_id[k] = 1;
+      batch.seq_id[k][0] = 0;
+      batch.logits[k] = 1;
+    }
+    if (llama_decode(ctx, batch) != 0) std::exit(1);
+    for (int k = 0; k < end - begin; ++k) {
+      const float* row = llama_get_logits_ith(ctx, k);
+      out.insert(out.end(), row, row + n_vocab);
+    }
+  };
+  run(0, n_prompt);
+  for (int i = n_prompt; i < static_cast<int>(ids.size()); ++i) run(i, i + 1);
+
+  std::FILE* f = std::fopen(argv[4], "wb");
+  if (f == nullptr || std::fwrite(out.data(), sizeof(float), out.size(), f) != out.size()) return 1;
+  std::fclose(f);
+  llama_batch_free(batch);
+  llama_free(ctx);
+  llama_model_free(model);
+  return 0;
+}

@@ -1,0 +1,36 @@
+#!/usr/bin/env bash
+# Makes golden logits from llama.cpp for small `cohort synth` models whose features the tiny
+# fixtures do not exercise (DeepSeek-V3's YaRN RoPE and grouped expert selection at its real
+# head geometry; Qwen3-30B-A3B's 8-of-32 routing). A developer tool: run it once with a
+# llama.cpp build (bench/compare-llamacpp.sh builds one into build/llama.cpp) and commit the
+# files it writes under tests/data/synth-golden/. cohort synth is deterministic, so the test
+# (tests/apps/synth_golden_test.cc) rebuilds the same models and compares.
+set -euo pipefail
+root=$(cd "$(dirname "$0")/.." && pwd)
+llama="${LLAMA_CPP_DIR:-$root/build/llama.cpp}"   # bench/build-llamacpp.sh's layout: src/ and build/
+cohort="${COHORT_BIN:-$root/build/release/bin/cohort}"
+out="$root/tests/data/synth-golden"
+work=$(mktemp -d)
+trap 'rm -rf "$work"' EXIT
+mkdir -p "$out"
+
+g++ -std=c++17 -O2 -fopenmp -I"$llama/src/include" -I"$llama/src/ggml/include" \
+  "$root/tools/llama_logits.cc" \
+  "$llama/build/src/libllama.a" "$llama/build/ggml/src/libggml.a" \
+  "$llama/build/ggml/src/libggml-cpu.a" "$llama/build/ggml/src/ggml-rpc/libggml-rpc.a" \
+  "$llama/build/ggml/src/libggml-base.a" \
+  -lpthread $(pkg-config --exists libibverbs && echo -libverbs) -o "$work/llama_logits"
+
+# name shape type ids n_prompt
+cases=(
+  "deepseek-v3-mini deepseek-v3-mini q8_0 1,100,200,300,400,500,600,700,1000,2000,3000,4000 8"
+  "qwen3-30b-a3b-mini qwen3-30b-a3b-mini q8_0 1,100,200,300,400,500,600,700,1000,2000,3000,4000 8"
+)
+for c in "${cases[@]}"; do
+  read -r name shape type ids n_prompt <<<"$c"
+  "$cohort" synth --shape "$shape" --type "$type" --pure --layers 2 -o "$work/$name.gguf"
+  "$work/llama_logits" "$work/$name.gguf" "$ids" "$n_prompt" "$out/$name-$type.logits.f32"
+  printf '{"shape": "%s", "type": "%s", "layers": 2, "ids": [%s], "n_prompt": %s}\n' \
+    "$shape" "$type" "$ids" "$n_prompt" >"$out/$name-$type.json"
+  echo "made $out/$name-$type.logits.f32"
+done
