@@ -1,0 +1,54 @@
+#!/usr/bin/env bash
+# Tensor parallelism over 2 processes x 1 thread against 1 process x 2 threads, generation
+# speed on a Llama-3.2-1B-shaped Q4_0 model (issue 4, acceptance 4), in the same run: the
+# configurations alternate so that background load hits them alike; medians are reported.
+#
+#   bench/dist-tp.sh [-m MODEL] [-n TOKENS] [-r REPS] [-b COHORT_BINARY]
+#
+# The model is synthesized when missing (random weights: only speed matters here).
+set -euo pipefail
+
+root=$(cd "$(dirname "$0")/.." && pwd)
+cohort="$root/build/dist/bin/cohort"
+model=/tmp/llama1b-q4_0.gguf
+n=64
+reps=5
+while getopts "m:n:r:b:" opt; do
+  case $opt in
+    m) model=$OPTARG ;;
+    n) n=$OPTARG ;;
+    r) reps=$OPTARG ;;
+    b) cohort=$OPTARG ;;
+    *) exit 2 ;;
+  esac
+done
+[[ -x $cohort ]] || { echo "no cohort binary at $cohort (build the cohort target)" >&2; exit 1; }
+if [[ ! -f $model ]]; then
+  "$cohort" synth --shape llama-3.2-1b --type q4_0 --pure -o "$model"
+fi
+
+# Generation tok/s from the [stats] line of `cohort -t THREADS run ... EXTRA...`.
+gen_speed() {
+  local threads=$1
+  shift
+  "$cohort" -t "$threads" run -m "$model" -p "Once upon a time" -n "$n" --temp 0 -c 256 "$@" 2>&1 |
+    sed -n 's/.*generation [0-9]* tokens \([0-9.]*\) tok\/s.*/\1/p'
+}
+
+median() { sort -g | awk '{a[NR]=$1} END {print (NR % 2) ? a[(NR+1)/2] : (a[NR/2] + a[NR/2+1]) / 2}'; }
+
+declare -a single one tp_tcp tp_shm
+echo "# $(date -u +%FT%TZ) $(nproc) cores, load: $(cut -d' ' -f1-3 /proc/loadavg), model $model, $n tokens, $reps reps"
+for ((i = 0; i < reps; i++)); do
+  single+=("$(gen_speed 2)")
+  one+=("$(gen_speed 1)")
+  tp_tcp+=("$(gen_speed 1 --local-ranks 2 --layout tp)")
+  tp_shm+=("$(gen_speed 1 --local-ranks 2 --layout tp --transport shm)")
+  echo "rep $i: 1x2 threads ${single[-1]}  1x1 thread ${one[-1]}  tp 2x1 tcp ${tp_tcp[-1]}  tp 2x1 shm ${tp_shm[-1]} tok/s"
+done
+s=$(printf '%s\n' "${single[@]}" | median)
+t=$(printf '%s\n' "${tp_tcp[@]}" | median)
+m=$(printf '%s\n' "${tp_shm[@]}" | median)
+o=$(printf '%s\n' "${one[@]}" | median)
+echo "median generation tok/s: 1 process x 2 threads $s, x 1 thread $o | tp 2 processes x 1 thread: tcp $t, shm $m"
+awk -v s="$s" -v t="$t" -v m="$m" 'BEGIN {printf "tp/single: tcp %.3fx, shm %.3fx (target >= 0.95x)\n", t / s, m / s}'
