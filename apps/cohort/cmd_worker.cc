@@ -10,6 +10,7 @@
 
 #include <chrono>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <sstream>
 #include <thread>
@@ -18,6 +19,9 @@
 #include <fmt/format.h>
 
 #include "comm/tcp_transport.h"
+#ifdef COHORT_HAVE_MPI
+#include "comm/mpi_transport.h"
+#endif
 #include "core/log.h"
 #include "engine/loaded_model.h"
 #include "parallel/session.h"
@@ -121,6 +125,7 @@ void AddDistOptions(CLI::App* cmd, DistOptions* o) {
   cmd->add_option("--worker-threads", o->worker_threads, "threads per worker (default: -t)");
   cmd->add_option("--link-latency-us", o->link_latency_us, "TCP link emulation: added one-way delay (us)");
   cmd->add_option("--link-gbit", o->link_gbit, "TCP link emulation: bandwidth cap per link (Gbit/s)");
+  cmd->add_flag("--mpi", o->mpi, "distributed: ranks from mpirun (mpirun -np N cohort ... --mpi)");
 }
 
 Result<std::unique_ptr<DistributedModel>> DistributedModel::Start(const DistOptions& options,
@@ -141,6 +146,10 @@ Result<std::unique_ptr<DistributedModel>> DistributedModel::Start(const DistOpti
   s.link.latency_us = options.link_latency_us;
   s.link.bandwidth_bytes_per_s = static_cast<int64_t>(options.link_gbit * 1e9 / 8);
   std::unique_ptr<DistributedModel> d(new DistributedModel());
+  if (options.mpi) {
+    COHORT_RETURN_IF_ERROR(d->StartMpi(options, file, s.worker_threads));
+    return d;
+  }
   if (options.local_ranks > 1) {
     for (int r = 1; r < options.local_ranks; ++r) {
       int pid = -1;
@@ -159,9 +168,44 @@ Result<std::unique_ptr<DistributedModel>> DistributedModel::Start(const DistOpti
   return d;
 }
 
+Status DistributedModel::StartMpi(const DistOptions& options, const gguf::File& file, int threads) {
+#ifdef COHORT_HAVE_MPI
+  if (!options.workers.empty() || options.local_ranks > 1) {
+    return InvalidArgument("--mpi takes its ranks from mpirun, not --workers/--local-ranks");
+  }
+  COHORT_ASSIGN_OR_RETURN(std::shared_ptr<comm::MpiRuntime> runtime, comm::MpiRuntime::Init());
+  mpi_ = runtime;
+  parallel::SessionOptions s;
+  s.layout = options.layout;
+  if (!options.shares.empty()) {
+    COHORT_ASSIGN_OR_RETURN(s.shares, ParseShares(options.shares));
+  }
+  COHORT_ASSIGN_OR_RETURN(parallel::ShardPlan plan,
+                          parallel::MakeSessionPlan(s, file, runtime->world_size()));
+  COHORT_ASSIGN_OR_RETURN(auto transport, comm::ConnectMpiGroup(*runtime));
+  if (runtime->world_rank() != 0) {
+    // A worker rank: serve, then end the process here (the command's own work is rank 0's).
+    Logger log(options.verbose_workers ? LogLevel::kInfo : LogLevel::kWarn, stderr, "mpi");
+    const Status st = parallel::ServeRank(std::move(transport), plan, file, threads, s.comm_timeout, &log);
+    if (!st.ok()) std::fprintf(stderr, "cohort (mpi rank %d): %s\n", runtime->world_rank(), st.ToString().c_str());
+    mpi_.reset();
+    runtime.reset();
+    std::exit(st.ok() ? 0 : 1);
+  }
+  COHORT_ASSIGN_OR_RETURN(session_, parallel::Session::Adopt(std::move(transport), plan, file, s.comm_timeout));
+  return Status::Ok();
+#else
+  (void)options;
+  (void)file;
+  (void)threads;
+  return Unsupported("this build has no MPI (install libopenmpi-dev and rebuild)");
+#endif
+}
+
 DistributedModel::~DistributedModel() {
   session_.reset();  // stops the workers
   Reap(children_);
+  mpi_.reset();  // after the session: MPI finalises last
 }
 
 model::Model& DistributedModel::model() { return session_->executor(); }

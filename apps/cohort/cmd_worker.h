@@ -36,7 +36,8 @@ struct DistOptions {
   int64_t link_latency_us = 0;    // TCP link emulation: added one-way delay
   double link_gbit = 0;           // TCP link emulation: bandwidth cap per link (Gbit/s)
   bool verbose_workers = false;   // spawned workers log to stderr (set from -v)
-  bool enabled() const { return !workers.empty() || local_ranks > 1; }
+  bool mpi = false;               // ranks from mpirun: rank 0 runs the command, others serve
+  bool enabled() const { return mpi || !workers.empty() || local_ranks > 1; }
 };
 
 // Adds --workers, --local-ranks, --layout, --shares, --transport, --worker-threads and the
@@ -61,7 +62,11 @@ class DistributedModel {
 
  private:
   DistributedModel() = default;
+  // Under mpirun, ranks other than 0 serve inside Start and then end the process.
+  Status StartMpi(const DistOptions& options, const gguf::File& file, int threads);
+
   std::vector<int> children_;  // pids of spawned local workers
+  std::shared_ptr<void> mpi_;  // the MPI runtime (mpirun), outlives session_
   std::unique_ptr<parallel::Session> session_;
 };
 

@@ -90,14 +90,47 @@ Session::~Session() {
   world_.reset();
 }
 
+Result<ShardPlan> MakeSessionPlan(const SessionOptions& options, const gguf::File& file, int n_ranks) {
+  COHORT_ASSIGN_OR_RETURN(model::ModelConfig config, model::ModelConfig::FromGguf(file));
+  COHORT_ASSIGN_OR_RETURN(PlanShape shape, PlanShapeOf(file, config));
+  COHORT_ASSIGN_OR_RETURN(LayoutSpec spec, ParseLayout(options.layout, n_ranks, options.shares));
+  return MakePlan(shape, spec);
+}
+
+Result<std::unique_ptr<Session>> Session::Adopt(std::unique_ptr<comm::Transport> world,
+                                                const ShardPlan& plan, const gguf::File& file,
+                                                std::chrono::milliseconds comm_timeout) {
+  std::unique_ptr<Session> session(new Session());
+  COHORT_ASSIGN_OR_RETURN(auto model, model::Model::Load(file));
+  comm::CommOptions o;
+  o.timeout = comm_timeout;
+  session->world_ = std::make_unique<comm::Communicator>(std::move(world), o);
+  COHORT_ASSIGN_OR_RETURN(session->executor_, Executor::Create(std::move(model), plan, *session->world_));
+  return session;
+}
+
+Status ServeRank(std::unique_ptr<comm::Transport> world, const ShardPlan& plan,
+                 const gguf::File& file, int threads, std::chrono::milliseconds comm_timeout,
+                 Logger* log) {
+  COHORT_ASSIGN_OR_RETURN(auto model, model::Model::Load(file));
+  comm::CommOptions o;
+  o.timeout = comm_timeout;
+  comm::Communicator communicator(std::move(world), o);
+  COHORT_ASSIGN_OR_RETURN(auto executor, Executor::Create(std::move(model), plan, communicator));
+  ThreadPool pool(threads);
+  Context ctx{&pool, log};
+  const Status served = executor->Serve(ctx);
+  if (log != nullptr) {
+    log->Info("rank {}: peak resident {:.1f} MiB", communicator.rank(), PeakResidentBytes() / 1048576.0);
+  }
+  return served;
+}
+
 Result<std::unique_ptr<Session>> Session::Start(const SessionOptions& options,
                                                 const gguf::File& file) {
   COHORT_RETURN_IF_ERROR(options.Validate());
   const int n_ranks = static_cast<int>(options.workers.size()) + 1;
-  COHORT_ASSIGN_OR_RETURN(model::ModelConfig config, model::ModelConfig::FromGguf(file));
-  COHORT_ASSIGN_OR_RETURN(PlanShape shape, PlanShapeOf(file, config));
-  COHORT_ASSIGN_OR_RETURN(LayoutSpec spec, ParseLayout(options.layout, n_ranks, options.shares));
-  COHORT_ASSIGN_OR_RETURN(ShardPlan plan, MakePlan(shape, spec));
+  COHORT_ASSIGN_OR_RETURN(ShardPlan plan, MakeSessionPlan(options, file, n_ranks));
 
   const uint64_t group_id = FreshGroupId();
   nlohmann::json job = {
