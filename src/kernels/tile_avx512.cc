@@ -109,13 +109,18 @@ COHORT_TARGET_AVX512 void TileQ4_0Rows(const uint8_t* w, int64_t w_stride, const
   for (int t = 0; t < T; ++t) acc[t] = _mm_setzero_ps();
   for (int64_t i = 0; i < nb; ++i) {
     __m256i q[R];
-    float dw_lanes[4] = {0.0f, 0.0f, 0.0f, 0.0f};
+    // The scales go into lanes in registers: a float array stored lane by lane and loaded
+    // whole would stall on store forwarding every block.
+    __m128i dw_half = _mm_setzero_si128();
     for (int r = 0; r < R; ++r) {
       const BlockQ4_0& b = reinterpret_cast<const BlockQ4_0*>(w + r * w_stride)[i];
+      // The next tile's rows (the caller's next call): 4 short row streams defeat the
+      // hardware prefetcher, which a decode step, bound by memory, cannot afford.
+      x86::PrefetchNextTile(w + (r + R) * w_stride + i * sizeof(BlockQ4_0));
       q[r] = x86::UnpackNibbles16(b.qs);
-      dw_lanes[r] = HalfToFloat(b.d);
+      dw_half = x86::InsertHalf(dw_half, b.d, r);
     }
-    const __m128 dw = _mm_loadu_ps(dw_lanes);
+    const __m128 dw = _mm_cvtph_ps(dw_half);
     for (int t = 0; t < T; ++t) {
       const BlockQ8_0& b = reinterpret_cast<const BlockQ8_0*>(act + t * act_stride)[i];
       const __m256i y = Load32(b.qs);

@@ -20,9 +20,6 @@ namespace {
 using x86::HalfToFloat;
 using x86::Load32;
 
-COHORT_TARGET_AVX512 inline __m256i ScalePair(int lo, int hi) {
-  return _mm256_set_m128i(_mm_set1_epi16(static_cast<int16_t>(hi)), _mm_set1_epi16(static_cast<int16_t>(lo)));
-}
 
 // The 8 six-bit scales and 8 mins of a Q4_K block as bytes (GetScaleMinK4 for j = 0..7).
 struct ScalesMins {
@@ -61,14 +58,16 @@ struct Q4KRows {
         for (int t = 0; t < T; ++t) y[t] = reinterpret_cast<const BlockQ8_K*>(act + t * act_stride) + i;
         const BlockQ4_K* x[R];
         ScalesMins sm[R];
-        float d_lanes[4] = {}, dmin_lanes[4] = {};
+        __m128i d_half = _mm_setzero_si128(), dmin_half = _mm_setzero_si128();
         for (int r = 0; r < R; ++r) {
           x[r] = reinterpret_cast<const BlockQ4_K*>(w + r * w_stride) + i;
+          const uint8_t* next = w + (r + R) * w_stride + i * sizeof(BlockQ4_K);  // the next tile
+          for (int line = 0; line < 3; ++line) x86::PrefetchNextTile(next + 64 * line);
           sm[r] = UnpackScalesK4(x[r]->scales);
-          d_lanes[r] = HalfToFloat(x[r]->d);
-          dmin_lanes[r] = HalfToFloat(x[r]->dmin);
+          d_half = x86::InsertHalf(d_half, x[r]->d, r);
+          dmin_half = x86::InsertHalf(dmin_half, x[r]->dmin, r);
         }
-        const __m128 d = _mm_loadu_ps(d_lanes), dmin = _mm_loadu_ps(dmin_lanes);
+        const __m128 d = _mm_cvtph_ps(d_half), dmin = _mm_cvtph_ps(dmin_half);
         __m256i sum[T][R];
         for (int t = 0; t < T; ++t) {
           for (int r = 0; r < R; ++r) sum[t][r] = _mm256_setzero_si256();
@@ -88,13 +87,12 @@ struct Q4KRows {
           if constexpr (kPerPair) {
             for (int t = 0; t < T; ++t) {
               const int16_t* bs = y[t]->bsums + 4 * c;
-              int pair_min[4] = {};
+              __m128i pm = _mm_setzero_si128();
               for (int r = 0; r < R; ++r) {
-                pair_min[r] = sm[r].mn[2 * c] * (bs[0] + bs[1]) + sm[r].mn[2 * c + 1] * (bs[2] + bs[3]);
+                pm = x86::InsertInt(pm, sm[r].mn[2 * c] * (bs[0] + bs[1]) + sm[r].mn[2 * c + 1] * (bs[2] + bs[3]), r);
               }
               const __m128 yd = _mm_set1_ps(y[t]->d);
               acc[t] = _mm_fmadd_ps(_mm_cvtepi32_ps(x86::Reduce4<R>(sum[t])), _mm_mul_ps(d, yd), acc[t]);
-              const __m128i pm = _mm_loadu_si128(reinterpret_cast<const __m128i*>(pair_min));
               acc_min[t] = _mm_fmadd_ps(_mm_cvtepi32_ps(pm), _mm_mul_ps(dmin, yd), acc_min[t]);
               for (int r = 0; r < R; ++r) sum[t][r] = _mm256_setzero_si256();
             }
@@ -127,6 +125,12 @@ struct Q6K {
                                        int64_t act_stride, int64_t n, float* out, int64_t out_stride) {
     const __m256i low_mask = _mm256_set1_epi8(0x0f);
     const __m256i two_bits = _mm256_set1_epi8(0x03);
+    // pair_index[j]: int16 lanes 0..7 take scale 2j, lanes 8..15 scale 2j + 1.
+    __m256i pair_index[8];
+    for (int j = 0; j < 8; ++j) {
+      pair_index[j] = _mm256_set_m128i(_mm_set1_epi16(static_cast<int16_t>(2 * j + 1)),
+                                       _mm_set1_epi16(static_cast<int16_t>(2 * j)));
+    }
     __m256 acc[R][T];
     for (int r = 0; r < R; ++r) {
       for (int t = 0; t < T; ++t) acc[r][t] = _mm256_setzero_ps();
@@ -135,17 +139,21 @@ struct Q6K {
       const BlockQ8_K* y[T];
       for (int t = 0; t < T; ++t) y[t] = reinterpret_cast<const BlockQ8_K*>(act + t * act_stride) + i;
       const BlockQ6_K* x[R];
-      for (int r = 0; r < R; ++r) x[r] = reinterpret_cast<const BlockQ6_K*>(w + r * w_stride) + i;
+      for (int r = 0; r < R; ++r) {
+        x[r] = reinterpret_cast<const BlockQ6_K*>(w + r * w_stride) + i;
+        const uint8_t* next = w + (r + R) * w_stride + i * sizeof(BlockQ6_K);  // the next tile
+        for (int line = 0; line < 4; ++line) x86::PrefetchNextTile(next + 64 * line);
+      }
       // As vec_dot_avx2_k.cc: the -32 offset leaves lane m as 32 * (bsums[2m] * s[2m] +
       // bsums[2m+1] * s[2m+1]), taken off the lane sums at the end.
       __m256i sum[R][T];
+      __m256i scales16[R];  // the 16 scales as int16; vpermw picks each group's pair
       for (int r = 0; r < R; ++r) {
-        const __m256i scales16 =
-            _mm256_cvtepi8_epi16(_mm_loadu_si128(reinterpret_cast<const __m128i*>(x[r]->scales)));
+        scales16[r] = _mm256_cvtepi8_epi16(_mm_loadu_si128(reinterpret_cast<const __m128i*>(x[r]->scales)));
         for (int t = 0; t < T; ++t) {
           const __m256i bsums = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(y[t]->bsums));
           sum[r][t] = _mm256_sub_epi32(_mm256_setzero_si256(),
-                                       _mm256_slli_epi32(_mm256_madd_epi16(bsums, scales16), 5));
+                                       _mm256_slli_epi32(_mm256_madd_epi16(bsums, scales16[r]), 5));
         }
       }
       for (int h = 0; h < 2; ++h) {
@@ -158,8 +166,7 @@ struct Q6K {
             const __m256i qh = Load32(x[r]->qh + 32 * h);
             const __m256i high = _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(qh, 2 * g), two_bits), 4);
             const __m256i u = _mm256_or_si256(low, high);
-            const int8_t* s = x[r]->scales + 8 * h + 2 * g;
-            const __m256i sp = ScalePair(s[0], s[1]);
+            const __m256i sp = _mm256_permutexvar_epi16(pair_index[4 * h + g], scales16[r]);
             for (int t = 0; t < T; ++t) {
               sum[r][t] = _mm256_dpwssd_epi32(sum[r][t], _mm256_maddubs_epi16(u, yq[t]), sp);
             }

@@ -21,6 +21,29 @@ COHORT_TARGET_AVX512 inline __m128i Reduce4(const __m256i* v) {
   return Reduce4(v[0], R > 1 ? v[1] : z, R > 2 ? v[2] : z, R > 3 ? v[3] : z);
 }
 
+// v with 16-bit lane `lane` (0..3) replaced by h: the fp16 scales of 4 rows gathered in
+// registers, then widened by one vcvtph2ps (the same conversion as HalfToFloat).
+COHORT_TARGET_AVX512 inline __m128i InsertHalf(__m128i v, uint16_t h, int lane) {
+  switch (lane) {
+    case 0: return _mm_insert_epi16(v, h, 0);
+    case 1: return _mm_insert_epi16(v, h, 1);
+    case 2: return _mm_insert_epi16(v, h, 2);
+    default: return _mm_insert_epi16(v, h, 3);
+  }
+}
+
+COHORT_TARGET_AVX512 inline __m128i InsertInt(__m128i v, int x, int lane) {
+  switch (lane) {
+    case 0: return _mm_insert_epi32(v, x, 0);
+    case 1: return _mm_insert_epi32(v, x, 1);
+    case 2: return _mm_insert_epi32(v, x, 2);
+    default: return _mm_insert_epi32(v, x, 3);
+  }
+}
+
+// A software prefetch into L2 (prefetches never fault, so reading past the matrix is safe).
+inline void PrefetchNextTile(const uint8_t* p) { _mm_prefetch(reinterpret_cast<const char*>(p), _MM_HINT_T1); }
+
 // Lane r of acc written to out[r] for r < R.
 template <int R>
 COHORT_TARGET_AVX512 inline void StoreLanes(__m128 acc, float* out) {
