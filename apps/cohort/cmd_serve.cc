@@ -60,6 +60,7 @@ CLI::App* AddServeCommand(CLI::App& app, ServeOptions* o) {
   cmd->add_option("--max-tokens", o->max_tokens, "largest max_tokens accepted (0: the context)")->check(CLI::Range(0, 1 << 24));
   cmd->add_option("--timeout", o->timeout_s, "socket read/write timeout in seconds")->check(CLI::Range(1, 3600));
   cmd->add_option("--http-threads", o->http_threads, "connections served at once")->check(CLI::Range(2, 4096));
+  AddDistOptions(cmd, &o->dist);
   return cmd;
 }
 
@@ -74,13 +75,28 @@ int ServeCommand(const ServeOptions& options) {
 
   auto loaded = engine::LoadedModel::Open(options.model);
   if (!loaded.ok()) return Fail(loaded.status());
-  engine::LoadedModel& model = **loaded;
+  // --workers / --local-ranks: the same tokenizer over a model spread across workers; the
+  // scheduler and the API do not know the difference.
+  std::unique_ptr<DistributedModel> dist;
+  std::unique_ptr<engine::LoadedModel> dist_loaded;
+  if (options.dist.enabled()) {
+    auto started = DistributedModel::Start(options.dist, options.model, *(*loaded)->file(), options.threads);
+    if (!started.ok()) return Fail(started.status());
+    dist = std::move(*started);
+    auto bundle = dist->AsLoadedModel(*(*loaded)->file());
+    if (!bundle.ok()) return Fail(bundle.status());
+    dist_loaded = std::move(*bundle);
+  }
+  engine::LoadedModel& model = dist_loaded != nullptr ? *dist_loaded : **loaded;
   std::unique_ptr<tokenizer::ChatTemplate> chat_template;
   if (!options.chat_template.empty()) {
     auto parsed = LoadChatTemplate(options.chat_template);
     if (!parsed.ok()) return Fail(parsed.status());
     chat_template = std::make_unique<tokenizer::ChatTemplate>(std::move(*parsed));
   }
+  // The distributed bundle carries no chat template: use the file's.
+  const tokenizer::ChatTemplate* template_used =
+      chat_template != nullptr ? chat_template.get() : (*loaded)->chat_template();
 
   ThreadPool pool(options.threads);
   Logger log(options.verbose ? LogLevel::kInfo : LogLevel::kWarn);
@@ -103,7 +119,7 @@ int ServeCommand(const ServeOptions& options) {
   http.max_tokens_limit = options.max_tokens;
   http.timeout_s = options.timeout_s;
   http.http_threads = options.http_threads;
-  server::HttpServer server(model, scheduler, chat_template.get(), http, log);
+  server::HttpServer server(model, scheduler, template_used, http, log);
   auto port = server.Bind();
   if (!port.ok()) return Fail(port.status());
   std::fprintf(stderr, "cohort serve: %s (%d slots x %d tokens) listening on http://%s:%d\n",

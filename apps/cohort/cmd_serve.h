@@ -6,9 +6,7 @@
 #include <string>
 #include <vector>
 
-namespace CLI {
-class App;
-}
+#include "cmd_worker.h"
 
 namespace cohort::app {
 
@@ -29,6 +27,7 @@ struct ServeOptions {
   int http_threads = 64;
   int threads = 0;                // compute threads (main fills in)
   bool verbose = false;
+  DistOptions dist;               // spread the model over workers (cmd_worker.h)
 };
 
 // Registers the `serve` subcommand on `app`, filling `options`; returns it so main can test

@@ -81,7 +81,9 @@ Status SchedulerOptions::Validate() const {
   if (n_parallel < 1 || n_parallel > 1024) return InvalidArgument("n_parallel must be in [1, 1024]");
   if (n_ctx < 0) return InvalidArgument("n_ctx must be >= 0 (0: the model's context)");
   if (max_queue < 0) return InvalidArgument("max_queue must be >= 0");
-  if (n_batch < 1) return InvalidArgument("n_batch must be >= 1");
+  // With n_batch >= n_parallel every step has room for at least one prompt token beside the
+  // decoding sequences, so a new request always makes progress.
+  if (n_batch < n_parallel) return InvalidArgument("n_batch must be >= n_parallel");
   if (kv_type != DType::kF32 && kv_type != DType::kF16) {
     return InvalidArgument("the KV cache type must be f32 or f16");
   }
@@ -149,6 +151,10 @@ Status Scheduler::CheckRequest(const ScheduledRequest& request) const {
 }
 
 Result<std::shared_ptr<RequestHandle>> Scheduler::Submit(ScheduledRequest request) {
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    if (!started_ || stopping_) return Unavailable("the scheduler is not running");
+  }
   COHORT_RETURN_IF_ERROR(CheckRequest(request));
   auto handle = std::make_shared<RequestHandle>();
   if (request.options.max_tokens == 0) {

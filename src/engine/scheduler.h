@@ -26,7 +26,7 @@ struct SchedulerOptions {
   int32_t n_parallel = 4;      // sequence slots: requests generating at the same time
   int32_t n_ctx = 0;           // positions per slot (0: the model's training context)
   int32_t max_queue = 64;      // requests waiting for a slot; Submit fails past this
-  int32_t n_batch = 512;       // tokens per Forward (decode tokens first, then prompt chunks)
+  int32_t n_batch = 512;       // tokens per Forward (decode tokens first, then prompt chunks); >= n_parallel
   DType kv_type = DType::kF16;
   Status Validate() const;
 };

@@ -30,10 +30,14 @@ void SendError(httplib::Response& res, const ApiError& error) {
   res.set_content(ErrorJson(error), kJson);
 }
 
-// Compares without an early exit, so response timing does not reveal a key's prefix.
-bool SameKey(const std::string& a, const std::string& b) {
-  unsigned char diff = a.size() == b.size() ? 0 : 1;
-  for (size_t i = 0; i < a.size(); ++i) diff |= static_cast<unsigned char>(a[i] ^ b[i % (b.size() + 1)]);
+// Compares without an early exit: the time depends on the key's length only, not on how
+// much of a guess is right.
+bool SameKey(const std::string& given, const std::string& key) {
+  unsigned diff = given.size() != key.size() ? 1u : 0u;
+  for (size_t i = 0; i < key.size(); ++i) {
+    const unsigned char g = i < given.size() ? static_cast<unsigned char>(given[i]) : 0;
+    diff |= g ^ static_cast<unsigned char>(key[i]);
+  }
   return diff == 0;
 }
 

@@ -58,7 +58,7 @@ export function rawExchange(port, chunks, { timeoutMs = 15000, delayMs = 0, endA
     const socket = net.connect(port, '127.0.0.1');
     let data = Buffer.alloc(0);
     let closed = false;
-    const started = Date.now();
+    let started = Date.now();  // reset on connect: time is counted from the server's accept
     const timer = setTimeout(() => { socket.destroy(); finish(); }, timeoutMs);
     function finish() {
       clearTimeout(timer);
@@ -68,6 +68,7 @@ export function rawExchange(port, chunks, { timeoutMs = 15000, delayMs = 0, endA
     socket.on('error', () => {});
     socket.on('close', () => { closed = true; finish(); });
     socket.on('connect', async () => {
+      started = Date.now();
       for (const c of chunks) {
         if (socket.destroyed) break;
         socket.write(c);
