@@ -114,6 +114,17 @@ void ClusterNode::Stop() {
   tcp_.Reset();
 }
 
+bool ClusterNode::WaitForState(const std::function<bool(const ClusterState&)>& ready, int timeout_ms) {
+  std::unique_lock<std::mutex> lock(mutex_);
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::milliseconds(timeout_ms);
+  while (!ready(state_)) {
+    // Bounded slices, so a Stop (which does not take mutex_) is noticed.
+    if (stop_.load() || std::chrono::steady_clock::now() >= deadline) return false;
+    state_cv_.wait_for(lock, std::chrono::milliseconds(100));
+  }
+  return true;
+}
+
 void ClusterNode::ReceiveLoop() {
   std::vector<uint8_t> buffer;
   while (!stop_.load()) {
@@ -422,6 +433,10 @@ void ClusterNode::Notify(const std::vector<MemberChange>& changes, bool state_ch
   for (const MemberChange& c : changes) {
     log_->Info("cluster: {} ({}, {}) {}", c.id.Short(), c.name, c.address, MemberEventName(c.event));
     if (callbacks_.on_member) callbacks_.on_member(c);
+  }
+  if (state_changed) {
+    std::lock_guard<std::mutex> lock(mutex_);
+    state_cv_.notify_all();
   }
   if (state_changed && callbacks_.on_state) {
     ClusterState copy;

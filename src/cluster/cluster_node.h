@@ -127,6 +127,11 @@ class ClusterNode {
   // Orders `change` through the leader (this node or, over TCP, the current one) and returns
   // the state version that holds it. Retries while leadership moves, until timeout_ms.
   Result<uint64_t> ProposeChange(const Change& change, int timeout_ms = 5000);
+  // Waits until the state this node holds satisfies `ready` (e.g. reaches a version another
+  // node's proposal returned); false on timeout or Stop. `ready` runs under the node's lock.
+  bool WaitForState(const std::function<bool(const ClusterState&)>& ready, int timeout_ms);
+  // Snapshot, ProposeChange and WaitForState may be called from any thread, but not
+  // concurrently with Stop or destruction.
 
  private:
   ClusterNode() = default;
@@ -186,6 +191,7 @@ class ClusterNode {
   std::vector<std::thread> connection_threads_;
 
   mutable std::mutex mutex_;  // guards everything below
+  std::condition_variable state_cv_;  // signalled (with mutex_) when state_ changes
   std::unique_ptr<MemberTable> table_;
   ClusterState state_;
   uint64_t max_term_seen_ = 0;

@@ -194,6 +194,10 @@ TEST_F(ClusterTest, ChangesProposedAnywhereReachEveryNode) {
   auto v2 = nodes_[leader]->ProposeChange({ChangeKind::kPutPlacement, "inst-1", {{"model", "stories"}}});
   ASSERT_TRUE(v2.ok()) << v2.status().ToString();
   EXPECT_EQ(*v2, *v1 + 1);  // numbered in the order the leader received them
+  const int other = (leader + 2) % 3;
+  EXPECT_TRUE(nodes_[other]->WaitForState([&](const ClusterState& s) { return s.version >= *v2; }, 5000));
+  EXPECT_EQ(nodes_[other]->Snapshot().state.placements.count("inst-1"), 1u);
+  EXPECT_FALSE(nodes_[other]->WaitForState([](const ClusterState& s) { return s.models.count("never"); }, 100));
   auto bad = nodes_[follower]->ProposeChange({ChangeKind::kDeleteModel, "absent", {}});
   EXPECT_EQ(bad.status().code(), StatusCode::kNotFound);
   ASSERT_TRUE(WaitUntil([&] {
