@@ -1,6 +1,8 @@
-// A persistent pool of worker threads for data-parallel loops. Threads are created once;
-// each ParallelFor wakes them (spinning briefly before sleeping, so back-to-back calls on the
-// decode path do not pay a futex wake-up) and the caller takes part in the work.
+// A persistent pool of worker threads for data-parallel loops. Threads are created once. A
+// call splits its work into tasks that whichever threads are running claim one at a time
+// (the caller takes part): on a busy machine, where a worker may not be scheduled for a
+// while, the running threads do its share instead of waiting for it. Idle workers spin
+// briefly before sleeping, so back-to-back calls on the decode path pay no futex wake-up.
 #pragma once
 
 #include <atomic>
@@ -23,21 +25,35 @@ class ThreadPool {
 
   int size() const { return n_threads_; }
 
-  // Calls fn(thread_index, n_threads) once on each of the pool's threads and waits for all.
-  // fn splits the work itself; see SplitRange. Not reentrant: one ParallelRun at a time.
-  void ParallelRun(const std::function<void(int thread_index, int n_threads)>& fn);
+  // Calls fn(index, size()) once for each index in [0, size()) and waits for all. Each index
+  // runs on one thread (so per-index scratch needs no locking), but not necessarily on a
+  // thread of its own: a running thread may take the index of one that is not scheduled.
+  // fn splits the work itself; see SplitRange. Not reentrant: one call at a time.
+  void ParallelRun(const std::function<void(int index, int n_parts)>& fn);
 
-  // Calls fn(begin, end) on contiguous chunks of [0, n) spread over the threads.
+  // Calls fn(begin, end) on contiguous chunks of [0, n) (several per thread, for balance).
   void ParallelFor(int64_t n, const std::function<void(int64_t begin, int64_t end)>& fn);
 
  private:
-  void WorkerLoop(int thread_index);
+  // Runs fn(task, n_tasks) for every task in [0, n_tasks), claimed dynamically.
+  void RunTasks(const std::function<void(int, int)>& fn, int n_tasks);
+  void ClaimTasks();
+  void WorkerLoop();
+
+  // state_: generation (high 32 bits) | kOpen | number of workers inside the current job.
+  // A worker joins only while the job is open, in one atomic step, so the caller can close
+  // the job and wait for the joined workers to leave before the job's fn goes out of scope.
+  static constexpr uint64_t kOpen = 1ull << 31;
+  static constexpr uint64_t kActiveMask = kOpen - 1;
 
   int n_threads_;
   std::vector<std::thread> workers_;
   const std::function<void(int, int)>* job_ = nullptr;
-  std::atomic<uint64_t> generation_{0};
-  std::atomic<int> pending_{0};
+  int job_tasks_ = 0;
+  std::atomic<int> next_task_{0};
+  std::atomic<int> done_tasks_{0};
+  std::atomic<uint64_t> state_{0};
+  std::atomic<int> sleepers_{0};
   std::atomic<bool> stop_{false};
   std::mutex mutex_;
   std::condition_variable wake_;
