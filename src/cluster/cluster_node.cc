@@ -225,8 +225,12 @@ void ClusterNode::HandleDatagram(std::span<const uint8_t> bytes, const SocketAdd
         if (table_->Find(m.sender) == nullptr) break;
         LinkMeasurement& link = links_[m.sender];
         link.peer = m.sender;
-        // Smoothed, so one delayed pong does not swing the planner's view of the link.
-        link.latency_s = link.latency_s == 0 ? one_way_s : 0.8 * link.latency_s + 0.2 * one_way_s;
+        // The minimum of recent samples: delays add to a round trip (a busy receiver thread,
+        // the start-up benchmarks), never subtract, so the smallest is the link's own latency.
+        std::deque<double>& samples = latency_samples_[m.sender];
+        samples.push_back(one_way_s);
+        if (samples.size() > kLatencySamples) samples.pop_front();
+        link.latency_s = *std::min_element(samples.begin(), samples.end());
         break;
       }
       default:
@@ -368,7 +372,10 @@ void ClusterNode::Tick(std::vector<Outgoing>* out, std::vector<MemberChange>* ch
     }
   }
   for (const MemberChange& c : *changes) {
-    if (c.event == MemberEvent::kForgotten) links_.erase(c.id);
+    if (c.event == MemberEvent::kForgotten) {
+      links_.erase(c.id);
+      latency_samples_.erase(c.id);
+    }
   }
   ++tick_count_;
 }

@@ -198,6 +198,8 @@ class ClusterNode {
   bool was_leader_ = false;
   ResourceProfile profile_;
   std::map<NodeId, LinkMeasurement> links_;
+  static constexpr size_t kLatencySamples = 16;
+  std::map<NodeId, std::deque<double>> latency_samples_;  // one-way seconds, newest last
   std::unique_ptr<ReplayGuard> replay_;
   double tokens_ = 0;             // rate limiter bucket
   uint64_t tokens_at_ms_ = 0;
