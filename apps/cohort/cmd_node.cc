@@ -8,8 +8,10 @@
 
 #include <cstdio>
 #include <fstream>
+#include <mutex>
 #include <sstream>
 #include <thread>
+#include <vector>
 
 #include <CLI/CLI.hpp>
 
@@ -97,10 +99,21 @@ int NodeCommand(const NodeOptions& o) {
   c.profile.run_benchmarks = !o.no_benchmarks;
 
   Logger log(o.verbose ? LogLevel::kInfo : LogLevel::kWarn);
+  // Events can arrive before the "listening" line is printed (the node's threads start
+  // first); hold them until it is, so the output reads in order.
+  std::mutex print_mutex;
+  bool announced = false;
+  std::vector<std::string> held;
   cluster::ClusterCallbacks callbacks;
-  callbacks.on_member = [](const cluster::MemberChange& m) {
-    PrintLine("cohort node: " + m.id.Short() + " (" + m.name + ", " + m.address + ") " +
-              cluster::MemberEventName(m.event));
+  callbacks.on_member = [&](const cluster::MemberChange& m) {
+    const std::string line = "cohort node: " + m.id.Short() + " (" + m.name + ", " + m.address + ") " +
+                             cluster::MemberEventName(m.event);
+    std::lock_guard<std::mutex> lock(print_mutex);
+    if (announced) {
+      PrintLine(line);
+    } else if (held.size() < 1024) {
+      held.push_back(line);
+    }
   };
   auto started = cluster::ClusterNode::Start(c, &log, callbacks);
   if (!started.ok()) return Fail(started.status());
@@ -134,7 +147,13 @@ int NodeCommand(const NodeOptions& o) {
     http_line = "http://" + host + ":" + std::to_string(port) + "/v1/cluster";
     http_thread = std::thread([&] { http.listen_after_bind(); });
   }
-  PrintLine("cohort node: " + node.id().Hex() + " listening on " + node.address() + ", " + http_line);
+  {
+    std::lock_guard<std::mutex> lock(print_mutex);
+    PrintLine("cohort node: " + node.id().Hex() + " listening on " + node.address() + ", " + http_line);
+    for (const std::string& line : held) PrintLine(line);
+    held.clear();
+    announced = true;
+  }
 
   int signal_number = 0;
   sigwait(&stop_signals, &signal_number);
