@@ -28,7 +28,7 @@ all_models="l1b-q4_0:llama-3.2-1b:q4_0 l1b-q8_0:llama-3.2-1b:q8_0 l1b-q4_k_m:lla
 q17b-q4_k_m:qwen3-1.7b:q4_k_m moe-q4_k_m:qwen3-30b-a3b-mini:q4_k_m"
 want=${MODELS:-"l1b-q4_0 l1b-q8_0 l1b-q4_k_m q17b-q4_k_m moe-q4_k_m"}
 
-"$root/bench/build-llamacpp.sh" 2
+[ -x "$llama_bin/llama-bench" ] || "$root/bench/build-llamacpp.sh" 2
 [ -x "$cohort" ] || cmake --build "$bdir" -j2 --target cohort
 
 c++ -O2 -std=c++20 -pthread "$root/bench/stream_read.cc" -o "$root/build/bench/stream_read"
