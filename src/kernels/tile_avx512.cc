@@ -4,8 +4,6 @@
 // lanes, then the same horizontal sum. Q4_0 skips the sign trick: its unsigned nibbles go
 // straight into dpbusd, and -8 * sum(y) (per token, shared by the rows) seeds the sum; its
 // block sums then go into one float per (row, token), as llama.cpp's repacked Q4_0 kernels do.
-#include <cmath>
-
 #include "kernels/quant_blocks.h"
 #include "kernels/simd_x86.h"
 #include "kernels/tile.h"
@@ -45,54 +43,40 @@ COHORT_TARGET_AVX512 inline __m256i WeightBytes(const typename BlockOf<kType>::t
   }
 }
 
+// Q5_0 and Q8_0: 8 float lanes per (row, token), as vec_dot_avx512.cc's DotQ8_0Blocks.
 template <Legacy kType, int R, int T>
 COHORT_TARGET_AVX512 void TileLegacy(const uint8_t* w, int64_t w_stride, const uint8_t* act,
                                      int64_t act_stride, int64_t n, float* out, int64_t out_stride) {
+  static_assert(kType != Legacy::kQ4_0, "Q4_0 uses TileQ4_0Rows");
   using Block = typename BlockOf<kType>::type;
   const int64_t nb = n / kQK;
   const __m256i zero = _mm256_setzero_si256();
-  const __m256i eights = _mm256_set1_epi8(8);
   __m256 acc[R][T];
-  float acc_q4[R][T];  // Q4_0: llama.cpp's repacked order, one float per (row, token)
   for (int r = 0; r < R; ++r) {
-    for (int t = 0; t < T; ++t) {
-      acc[r][t] = _mm256_setzero_ps();
-      acc_q4[r][t] = 0.0f;
-    }
+    for (int t = 0; t < T; ++t) acc[r][t] = _mm256_setzero_ps();
   }
   for (int64_t i = 0; i < nb; ++i) {
-    __m256i y[T], seed[T];
+    __m256i y[T];
     __m256 dy[T];
     for (int t = 0; t < T; ++t) {
       const BlockQ8_0& b = reinterpret_cast<const BlockQ8_0*>(act + t * act_stride)[i];
       y[t] = Load32(b.qs);
       dy[t] = _mm256_set1_ps(HalfToFloat(b.d));
-      // Q4_0: sum (q - 8) y = dpbusd(q, y) - 8 sum(y), lane by lane, exactly.
-      if constexpr (kType == Legacy::kQ4_0) seed[t] = _mm256_sub_epi32(zero, _mm256_dpbusd_epi32(zero, eights, y[t]));
     }
     for (int r = 0; r < R; ++r) {
       const Block& b = reinterpret_cast<const Block*>(w + r * w_stride)[i];
+      x86::PrefetchNextTile(w + (r + R) * w_stride + i * sizeof(Block));  // see TileQ4_0Rows
       const __m256 dw = _mm256_set1_ps(HalfToFloat(b.d));
       const __m256i q = WeightBytes<kType>(b);
-      if constexpr (kType == Legacy::kQ4_0) {
-        for (int t = 0; t < T; ++t) {
-          const int sum = x86::HorizontalSum(_mm256_dpbusd_epi32(seed[t], q, y[t]));
-          const float d = _mm256_cvtss_f32(_mm256_mul_ps(dw, dy[t]));
-          acc_q4[r][t] = std::fma(static_cast<float>(sum), d, acc_q4[r][t]);
-        }
-      } else {
-        const __m256i abs_q = _mm256_sign_epi8(q, q);
-        for (int t = 0; t < T; ++t) {
-          const __m256i sum = _mm256_dpbusd_epi32(zero, abs_q, _mm256_sign_epi8(y[t], q));
-          acc[r][t] = _mm256_fmadd_ps(_mm256_mul_ps(dw, dy[t]), _mm256_cvtepi32_ps(sum), acc[r][t]);
-        }
+      const __m256i abs_q = _mm256_sign_epi8(q, q);
+      for (int t = 0; t < T; ++t) {
+        const __m256i sum = _mm256_dpbusd_epi32(zero, abs_q, _mm256_sign_epi8(y[t], q));
+        acc[r][t] = _mm256_fmadd_ps(_mm256_mul_ps(dw, dy[t]), _mm256_cvtepi32_ps(sum), acc[r][t]);
       }
     }
   }
   for (int r = 0; r < R; ++r) {
-    for (int t = 0; t < T; ++t) {
-      out[t * out_stride + r] = kType == Legacy::kQ4_0 ? acc_q4[r][t] : x86::HorizontalSum(acc[r][t]);
-    }
+    for (int t = 0; t < T; ++t) out[t * out_stride + r] = x86::HorizontalSum(acc[r][t]);
   }
 }
 
