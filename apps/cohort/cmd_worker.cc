@@ -247,7 +247,7 @@ std::string DistributedModel::MemoryReport() const {
     if (std::strncmp(line, "Rss", 3) == 0) rss += line;
   }
   if (f != nullptr) std::fclose(f);
-  return rss + fmt::format("rank 0: peak resident {:.1f} MiB ({:.1f} MiB of column slices copied)\n",
+  return rss + fmt::format("rank 0: peak resident {:.1f} MiB ({:.1f} MiB of weight slices copied)\n",
                      parallel::PeakResidentBytes() / 1048576.0,
                      session_->executor().copied_bytes() / 1048576.0);
 }

@@ -158,26 +158,70 @@ void Decoder::HeadRows(const Batch& batch, ThreadPool* pool, const float* x, int
   kernels::MatMul(head, head_in_.data(), n_out, logits, pool, &matmul_scratch_);
 }
 
-Result<int64_t> Decoder::CopyColumnSlices() {
-  const LayerShard& l = stage_.layer;
-  auto copy = [this](TensorView* w, int64_t begin, int64_t end) -> Status {
-    if (w == nullptr || w->empty() || begin >= end || (begin == 0 && end == w->ne[0])) {
-      return Status::Ok();
-    }
-    COHORT_ASSIGN_OR_RETURN(*w, owned_.CopyColumns(*w, begin, end));
+namespace {
+
+// Copies rows [begin, end) of *w into `owned` unless that is all of it (then it stays mapped).
+Status CopyRowsOf(OwnedSlices& owned, TensorView* w, int64_t begin, int64_t end) {
+  if (w->empty() || begin >= end || (begin == 0 && end == w->n_rows())) return Status::Ok();
+  COHORT_ASSIGN_OR_RETURN(*w, owned.CopyRows(*w, begin, end));
+  return Status::Ok();
+}
+
+Status CopyColumnsOf(OwnedSlices& owned, TensorView* w, int64_t begin, int64_t end) {
+  if (w == nullptr || w->empty() || begin >= end || (begin == 0 && end == w->ne[0])) {
     return Status::Ok();
-  };
+  }
+  COHORT_ASSIGN_OR_RETURN(*w, owned.CopyColumns(*w, begin, end));
+  return Status::Ok();
+}
+
+}  // namespace
+
+Status Decoder::CopyFfnSlices(FfnWeights& ffn) {
+  const LayerShard& l = stage_.layer;
+  if (auto* dense = std::get_if<DenseFfnWeights>(&ffn)) {
+    COHORT_RETURN_IF_ERROR(CopyRowsOf(owned_, &dense->gate, l.ffn_cols.begin, l.ffn_cols.end));
+    COHORT_RETURN_IF_ERROR(CopyRowsOf(owned_, &dense->up, l.ffn_cols.begin, l.ffn_cols.end));
+    return CopyColumnsOf(owned_, &dense->down, l.ffn_cols.begin, l.ffn_cols.end);
+  }
+  MoeWeights& moe = std::get<MoeWeights>(ffn);
+  const int64_t n_ff = config_.moe.n_ff_expert;
+  const int64_t n_embd = config_.n_embd;
+  COHORT_RETURN_IF_ERROR(CopyRowsOf(owned_, &moe.gate_exps, l.experts.begin * n_ff, l.experts.end * n_ff));
+  COHORT_RETURN_IF_ERROR(CopyRowsOf(owned_, &moe.up_exps, l.experts.begin * n_ff, l.experts.end * n_ff));
+  COHORT_RETURN_IF_ERROR(
+      CopyRowsOf(owned_, &moe.down_exps, l.experts.begin * n_embd, l.experts.end * n_embd));
+  if (!moe.shared.has_value()) return Status::Ok();
+  COHORT_RETURN_IF_ERROR(CopyRowsOf(owned_, &moe.shared->gate, l.shared_cols.begin, l.shared_cols.end));
+  COHORT_RETURN_IF_ERROR(CopyRowsOf(owned_, &moe.shared->up, l.shared_cols.begin, l.shared_cols.end));
+  return CopyColumnsOf(owned_, &moe.shared->down, l.shared_cols.begin, l.shared_cols.end);
+}
+
+Status Decoder::CopyVocabRows(int64_t embd_begin, int64_t embd_end, int64_t out_begin,
+                              int64_t out_end) {
+  const bool tied = output_.output.data == output_.token_embd.data;
+  if (tied && embd_begin == out_begin && embd_end == out_end) {
+    COHORT_RETURN_IF_ERROR(CopyRowsOf(owned_, &output_.token_embd, embd_begin, embd_end));
+    output_.output = output_.token_embd;
+    return Status::Ok();
+  }
+  const TensorView embd = output_.token_embd;  // the source of a tied head's copy, too
+  COHORT_RETURN_IF_ERROR(CopyRowsOf(owned_, &output_.token_embd, embd_begin, embd_end));
+  if (tied) output_.output = embd;
+  return CopyRowsOf(owned_, &output_.output, out_begin, out_end);
+}
+
+Result<int64_t> Decoder::CopyShardWeights(int64_t embd_begin, int64_t embd_end, int64_t out_begin,
+                                          int64_t out_end) {
   const ColumnRange attn = AttnOutputColumns();
   for (int layer = stage_.layer_begin; layer < stage_.layer_end; ++layer) {
-    COHORT_RETURN_IF_ERROR(copy(MutableAttnOutput(layer), attn.begin, attn.end));
-    FfnWeights* ffn = MutableFfn(layer);
-    if (ffn == nullptr) continue;
-    if (auto* dense = std::get_if<DenseFfnWeights>(ffn)) {
-      COHORT_RETURN_IF_ERROR(copy(&dense->down, l.ffn_cols.begin, l.ffn_cols.end));
-    } else if (auto& shared = std::get<MoeWeights>(*ffn).shared; shared.has_value()) {
-      COHORT_RETURN_IF_ERROR(copy(&shared->down, l.shared_cols.begin, l.shared_cols.end));
+    COHORT_RETURN_IF_ERROR(CopyColumnsOf(owned_, MutableAttnOutput(layer), attn.begin, attn.end));
+    COHORT_RETURN_IF_ERROR(CopyAttentionRows(layer, owned_));
+    if (FfnWeights* ffn = MutableFfn(layer); ffn != nullptr) {
+      COHORT_RETURN_IF_ERROR(CopyFfnSlices(*ffn));
     }
   }
+  COHORT_RETURN_IF_ERROR(CopyVocabRows(embd_begin, embd_end, out_begin, out_end));
   return owned_.bytes();
 }
 

@@ -74,10 +74,14 @@ class Decoder : public Model {
   // that want logits, from the final hidden states x[n_tokens][n_embd].
   void HeadRows(const Batch& batch, ThreadPool* pool, const float* x, int64_t row_begin,
                 int64_t row_end, float* logits);
-  // Copies the stage shard's column slices (attention output, FFN down projections) out of
-  // the mapping into memory of their own (owned_slices.h), so the mapped pages the other
-  // ranks' slices share need not stay resident. Call after SetStageShard; returns the bytes.
-  Result<int64_t> CopyColumnSlices();
+  // Copies the stage shard's slices out of the mapping into memory of their own
+  // (owned_slices.h): column slices (attention output, FFN down projections) and row slices
+  // (q/k/v heads, FFN gate/up columns, experts, and the vocabulary rows [embd_*) of the
+  // embedding and [out_*) of the LM head; empty ranges: unused here), releasing the mapped
+  // pages, so the rank's resident memory is its share. Call after SetStageShard; returns
+  // the bytes copied.
+  Result<int64_t> CopyShardWeights(int64_t embd_begin, int64_t embd_end, int64_t out_begin,
+                                   int64_t out_end);
 
  protected:
   Decoder(ModelConfig config, OutputWeights output);
@@ -96,6 +100,8 @@ class Decoder : public Model {
   virtual TensorView* MutableAttnOutput(int /*layer*/) { return nullptr; }
   virtual ColumnRange AttnOutputColumns() const { return {}; }
   virtual FfnWeights* MutableFfn(int /*layer*/) { return nullptr; }
+  // Copies the layer's attention row slices for CopyShardWeights (default: leaves them mapped).
+  virtual Status CopyAttentionRows(int /*layer*/, OwnedSlices& /*owned*/) { return Status::Ok(); }
 
   const LayerShard& shard() const { return stage_.layer; }
   // The KV-cache layer index of a model layer (caches hold the stage's layers only).
@@ -104,6 +110,8 @@ class Decoder : public Model {
  private:
   Status CheckBatch(const Batch& batch, const KvCache& cache, size_t logits_size);
   void RunFfn(const BlockEnv& env, int layer, const float* x, float* out);
+  Status CopyFfnSlices(FfnWeights& ffn);
+  Status CopyVocabRows(int64_t embd_begin, int64_t embd_end, int64_t out_begin, int64_t out_end);
 
   ModelConfig config_;
   OutputWeights output_;

@@ -53,6 +53,23 @@ void GqaModel::Attention(const BlockEnv& env, int layer, const float* x, KvCache
                scratch_, out);
 }
 
+Status GqaModel::CopyAttentionRows(int layer, OwnedSlices& owned) {
+  GqaWeights& w = layers_[layer].attn;
+  const int group = params_.n_head / params_.n_head_kv;
+  const int64_t hd = params_.head_dim;
+  const int64_t q0 = shard().heads.begin * hd, q1 = shard().heads.end * hd;
+  const int64_t kv0 = shard().heads.begin / group * hd;
+  const int64_t kv1 = (shard().heads.end + group - 1) / group * hd;
+  auto copy = [&owned](TensorView* t, int64_t begin, int64_t end) -> Status {
+    if (begin == 0 && end == t->n_rows()) return Status::Ok();
+    COHORT_ASSIGN_OR_RETURN(*t, owned.CopyRows(*t, begin, end));
+    return Status::Ok();
+  };
+  COHORT_RETURN_IF_ERROR(copy(&w.wq, q0, q1));
+  COHORT_RETURN_IF_ERROR(copy(&w.wk, kv0, kv1));
+  return copy(&w.wv, kv0, kv1);
+}
+
 Result<std::unique_ptr<Model>> LoadGqaModel(const gguf::File& file, const ModelConfig& c) {
   if (c.head_dim_k != c.head_dim_v) {
     return Unsupported("GQA models with key_length != value_length are not supported");

@@ -35,6 +35,7 @@ class GqaModel final : public Decoder {
   TensorView* MutableAttnOutput(int layer) override { return &layers_[layer].attn.wo; }
   ColumnRange AttnOutputColumns() const override;
   FfnWeights* MutableFfn(int layer) override { return &layers_[layer].ffn; }
+  Status CopyAttentionRows(int layer, OwnedSlices& owned) override;
 
  private:
   std::vector<GqaLayer> layers_;

@@ -4,6 +4,7 @@
 #include <sys/mman.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstring>
 
@@ -16,6 +17,53 @@ OwnedSlices::~OwnedSlices() {
   for (const Region& r : regions_) ::munmap(r.base, r.size);
 }
 
+Result<uint8_t*> OwnedSlices::Allocate(size_t front, size_t bytes) {
+  const size_t size = front + bytes;
+  void* base = ::mmap(nullptr, size, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+  if (base == MAP_FAILED) {
+    return ResourceExhausted(std::string("mmap of a weight slice failed: ") + std::strerror(errno));
+  }
+  regions_.push_back({base, size});
+  bytes_ += static_cast<int64_t>(bytes);
+  return static_cast<uint8_t*>(base) + front;
+}
+
+namespace {
+
+// Source bytes copied between releases: the transient resident memory of a copy.
+constexpr int64_t kReleaseChunkBytes = 4 << 20;
+
+// Releases the mapped pages of [begin, end) (rounded out to pages). The copy faulted them in;
+// the source is a read-only file mapping, so a later access would simply fault them in again.
+void ReleaseRange(const uint8_t* begin, const uint8_t* end) {
+  const uintptr_t page = static_cast<uintptr_t>(::sysconf(_SC_PAGESIZE));
+  const auto first = reinterpret_cast<uintptr_t>(begin) & ~(page - 1);
+  const auto last = reinterpret_cast<uintptr_t>(end);
+  if (last > first) ::madvise(reinterpret_cast<void*>(first), last - first, MADV_DONTNEED);
+}
+
+}  // namespace
+
+void OwnedSlices::Release(const TensorView& w) {
+  ReleaseRange(w.data, w.data + w.n_rows() * w.row_bytes);
+}
+
+Result<TensorView> OwnedSlices::CopyRows(const TensorView& w, int64_t begin, int64_t end) {
+  COHORT_CHECK(0 <= begin && begin < end && end <= w.n_rows());
+  const size_t front = static_cast<size_t>(begin * w.row_bytes);
+  const size_t bytes = static_cast<size_t>((end - begin) * w.row_bytes);
+  COHORT_ASSIGN_OR_RETURN(uint8_t* dst, Allocate(front, bytes));
+  // In chunks, releasing the source as we go: the peak stays the copy plus one chunk.
+  for (size_t done = 0; done < bytes; done += kReleaseChunkBytes) {
+    const size_t n = std::min<size_t>(kReleaseChunkBytes, bytes - done);
+    std::memcpy(dst + done, w.data + front + done, n);
+    ReleaseRange(w.data + front + done, w.data + front + done + n);
+  }
+  TensorView v = w;
+  v.data = dst - front;  // the start of the (untouched, unbacked) front of the same mapping
+  return v;
+}
+
 Result<TensorView> OwnedSlices::CopyColumns(const TensorView& w, int64_t begin, int64_t end) {
   COHORT_CHECK(0 <= begin && begin < end && end <= w.ne[0]);
   const int64_t block = Traits(w.type).block_size;
@@ -24,24 +72,17 @@ Result<TensorView> OwnedSlices::CopyColumns(const TensorView& w, int64_t begin, 
   const int64_t front = RowBytes(w.type, begin);
   const int64_t slice = RowBytes(w.type, end - begin);
   const int64_t rows = w.n_rows();
-  const size_t size = static_cast<size_t>(front + slice * rows);
-  void* base = ::mmap(nullptr, size, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-  if (base == MAP_FAILED) {
-    return ResourceExhausted(std::string("mmap of a weight slice failed: ") + std::strerror(errno));
+  COHORT_ASSIGN_OR_RETURN(uint8_t* dst, Allocate(static_cast<size_t>(front), static_cast<size_t>(slice * rows)));
+  int64_t released = 0;  // rows whose source pages are released
+  for (int64_t r = 0; r < rows; ++r) {
+    std::memcpy(dst + r * slice, w.row(r) + front, slice);
+    if ((r + 1 - released) * w.row_bytes >= kReleaseChunkBytes || r + 1 == rows) {
+      ReleaseRange(w.data + released * w.row_bytes, w.data + (r + 1) * w.row_bytes);
+      released = r + 1;
+    }
   }
-  regions_.push_back({base, size});
-  bytes_ += slice * rows;
-  auto* dst = static_cast<uint8_t*>(base) + front;
-  for (int64_t r = 0; r < rows; ++r) std::memcpy(dst + r * slice, w.row(r) + front, slice);
-  // The copy faulted in every page of the source rows; hand them back at once (the source is a
-  // read-only file mapping, so a later access would simply fault them in again), so the peak
-  // resident memory stays the shard plus one tensor, not the model.
-  const uintptr_t page = static_cast<uintptr_t>(::sysconf(_SC_PAGESIZE));
-  const auto first = reinterpret_cast<uintptr_t>(w.data) & ~(page - 1);
-  const auto last = reinterpret_cast<uintptr_t>(w.data + rows * w.row_bytes);
-  ::madvise(reinterpret_cast<void*>(first), last - first, MADV_DONTNEED);
   TensorView v = w;
-  v.data = static_cast<const uint8_t*>(base);
+  v.data = dst - front;
   v.row_bytes = slice;
   return v;
 }

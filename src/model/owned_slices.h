@@ -25,9 +25,17 @@ class OwnedSlices {
   // whose untouched front costs no memory. w must be a view into a read-only file mapping (or
   // memory that can be dropped and re-read): its pages are released after the copy.
   Result<TensorView> CopyColumns(const TensorView& w, int64_t begin, int64_t end);
+  // Copies rows [begin, end) (of the flattened rows) likewise: w.Rows(b, e) and w.row(r) of the
+  // returned view are valid for begin <= b <= e <= end only.
+  Result<TensorView> CopyRows(const TensorView& w, int64_t begin, int64_t end);
   int64_t bytes() const { return bytes_; }
 
  private:
+  // An anonymous mapping of front + bytes; returns the start of the `bytes` part.
+  Result<uint8_t*> Allocate(size_t front, size_t bytes);
+  // Releases the mapped pages of w's rows (a read-only file mapping refaults them on use).
+  static void Release(const TensorView& w);
+
   struct Region {
     void* base;
     size_t size;

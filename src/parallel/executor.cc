@@ -66,9 +66,12 @@ Status Executor::Init() {
   }
   COHORT_ASSIGN_OR_RETURN(model::StageShard shard, StageShardOf(plan_, rank()));
   COHORT_RETURN_IF_ERROR(decoder_->SetStageShard(shard).Annotate(fmt::format("rank {}", rank())));
-  // Slices of every row (attn_output, ffn_down) get memory of their own; row slices, experts
-  // and vocabulary rows are used in place from the mapping, touching only this rank's pages.
-  COHORT_ASSIGN_OR_RETURN(copied_bytes_, decoder_->CopyColumnSlices());
+  // The rank's slices get memory of their own and the mapped pages are released, so the
+  // rank's resident memory is its share (see OwnedSlices).
+  const RankShard& me = plan_.Rank(rank());
+  COHORT_ASSIGN_OR_RETURN(copied_bytes_,
+                          decoder_->CopyShardWeights(me.embd_rows.begin, me.embd_rows.end,
+                                                     me.output_rows.begin, me.output_rows.end));
   stage_ = plan_.StageOf(rank());
   for (const StagePlan& s : plan_.stages) stage_first_rank_.push_back(s.ranks.front().rank);
   std::vector<int> members;

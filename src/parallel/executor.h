@@ -42,7 +42,7 @@ class Executor final : public model::Model {
 
   int rank() const { return world_.rank(); }
   const ShardPlan& plan() const { return plan_; }
-  // Bytes of column slices copied out of the mapping at creation (see OwnedSlices).
+  // Bytes of weight slices copied out of the mapping at creation (see OwnedSlices).
   int64_t copied_bytes() const { return copied_bytes_; }
 
   // model::Model, on the coordinator. The cache is rank 0's own share; the other ranks keep

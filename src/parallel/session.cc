@@ -206,7 +206,7 @@ Status RunJob(ControlChannel& channel, const nlohmann::json& job, Logger* log) {
   Context ctx{&pool, log};
   const Status served = executor->Serve(ctx);
   if (log != nullptr) {
-    log->Info("rank {}: peak resident {:.1f} MiB ({:.1f} MiB of column slices copied)", rank,
+    log->Info("rank {}: peak resident {:.1f} MiB ({:.1f} MiB of weight slices copied)", rank,
               PeakResidentBytes() / 1048576.0, executor->copied_bytes() / 1048576.0);
   }
   return served;
