@@ -120,8 +120,8 @@ void AddDistOptions(CLI::App* cmd, DistOptions* o) {
       ->check(CLI::Range(0, 256));
   cmd->add_option("--layout", o->layout, "distributed layout: tp, pp, hybrid or hybrid:STAGES");
   cmd->add_option("--shares", o->shares, "distributed: per-rank weights, e.g. 2,1,1 (pp: per stage)");
-  cmd->add_option("--transport", o->transport, "distributed data transport: tcp or shm (local ranks)")
-      ->check(CLI::IsMember({"tcp", "shm"}));
+  cmd->add_option("--transport", o->transport, "distributed data transport: tcp, shm (local ranks) or ucx")
+      ->check(CLI::IsMember({"tcp", "shm", "ucx"}));
   cmd->add_option("--worker-threads", o->worker_threads, "threads per worker (default: -t)");
   cmd->add_option("--link-latency-us", o->link_latency_us, "TCP link emulation: added one-way delay (us)");
   cmd->add_option("--link-gbit", o->link_gbit, "TCP link emulation: bandwidth cap per link (Gbit/s)");
@@ -142,7 +142,9 @@ Result<std::unique_ptr<DistributedModel>> DistributedModel::Start(const DistOpti
     COHORT_ASSIGN_OR_RETURN(s.shares, ParseShares(options.shares));
   }
   s.worker_threads = options.worker_threads > 0 ? options.worker_threads : threads;
-  s.transport = options.transport == "shm" ? parallel::DataTransport::kShm : parallel::DataTransport::kTcp;
+  s.transport = options.transport == "shm"   ? parallel::DataTransport::kShm
+                : options.transport == "ucx" ? parallel::DataTransport::kUcx
+                                             : parallel::DataTransport::kTcp;
   s.link.latency_us = options.link_latency_us;
   s.link.bandwidth_bytes_per_s = static_cast<int64_t>(options.link_gbit * 1e9 / 8);
   std::unique_ptr<DistributedModel> d(new DistributedModel());

@@ -31,7 +31,7 @@ struct DistOptions {
   int local_ranks = 0;        // N ranks on this host: the coordinator plus N-1 spawned workers
   std::string layout = "tp";  // tp | pp | hybrid | hybrid:STAGES
   std::string shares;         // "2,1,1": per-rank weights (pp: per-stage layer weights)
-  std::string transport = "tcp";  // tcp | shm (shm: --local-ranks only)
+  std::string transport = "tcp";  // tcp | shm (shm: --local-ranks only) | ucx
   int worker_threads = 0;     // threads per spawned/remote worker; 0: the coordinator's -t
   int64_t link_latency_us = 0;    // TCP link emulation: added one-way delay
   double link_gbit = 0;           // TCP link emulation: bandwidth cap per link (Gbit/s)

@@ -17,6 +17,9 @@
 
 #include "comm/shm_transport.h"
 #include "comm/socket_util.h"
+#ifdef COHORT_HAVE_UCX
+#include "comm/ucx_transport.h"
+#endif
 #include "core/thread_pool.h"
 #include "gguf/gguf.h"
 #include "parallel/model_plan.h"
@@ -25,6 +28,15 @@ namespace cohort::parallel {
 namespace {
 
 constexpr int kJobVersion = 1;
+
+const char* TransportName(DataTransport t) {
+  switch (t) {
+    case DataTransport::kShm: return "shm";
+    case DataTransport::kUcx: return "ucx";
+    case DataTransport::kTcp: break;
+  }
+  return "tcp";
+}
 
 // The IPv4 address this end of a connected socket has: what the peer can reach us at.
 Result<std::string> LocalHost(int fd) {
@@ -61,6 +73,15 @@ Result<std::unique_ptr<comm::Transport>> ConnectData(const nlohmann::json& job, 
   o.addresses = addresses;
   o.group_id = job.at("group_id").get<uint64_t>();
   o.connect_timeout = std::chrono::milliseconds(job.at("setup_timeout_ms").get<int64_t>());
+  if (job.at("transport").get<std::string>() == "ucx") {
+#ifdef COHORT_HAVE_UCX
+    comm::UcxOptions u;
+    u.bootstrap = o;
+    return comm::ConnectUcxGroup(u, std::move(listener));
+#else
+    return Unsupported("this build has no UCX (install libucx-dev and rebuild)");
+#endif
+  }
   o.link.latency_us = job.at("link_latency_us").get<int64_t>();
   o.link.bandwidth_bytes_per_s = job.at("link_bandwidth").get<int64_t>();
   return comm::ConnectTcpGroup(o, std::move(listener));
@@ -78,7 +99,7 @@ Status SessionOptions::Validate() const {
   if (model_path.empty()) return InvalidArgument("no model path");
   if (workers.empty()) return InvalidArgument("a distributed instance needs at least one worker");
   if (worker_threads <= 0) return InvalidArgument("worker threads must be positive");
-  if (transport == DataTransport::kShm && link.enabled()) {
+  if (transport != DataTransport::kTcp && link.enabled()) {
     return InvalidArgument("link emulation applies to the TCP transport only");
   }
   return Status::Ok();
@@ -136,7 +157,7 @@ Result<std::unique_ptr<Session>> Session::Start(const SessionOptions& options,
   nlohmann::json job = {
       {"version", kJobVersion}, {"n_ranks", n_ranks}, {"model", options.model_path},
       {"plan", plan.ToJson()}, {"threads", options.worker_threads},
-      {"transport", options.transport == DataTransport::kShm ? "shm" : "tcp"},
+      {"transport", TransportName(options.transport)},
       {"shm_name", fmt::format("job-{:016x}", group_id)}, {"group_id", group_id},
       {"link_latency_us", options.link.latency_us},
       {"link_bandwidth", options.link.bandwidth_bytes_per_s},
@@ -159,7 +180,7 @@ Result<std::unique_ptr<Session>> Session::Start(const SessionOptions& options,
     addresses[i + 1] = reply->value("data_address", std::string());
   }
   std::unique_ptr<comm::TcpListener> listener;
-  if (options.transport == DataTransport::kTcp) {
+  if (options.transport != DataTransport::kShm) {
     COHORT_ASSIGN_OR_RETURN(std::string host, LocalHost(session->channels_[0]->fd()));
     COHORT_ASSIGN_OR_RETURN(listener, comm::TcpListener::Bind(host + ":0"));
     addresses[0] = listener->address();
@@ -190,7 +211,7 @@ Status RunJob(ControlChannel& channel, const nlohmann::json& job, Logger* log) {
   COHORT_ASSIGN_OR_RETURN(auto model, model::Model::Load(*file));
   std::unique_ptr<comm::TcpListener> listener;
   nlohmann::json reply = {{"ok", true}};
-  if (job.at("transport").get<std::string>() == "tcp") {
+  if (job.at("transport").get<std::string>() != "shm") {
     COHORT_ASSIGN_OR_RETURN(std::string host, LocalHost(channel.fd()));
     COHORT_ASSIGN_OR_RETURN(listener, comm::TcpListener::Bind(host + ":0"));
     reply["data_address"] = listener->address();

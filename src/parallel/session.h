@@ -23,7 +23,8 @@ class File;
 
 namespace cohort::parallel {
 
-enum class DataTransport { kTcp, kShm };
+// kUcx: UCX (RDMA where present, else its shm/tcp), bootstrapped like TCP; builds with UCX only.
+enum class DataTransport { kTcp, kShm, kUcx };
 
 struct SessionOptions {
   std::string model_path;               // every worker opens the same path

@@ -1,4 +1,5 @@
-// Separate processes: `cohort logits --local-ranks N --layout ...` over TCP and shared memory
+// Separate processes: `cohort logits --local-ranks N --layout ...` over TCP, shared memory
+// and (in builds with it) UCX
 // must write the single-process logits (within 1e-4, same argmax on every row) for every
 // fixture; `--workers` reaches workers started on their own; a worker killed mid-generation
 // makes the coordinator fail with a clear error within 5 s.
@@ -79,6 +80,9 @@ TEST_P(CliDistTest, LocalRanksEqualOneProcess) {
       {"tp211", {"--local-ranks", "3", "--layout", "tp", "--shares", "2,1,1"}},
       {"tp2_shm", {"--local-ranks", "2", "--layout", "tp", "--transport", "shm"}},
       {"hybrid2x2_shm", {"--local-ranks", "4", "--layout", "hybrid", "--transport", "shm"}},
+#ifdef COHORT_HAVE_UCX
+      {"tp3_ucx", {"--local-ranks", "3", "--layout", "tp", "--transport", "ucx"}},
+#endif
   };
   for (const Case& c : cases) {
     SCOPED_TRACE(c.name);
