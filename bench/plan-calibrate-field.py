@@ -1,0 +1,23 @@
+#!/usr/bin/env python3
+"""Prints one field of a `cohort plan --json` document for bench/plan-calibrate.sh:
+tok_s (batch-1 generation tok/s of the best candidate), best (its label), weights_ms
+(its weights term) or rest_ms (all other terms of its step)."""
+import json
+import sys
+
+doc = json.load(open(sys.argv[1]))
+field = sys.argv[2]
+best = next((c for c in doc.get("candidates", []) if c["layout"] == doc.get("best")), None)
+if best is None:
+    sys.exit(f"plan has no best candidate: {doc.get('rejected')} {doc.get('too_big')}")
+step = best["step_ms"]
+if field == "tok_s":
+    print(best["gen_tok_s_batch1"])
+elif field == "best":
+    print(best["layout"])
+elif field == "weights_ms":
+    print(step["weights"])
+elif field == "rest_ms":
+    print(sum(v for k, v in step.items() if k != "weights"))
+else:
+    sys.exit(f"unknown field {field}")

@@ -1,0 +1,229 @@
+#!/usr/bin/env bash
+# Calibrates the planner's cost model against real processes (issue 7, acceptance 2 and 3):
+# ranks in network namespaces (one per rank, veth to a bridge, egress capped with `tc tbf`,
+# one-way delay added by the TCP transport's link emulation), generation tok/s measured with
+# `cohort run` and predicted by `cohort plan --json` from this machine's measured profile.
+#
+#   bench/plan-calibrate.sh [-m MODEL] [-n TOKENS] [-r REPS] [-b COHORT] [-p 2|3|all]
+#
+# Part 2 prints one table (layout, ranks, bandwidth, delay, predicted, measured, error).
+# Part 3 gives rank 1 half a CPU (cgroup v1 cpu quota, both ranks pinned to their own core),
+# measures each rank's speed alone, asks the planner for its uneven tp split and compares it
+# with the even split in measured runs. Medians over REPS interleaved reps (shared machine).
+# Needs root, ip, tc, python3. Not part of the test suite.
+set -euo pipefail
+
+root=$(cd "$(dirname "$0")/.." && pwd)
+cohort="$root/build/calib/bin/cohort"
+model=/tmp/llama1b-q4_0.gguf
+n=32
+reps=3
+part=all
+while getopts "m:n:r:b:p:" opt; do
+  case $opt in
+    m) model=$OPTARG ;;
+    n) n=$OPTARG ;;
+    r) reps=$OPTARG ;;
+    b) cohort=$OPTARG ;;
+    p) part=$OPTARG ;;
+    *) exit 2 ;;
+  esac
+done
+[[ $(id -u) -eq 0 ]] || { echo "needs root (network namespaces, tc, cgroups)" >&2; exit 1; }
+for tool in ip tc python3 taskset; do command -v $tool >/dev/null || { echo "no $tool" >&2; exit 1; }; done
+[[ -x $cohort ]] || { echo "no cohort binary at $cohort (cmake --build build/calib --target cohort)" >&2; exit 1; }
+[[ -f $model ]] || "$cohort" synth --shape llama-3.2-1b --type q4_0 -o "$model"
+
+tag=cal$$
+hub=$tag-hub
+tmp=$(mktemp -d)
+cg=/sys/fs/cgroup/cpu/$tag
+declare -a worker_pids=()
+cleanup() {
+  for p in "${worker_pids[@]}"; do kill "$p" 2>/dev/null || true; done
+  for r in 0 1 2; do ip netns del "$tag-r$r" 2>/dev/null || true; done
+  ip netns del "$hub" 2>/dev/null || true
+  [[ -d $cg ]] && { sleep 0.2; rmdir "$cg" 2>/dev/null || true; }
+  rm -rf "$tmp"
+}
+trap cleanup EXIT INT TERM
+
+# --- namespaces: tag-r0..r2 (10.79.0.1..3) -> veth -> bridge in tag-hub --------------------
+ip netns add "$hub"
+ip -n "$hub" link add br0 type bridge
+ip -n "$hub" link set br0 up
+for r in 0 1 2; do
+  ns=$tag-r$r
+  ip netns add "$ns"
+  ip link add "$tag-v$r" type veth peer name "$tag-p$r"
+  ip link set "$tag-v$r" netns "$ns"
+  ip link set "$tag-p$r" netns "$hub"
+  ip -n "$hub" link set "$tag-p$r" master br0 up
+  ip -n "$ns" addr add "10.79.0.$((r + 1))/24" dev "$tag-v$r"
+  ip -n "$ns" link set lo up
+  ip -n "$ns" link set "$tag-v$r" up
+done
+
+# Cap every rank's egress (so each direction of every path) at RATE (tc syntax, e.g. 1gbit).
+shape() {
+  local rate=$1 burst=$2
+  for r in 0 1 2; do
+    ip netns exec "$tag-r$r" tc qdisc replace dev "$tag-v$r" root tbf rate "$rate" burst "$burst" latency 10ms
+  done
+}
+
+# Median of numbers on stdin.
+median() { sort -g | awk '{a[NR]=$1} END {if (NR == 0) print "nan"; else print (NR % 2) ? a[(NR+1)/2] : (a[NR/2] + a[NR/2+1]) / 2}'; }
+
+# Generation tok/s of one run: coordinator in r0, workers r1..r(k-1); extra args to `run`.
+# Env CORES="0 1": `taskset` core per rank; CGRANK=R: rank R runs in the cgroup $cg.
+measure() {
+  local k=$1
+  shift
+  local -a cores=(${CORES:-})
+  local addrs="" pfx
+  worker_pids=()
+  for ((r = 1; r < k; r++)); do
+    pfx=(nice -n -20)
+    [[ ${CGRANK:-} == "$r" ]] && pfx+=(sh -c 'echo $$ >"$0"; exec "$@"' "$cg/cgroup.procs")
+    [[ ${#cores[@]} -gt 0 ]] && pfx+=(taskset -c "${cores[$r]}")
+    ip netns exec "$tag-r$r" "${pfx[@]}" "$cohort" worker --listen "10.79.0.$((r + 1)):0" --once \
+      >"$tmp/w$r.out" 2>"$tmp/w$r.err" &
+    worker_pids+=($!)
+  done
+  for ((r = 1; r < k; r++)); do
+    for _ in $(seq 200); do grep -q "listening on" "$tmp/w$r.out" && break; sleep 0.05; done
+    addrs+="${addrs:+,}$(sed -n 's/.*listening on //p' "$tmp/w$r.out")"
+  done
+  pfx=(nice -n -20)
+  [[ ${CGRANK:-} == 0 ]] && pfx+=(sh -c 'echo $$ >"$0"; exec "$@"' "$cg/cgroup.procs")
+  [[ ${#cores[@]} -gt 0 ]] && pfx+=(taskset -c "${cores[0]}")
+  local -a dist=()
+  [[ $k -gt 1 ]] && dist=(--workers "$addrs")
+  ip netns exec "$tag-r0" "${pfx[@]}" "$cohort" -t 1 run -m "$model" -p "Once upon a time" -n "$n" \
+    --temp 0 -c 128 "${dist[@]}" "$@" 2>&1 |
+    sed -n 's/.*generation [0-9]* tokens \([0-9.]*\) tok\/s.*/\1/p' | tail -1
+  for p in "${worker_pids[@]}"; do wait "$p" 2>/dev/null || true; done
+  worker_pids=()
+}
+
+# Predicted batch-1 generation tok/s (or the chosen label) from `cohort plan --json`.
+# plan_field SPEC LAYOUT FIELD   FIELD: tok_s | best | weights_ms | rest_ms
+plan_field() {
+  "$cohort" plan --model "$model" --nodes "$1" --layout "$2" --ctx 64 --json >"$tmp/plan.json" || true
+  python3 "$root/bench/plan-calibrate-field.py" "$tmp/plan.json" "$3"
+}
+
+# Node spec: NODES_JSON (array) + link.
+spec() {
+  local nodes=$1 lat=$2 gbit=$3 out=$4
+  printf '{"nodes": %s, "link": {"profile": "loopback", "latency_us": %s, "bandwidth_gbit_s": %s}, "topology": "full-mesh", "stack": "cohort"}\n' \
+    "$nodes" "$lat" "$gbit" >"$out"
+}
+
+# This machine's profile: the bandwidth that makes the cost model's single-rank step equal
+# the measured one (weights term scales as 1/bandwidth; the rest is the stack's overhead).
+node_bandwidth() {
+  local tok_s=$1 probe=10
+  spec "[{\"name\": \"probe\", \"memory_gb\": 23, \"memory_bandwidth_gb_s\": $probe, \"tflops\": 1000}]" 15 10 "$tmp/probe.json"
+  local w rest
+  w=$(plan_field "$tmp/probe.json" single weights_ms)
+  rest=$(plan_field "$tmp/probe.json" single rest_ms)
+  awk -v t="$tok_s" -v w="$w" -v r="$rest" -v p="$probe" 'BEGIN {printf "%.4f", p * w / (1000 / t - r)}'
+}
+
+echo "# $(date -u +%FT%TZ) $(nproc) cores, load $(cut -d' ' -f1-3 /proc/loadavg), model $model, $n tokens, $reps reps (medians; machine shared, noisy)"
+
+# One-way latency of the namespace path itself (no emulation): half the median TCP round trip.
+ip netns exec "$tag-r1" python3 "$root/bench/plan-calibrate-ping.py" serve 10.79.0.2 7999 &
+ping_pid=$!
+base_us=$(ip netns exec "$tag-r0" python3 "$root/bench/plan-calibrate-ping.py" ping 10.79.0.2 7999 400)
+wait "$ping_pid"
+echo "# namespace path one-way latency (ping RTT/2): ${base_us} us"
+
+if [[ $part == all || $part == 2 ]]; then
+  shape 10gbit 4mb
+  declare -a single=()
+  for ((i = 0; i < reps; i++)); do single+=("$(measure 1)"); done
+  t1=$(printf '%s\n' "${single[@]}" | median)
+  bw=$(node_bandwidth "$t1")
+  echo "# single rank, 1 thread: ${single[*]} tok/s, median $t1 -> node memory_bandwidth_gb_s $bw (effective)"
+  node="{\"name\": \"this-machine-1t\", \"memory_gb\": 23, \"memory_bandwidth_gb_s\": $bw, \"tflops\": 1000, \"count\": 3}"
+
+  rows=()
+  for rate in 1 10; do
+    if [[ $rate == 1 ]]; then shape 1gbit 512kb; else shape 10gbit 4mb; fi
+    for delay in 50 500; do
+      for layout in tp pp; do
+        for k in 2 3; do rows+=("$layout $k $rate $delay"); done
+      done
+    done
+  done
+  declare -A got=()
+  for ((i = 0; i < reps; i++)); do
+    for rate in 1 10; do
+      if [[ $rate == 1 ]]; then shape 1gbit 512kb; else shape 10gbit 4mb; fi
+      for row in "${rows[@]}"; do
+        read -r layout k r delay <<<"$row"
+        [[ $r == "$rate" ]] || continue
+        v=$(measure "$k" --layout "$layout" --link-latency-us "$delay")
+        got[$row]+="$v "
+        echo "rep $i: $layout $k ranks ${rate} Gbit/s ${delay} us: $v tok/s" >&2
+      done
+    done
+  done
+  echo
+  printf '%-6s %5s %9s %8s %11s %10s %8s\n' layout ranks bandwidth delay predicted measured error
+  printf '%-6s %5s %9s %8s %11.2f %10.2f %7s\n' single 1 - - "$(spec "[$node]" 15 10 "$tmp/s.json"; plan_field "$tmp/s.json" single tok_s)" "$t1" "(cal)"
+  for row in "${rows[@]}"; do
+    read -r layout k rate delay <<<"$row"
+    spec "[$node]" "$((base_us + delay))" "$rate" "$tmp/s.json"
+    ones=$(python3 -c "print(','.join(['1'] * $k))")
+    pred=$(plan_field "$tmp/s.json" "$layout:$ones" tok_s)
+    meas=$(echo "${got[$row]}" | tr ' ' '\n' | grep . | median)
+    awk -v l="$layout" -v k="$k" -v b="$rate" -v d="$delay" -v p="$pred" -v m="$meas" \
+      'BEGIN {printf "%-6s %5d %5s Gb/s %5s us %11.2f %10.2f %+7.1f%%\n", l, k, b, d, p, m, 100 * (p - m) / m}'
+  done
+  echo "# per-rep values: see stderr"
+fi
+
+if [[ $part == all || $part == 3 ]]; then
+  # Rank 0 on core 0, rank 1 on core 1 with half of it (5 ms every 10 ms).
+  mkdir -p "$cg"
+  echo 10000 >"$cg/cpu.cfs_period_us"
+  echo 5000 >"$cg/cpu.cfs_quota_us"
+  shape 10gbit 4mb
+  delay=50
+  declare -a fast=() slow=() even=() uneven=()
+  # Each node alone: the fast one as rank 0 on core 0, the slow one as rank 0 in the cgroup.
+  for ((i = 0; i < reps; i++)); do
+    fast+=("$(CORES="0" measure 1)")
+    slow+=("$(CORES="1" CGRANK=0 measure 1)")
+  done
+  tf=$(printf '%s\n' "${fast[@]}" | median)
+  ts=$(printf '%s\n' "${slow[@]}" | median)
+  bf=$(node_bandwidth "$tf")
+  bs=$(node_bandwidth "$ts")
+  nodes="[{\"name\": \"full-core\", \"memory_gb\": 23, \"memory_bandwidth_gb_s\": $bf, \"tflops\": 1000}, {\"name\": \"half-core\", \"memory_gb\": 23, \"memory_bandwidth_gb_s\": $bs, \"tflops\": 1000}]"
+  spec "$nodes" "$((base_us + delay))" 10 "$tmp/u.json"
+  best=$(plan_field "$tmp/u.json" tp best)
+  shares=$(echo "$best" | sed -n 's/.*\[\(.*\)%\]/\1/p' | tr '/' ',')
+  [[ -n $shares ]] || { echo "planner chose '$best' (no uneven shares)" >&2; exit 1; }
+  p_even=$(plan_field "$tmp/u.json" "tp:1,1" tok_s)
+  p_uneven=$(plan_field "$tmp/u.json" "tp:$shares" tok_s)
+  for ((i = 0; i < reps; i++)); do
+    even+=("$(CORES="0 1" CGRANK=1 measure 2 --layout tp --link-latency-us $delay)")
+    uneven+=("$(CORES="0 1" CGRANK=1 measure 2 --layout tp --shares "$shares" --link-latency-us $delay)")
+    echo "rep $i: even ${even[-1]} uneven ${uneven[-1]} tok/s" >&2
+  done
+  me=$(printf '%s\n' "${even[@]}" | median)
+  mu=$(printf '%s\n' "${uneven[@]}" | median)
+  echo
+  echo "# uneven split: rank 0 core 0; rank 1 core 1 at 50% (cgroup cpu quota 5/10 ms); 10 Gbit/s, ${delay} us"
+  echo "# alone: full core $tf tok/s (${fast[*]}), half core $ts tok/s (${slow[*]}) -> $bf / $bs GB/s effective"
+  echo "# planner's choice for --layout tp: $best"
+  printf '%-16s %11s %10s %8s\n' split predicted measured error
+  awk -v p="$p_even" -v m="$me" 'BEGIN {printf "%-16s %11.2f %10.2f %+7.1f%%\n", "even 1,1", p, m, 100 * (p - m) / m}'
+  awk -v s="$shares" -v p="$p_uneven" -v m="$mu" 'BEGIN {printf "%-16s %11.2f %10.2f %+7.1f%%\n", "planner " s, p, m, 100 * (p - m) / m}'
+  awk -v e="$me" -v u="$mu" 'BEGIN {printf "uneven/even measured: %.2fx (%s)\n", u / e, u > e ? "uneven faster" : "UNEVEN NOT FASTER"}'
+fi
