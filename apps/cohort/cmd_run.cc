@@ -66,6 +66,7 @@ int RunCommand(const CommonOptions& common, const RunOptions& options) {
     auto started = DistributedModel::Start(options.dist, options.model, *(*loaded)->file(), common.threads);
     if (!started.ok()) return Fail(started.status());
     dist = std::move(*started);
+    if (common.verbose) std::fprintf(stderr, "%s", dist->Describe().c_str());
     auto bundle = dist->AsLoadedModel(*(*loaded)->file());
     if (!bundle.ok()) return Fail(bundle.status());
     dist_loaded = std::move(*bundle);
@@ -116,12 +117,18 @@ int RunCommand(const CommonOptions& common, const RunOptions& options) {
 
   const engine::GenerateResult& r = *result;
   auto rate = [](int tokens, double seconds) { return seconds > 0 ? tokens / seconds : 0.0; };
+  const std::string where =
+      dist == nullptr ? fmt::format("{} threads", common.threads)
+                      : fmt::format("{} ranks, layout {}", options.dist.mpi ? std::string("mpi")
+                                                                           : options.dist.local_ranks > 1
+                                                                                 ? std::to_string(options.dist.local_ranks)
+                                                                                 : "1+" + options.dist.workers,
+                                    options.dist.layout);
   std::fprintf(stderr,
-               "[stats] prompt %d tokens %.1f tok/s | generation %d tokens %.1f tok/s | finish %s | "
-               "%d threads\n",
+               "[stats] prompt %d tokens %.1f tok/s | generation %d tokens %.1f tok/s | finish %s | %s\n",
                r.prompt_tokens, rate(r.prompt_tokens, r.prompt_seconds), r.completion_tokens,
                rate(r.completion_tokens, r.generation_seconds), engine::FinishReasonName(r.finish_reason),
-               common.threads);
+               where.c_str());
   return 0;
 }
 
