@@ -84,10 +84,12 @@ struct Runner {
     return model->Forward(ctx, batch, *cache, logits);
   }
 
-  Result<double> Prompt(int n_prompt, model::Batch& batch) {
+  Result<double> Prompt(int n_prompt, int n_ubatch, model::Batch& batch) {
     cache->Truncate(0, 0);
     const auto start = Clock::now();
-    COHORT_RETURN_IF_ERROR(Step(0, n_prompt, batch));
+    for (int pos = 0; pos < n_prompt; pos += n_ubatch) {
+      COHORT_RETURN_IF_ERROR(Step(pos, std::min(n_ubatch, n_prompt - pos), batch));
+    }
     return std::chrono::duration<double>(Clock::now() - start).count();
   }
 
@@ -108,7 +110,7 @@ struct Figures {
 void PrintTable(const BenchOptions& o, const model::ModelConfig& c, int threads, const Figures& f) {
   std::printf("model %s  (%s, %d layers, n_embd %d)\n", o.model.c_str(), c.name.c_str(),
               c.n_layer, c.n_embd);
-  std::printf("threads %d  reps %d  kv %s\n", threads, o.reps, o.kv_type.c_str());
+  std::printf("threads %d  reps %d  kv %s  ubatch %d\n", threads, o.reps, o.kv_type.c_str(), o.n_ubatch);
   if (o.n_prompt > 0) std::printf("pp%-5d %10.2f tok/s (median)\n", o.n_prompt, f.pp_tokens_per_s);
   if (o.n_gen > 0) {
     std::printf("tg%-5d %10.2f tok/s (median)\n", o.n_gen, f.tg_tokens_per_s);
@@ -130,11 +132,11 @@ std::string JoinRuns(const std::vector<double>& v) {
 
 void PrintJson(const BenchOptions& o, int threads, const Figures& f) {
   std::printf(
-      "{\"model\":\"%s\",\"threads\":%d,\"reps\":%d,\"n_prompt\":%d,\"n_gen\":%d,"
+      "{\"model\":\"%s\",\"threads\":%d,\"reps\":%d,\"n_prompt\":%d,\"n_gen\":%d,\"n_ubatch\":%d,"
       "\"pp_tokens_per_s\":%.3f,\"tg_tokens_per_s\":%.3f,\"pp_runs\":%s,\"tg_runs\":%s,"
       "\"weight_bytes_per_token\":%.0f,\"effective_bandwidth_gb_s\":%.3f,"
       "\"peak_rss_bytes\":%.0f,\"file_bytes\":%.0f,\"kv_bytes\":%.0f}\n",
-      o.model.c_str(), threads, o.reps, o.n_prompt, o.n_gen, f.pp_tokens_per_s,
+      o.model.c_str(), threads, o.reps, o.n_prompt, o.n_gen, o.n_ubatch, f.pp_tokens_per_s,
       f.tg_tokens_per_s, JoinRuns(f.pp_runs).c_str(), JoinRuns(f.tg_runs).c_str(),
       f.weight_bytes_per_token, f.weight_bytes_per_token * f.tg_tokens_per_s / 1e9,
       f.peak_rss_bytes, f.file_bytes, f.kv_bytes);
@@ -147,6 +149,7 @@ CLI::App* AddBenchCommand(CLI::App& app, BenchOptions* o) {
   cmd->add_option("-m,--model", o->model, "GGUF model file")->required();
   cmd->add_option("-p,--n-prompt", o->n_prompt, "prompt tokens (0 skips pp)")->check(CLI::Range(0, 1 << 16));
   cmd->add_option("-n,--n-gen", o->n_gen, "generated tokens (0 skips tg)")->check(CLI::Range(0, 1 << 16));
+  cmd->add_option("-u,--ubatch", o->n_ubatch, "prompt tokens per forward pass")->check(CLI::Range(1, 1 << 16));
   cmd->add_option("-t,--threads", o->threads, "threads (default: all cores)")->check(CLI::Range(0, 1024));
   cmd->add_option("-r,--reps", o->reps, "repetitions (medians are reported)")->check(CLI::Range(1, 1000));
   cmd->add_option("--kv-type", o->kv_type, "KV cache type: f16 (as llama-bench) or f32")
@@ -183,7 +186,7 @@ int BenchCommand(const BenchOptions& o) {
   // Warm-up (as llama-bench): pages the weights in and wakes the threads. A short prompt does
   // it; the full one would double the run time on a slow machine.
   if (o.n_prompt > 0) {
-    auto s = run.Prompt(std::min(o.n_prompt, 32), batch);
+    auto s = run.Prompt(std::min(o.n_prompt, 32), o.n_ubatch, batch);
     if (!s.ok()) return Fail(s.status());
   }
   if (o.n_gen > 0) {
@@ -194,7 +197,7 @@ int BenchCommand(const BenchOptions& o) {
   Figures f;
   for (int r = 0; r < o.reps; ++r) {
     if (o.n_prompt > 0) {
-      auto s = run.Prompt(o.n_prompt, batch);
+      auto s = run.Prompt(o.n_prompt, o.n_ubatch, batch);
       if (!s.ok()) return Fail(s.status());
       f.pp_runs.push_back(o.n_prompt / *s);
     }

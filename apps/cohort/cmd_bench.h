@@ -13,6 +13,9 @@ struct BenchOptions {
   std::string model;
   int n_prompt = 512;       // pp: one batch of this many tokens (0 skips pp)
   int n_gen = 128;          // tg: this many single-token steps from an empty cache (0 skips tg)
+  // pp: prompt tokens per forward pass (llama-bench's -ub). The activations of a pass grow
+  // with it; 256 keeps a 1B model's peak RSS within file + KV cache + 10%.
+  int n_ubatch = 256;
   int threads = 0;          // 0: all hardware threads
   int reps = 5;             // repetitions; the medians are reported
   bool json = false;        // one JSON object on stdout instead of the table

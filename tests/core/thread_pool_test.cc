@@ -1,9 +1,12 @@
-// ThreadPool: every index is visited exactly once, for many sizes and repeated calls.
+// ThreadPool: every index is visited exactly once, for many sizes, repeated and back-to-back
+// calls, and when one task stalls.
 #include "core/thread_pool.h"
 
 #include <gtest/gtest.h>
 
 #include <atomic>
+#include <chrono>
+#include <thread>
 #include <vector>
 
 namespace cohort {
@@ -32,6 +35,32 @@ TEST(ThreadPool, ParallelRunGivesEachThreadItsIndex) {
     seen[static_cast<size_t>(index)].fetch_add(1);
   });
   for (auto& s : seen) EXPECT_EQ(s.load(), 1);
+}
+
+// Back-to-back tiny jobs race workers joining late against the caller closing the job: every
+// task must still run exactly once, and a descheduled worker must never run a stale job.
+TEST(ThreadPool, ManyTinyJobsEachRunEveryTaskOnce) {
+  for (int threads : {2, 3}) {
+    ThreadPool pool(threads);
+    std::atomic<int64_t> total{0};
+    const int jobs = 5000;
+    for (int j = 0; j < jobs; ++j) {
+      pool.ParallelFor(3, [&](int64_t b, int64_t e) { total.fetch_add(e - b); });
+      pool.ParallelRun([&](int index, int n) { total.fetch_add(index < n ? 1 : 1000); });
+    }
+    EXPECT_EQ(total.load(), int64_t{jobs} * (3 + threads));
+  }
+}
+
+TEST(ThreadPool, CallerFinishesWhileAWorkerIsBusyElsewhere) {
+  // One task stalls; the remaining tasks are claimed by whichever threads are free.
+  ThreadPool pool(2);
+  std::vector<std::atomic<int>> hits(64);
+  pool.ParallelFor(64, [&](int64_t b, int64_t e) {
+    if (b == 0) std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    for (int64_t i = b; i < e; ++i) hits[static_cast<size_t>(i)].fetch_add(1);
+  });
+  for (auto& h : hits) EXPECT_EQ(h.load(), 1);
 }
 
 TEST(SplitRange, EvenAndCovering) {
