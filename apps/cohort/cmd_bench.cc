@@ -16,6 +16,7 @@
 #include <fmt/format.h>
 
 #include "commands.h"
+#include "comm/comm_bench.h"
 #include "core/context.h"
 #include "core/log.h"
 #include "core/thread_pool.h"
@@ -146,7 +147,11 @@ void PrintJson(const BenchOptions& o, int threads, const Figures& f) {
 
 CLI::App* AddBenchCommand(CLI::App& app, BenchOptions* o) {
   CLI::App* cmd = app.add_subcommand("bench", "measure prompt and generation tokens/s (as llama-bench)");
-  cmd->add_option("-m,--model", o->model, "GGUF model file")->required();
+  cmd->add_option("-m,--model", o->model, "GGUF model file (not with --comm)");
+  cmd->add_flag("--comm", o->comm, "benchmark collectives: all-reduce vs raw exchange over tcp, shm, ucx");
+  cmd->add_option("--comm-bytes", o->comm_bytes, "--comm message size in bytes (multiple of 4)")
+      ->check(CLI::Range(4, 1 << 26));
+  cmd->add_option("--comm-iterations", o->comm_iterations, "--comm timed iterations")->check(CLI::Range(1, 1 << 20));
   cmd->add_option("-p,--n-prompt", o->n_prompt, "prompt tokens (0 skips pp)")->check(CLI::Range(0, 1 << 16));
   cmd->add_option("-n,--n-gen", o->n_gen, "generated tokens (0 skips tg)")->check(CLI::Range(0, 1 << 16));
   cmd->add_option("-u,--ubatch", o->n_ubatch, "prompt tokens per forward pass")->check(CLI::Range(1, 1 << 16));
@@ -158,7 +163,24 @@ CLI::App* AddBenchCommand(CLI::App& app, BenchOptions* o) {
   return cmd;
 }
 
+namespace {
+// Runs before any thread exists: the benchmark forks its second rank.
+int CommBenchCommand(const BenchOptions& o) {
+  comm::CommBenchOptions options;
+  options.message_bytes = static_cast<size_t>(o.comm_bytes);
+  options.iterations = o.comm_iterations;
+  options.warmup = std::max(1, o.comm_iterations / 10);
+  std::string report;
+  Status status = comm::RunCommBenchmark(options, &report);
+  std::fputs(report.c_str(), stdout);
+  if (!status.ok()) return Fail(status);
+  return 0;
+}
+}  // namespace
+
 int BenchCommand(const BenchOptions& o) {
+  if (o.comm) return CommBenchCommand(o);
+  if (o.model.empty()) return Fail(InvalidArgument("--model is required (or --comm)"));
   if (o.n_prompt == 0 && o.n_gen == 0) return Fail(InvalidArgument("-p 0 and -n 0: nothing to measure"));
   auto file = gguf::File::Open(o.model);
   if (!file.ok()) return Fail(file.status());

@@ -20,6 +20,11 @@ struct BenchOptions {
   int reps = 5;             // repetitions; the medians are reported
   bool json = false;        // one JSON object on stdout instead of the table
   std::string kv_type = "f16";  // llama-bench's default cache type
+  // --comm: the collective benchmark instead (all-reduce vs a raw exchange of the same bytes
+  // between two processes, over loopback TCP, shared memory and UCX); -m is not needed.
+  bool comm = false;
+  int comm_bytes = 16 * 1024;
+  int comm_iterations = 2000;
 };
 
 // Registers the `bench` subcommand on app, filling *options when it is parsed.

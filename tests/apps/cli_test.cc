@@ -173,3 +173,23 @@ TEST(CliSynth, EveryShapeLoadsAndRuns) {
 }
 
 }  // namespace
+
+namespace {
+
+TEST(CliBench, CommReportsAllReduceAgainstRawExchange) {
+  Output o = Cohort("bench --comm --comm-iterations 50");
+  ASSERT_EQ(o.exit_code, 0) << o.err;
+  EXPECT_NE(o.out.find("tcp all-reduce / raw"), std::string::npos) << o.out;
+  EXPECT_NE(o.out.find("shm all-reduce / raw"), std::string::npos) << o.out;
+}
+
+TEST(CliBench, JsonHasTheDocumentedFields) {
+  Output o = Cohort("bench -m " + kStories + " -p 16 -n 8 -r 2 --json");
+  ASSERT_EQ(o.exit_code, 0) << o.err;
+  const nlohmann::json j = nlohmann::json::parse(o.out);
+  EXPECT_GT(j["pp_tokens_per_s"].get<double>(), 0.0);
+  EXPECT_GT(j["tg_tokens_per_s"].get<double>(), 0.0);
+  EXPECT_GT(j["weight_bytes_per_token"].get<double>(), 0.0);
+}
+
+}  // namespace
