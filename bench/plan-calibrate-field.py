@@ -1,7 +1,8 @@
 #!/usr/bin/env python3
 """Prints one field of a `cohort plan --json` document for bench/plan-calibrate.sh:
 tok_s (batch-1 generation tok/s of the best candidate), best (its label), weights_ms
-(its weights term) or rest_ms (all other terms of its step)."""
+(its weights term), rest_ms (all other terms of its step), step_ms (the whole
+step) or coll_ms (its collectives term)."""
 import json
 import sys
 
@@ -17,6 +18,10 @@ elif field == "best":
     print(best["layout"])
 elif field == "weights_ms":
     print(step["weights"])
+elif field == "step_ms":
+    print(sum(step.values()))
+elif field == "coll_ms":
+    print(step["collectives"])
 elif field == "rest_ms":
     print(sum(v for k, v in step.items() if k != "weights"))
 else:

@@ -8,7 +8,7 @@
 #
 # Part 2 prints one table (layout, ranks, bandwidth, delay, predicted, measured, error).
 # Part 3 gives rank 1 half a CPU (cgroup v1 cpu quota, both ranks pinned to their own core),
-# measures each rank's speed alone, asks the planner for its uneven tp split and compares it
+# (or, with HALF=busy, shares its core with a busy loop) measures each rank's speed alone, asks the planner for its uneven tp split and compares it
 # with the even split in measured runs. Medians over REPS interleaved reps (shared machine).
 # Needs root, ip, tc, python3. Not part of the test suite.
 set -euo pipefail
@@ -40,6 +40,7 @@ tmp=$(mktemp -d)
 cg=/sys/fs/cgroup/cpu/$tag
 declare -a worker_pids=()
 cleanup() {
+  [[ -n ${busy_pid:-} ]] && kill "$busy_pid" 2>/dev/null || true
   for p in "${worker_pids[@]}"; do kill "$p" 2>/dev/null || true; done
   for r in 0 1 2; do ip netns del "$tag-r$r" 2>/dev/null || true; done
   ip netns del "$hub" 2>/dev/null || true
@@ -81,13 +82,15 @@ measure() {
   local k=$1
   shift
   local -a cores=(${CORES:-})
-  local addrs="" pfx
+  local addrs="" pfx cgp
   worker_pids=()
   for ((r = 1; r < k; r++)); do
+    # The cgroup is joined before `ip netns exec`, which remounts /sys without it.
+    cgp=()
+    [[ ${CGRANK:-} == "$r" ]] && cgp=(sh -c 'echo $$ >"$0" && exec "$@"' "$cg/cgroup.procs")
     pfx=(nice -n -20)
-    [[ ${CGRANK:-} == "$r" ]] && pfx+=(sh -c 'echo $$ >"$0"; exec "$@"' "$cg/cgroup.procs")
     [[ ${#cores[@]} -gt 0 ]] && pfx+=(taskset -c "${cores[$r]}")
-    ip netns exec "$tag-r$r" "${pfx[@]}" "$cohort" worker --listen "10.79.0.$((r + 1)):0" --once \
+    "${cgp[@]}" ip netns exec "$tag-r$r" "${pfx[@]}" "$cohort" worker --listen "10.79.0.$((r + 1)):0" --once \
       >"$tmp/w$r.out" 2>"$tmp/w$r.err" &
     worker_pids+=($!)
   done
@@ -95,12 +98,13 @@ measure() {
     for _ in $(seq 200); do grep -q "listening on" "$tmp/w$r.out" && break; sleep 0.05; done
     addrs+="${addrs:+,}$(sed -n 's/.*listening on //p' "$tmp/w$r.out")"
   done
+  cgp=()
+  [[ ${CGRANK:-} == 0 ]] && cgp=(sh -c 'echo $$ >"$0" && exec "$@"' "$cg/cgroup.procs")
   pfx=(nice -n -20)
-  [[ ${CGRANK:-} == 0 ]] && pfx+=(sh -c 'echo $$ >"$0"; exec "$@"' "$cg/cgroup.procs")
   [[ ${#cores[@]} -gt 0 ]] && pfx+=(taskset -c "${cores[0]}")
   local -a dist=()
   [[ $k -gt 1 ]] && dist=(--workers "$addrs")
-  ip netns exec "$tag-r0" "${pfx[@]}" "$cohort" -t 1 run -m "$model" -p "Once upon a time" -n "$n" \
+  "${cgp[@]}" ip netns exec "$tag-r0" "${pfx[@]}" "$cohort" -t 1 run -m "$model" -p "Once upon a time" -n "$n" \
     --temp 0 -c 128 "${dist[@]}" "$@" 2>&1 |
     sed -n 's/.*generation [0-9]* tokens \([0-9.]*\) tok\/s.*/\1/p' | tail -1
   for p in "${worker_pids[@]}"; do wait "$p" 2>/dev/null || true; done
@@ -114,11 +118,22 @@ plan_field() {
   python3 "$root/bench/plan-calibrate-field.py" "$tmp/plan.json" "$3"
 }
 
-# Node spec: NODES_JSON (array) + link.
+# Node spec: NODES_JSON (array) + link; stack `cohort` with the measured per-collective
+# overhead ($coll_us, set by the calibration below; 0 before).
+coll_us=0
 spec() {
-  local nodes=$1 lat=$2 gbit=$3 out=$4
-  printf '{"nodes": %s, "link": {"profile": "loopback", "latency_us": %s, "bandwidth_gbit_s": %s}, "topology": "full-mesh", "stack": "cohort"}\n' \
-    "$nodes" "$lat" "$gbit" >"$out"
+  local nodes=$1 lat=$2 gbit=$3 out=$4 coll=${5:-$coll_us}
+  printf '{"nodes": %s, "link": {"profile": "loopback", "latency_us": %s, "bandwidth_gbit_s": %s}, "topology": "full-mesh", "stack": {"base": "cohort", "collective_overhead_us": %s}}\n' \
+    "$nodes" "$lat" "$gbit" "$coll" >"$out"
+}
+
+# Node JSON for NAME with effective bandwidth BW, as one of K ranks of LAYOUT: tensor-parallel
+# ranks compute at the same time, so K ranks on fewer cores each get cores/K of one.
+node_json() {
+  local name=$1 bw=$2 k=$3 layout=$4 count=${5:-1}
+  awk -v n="$name" -v b="$bw" -v k="$k" -v l="$layout" -v c="$(nproc)" -v cnt="$count" 'BEGIN {
+    f = (l == "tp" && k > c) ? c / k : 1
+    printf "{\"name\": \"%s\", \"memory_gb\": 23, \"memory_bandwidth_gb_s\": %.4f, \"tflops\": 1000, \"count\": %d}", n, b * f, cnt }'
 }
 
 # This machine's profile: the bandwidth that makes the cost model's single-rank step equal
@@ -141,15 +156,31 @@ base_us=$(ip netns exec "$tag-r0" python3 "$root/bench/plan-calibrate-ping.py" p
 wait "$ping_pid"
 echo "# namespace path one-way latency (ping RTT/2): ${base_us} us"
 
-if [[ $part == all || $part == 2 ]]; then
+calibrate() {
+  # Calibration runs (not table rows): one rank alone gives the node's effective bandwidth;
+  # tp over 2 ranks with the emulator on but ~no delay (1 us) gives the per-collective
+  # overhead of the TCP transport (wake-ups, the delivery thread, the all-reduce sum).
   shape 10gbit 4mb
-  declare -a single=()
-  for ((i = 0; i < reps; i++)); do single+=("$(measure 1)"); done
+  declare -a single=() cal=()
+  for ((i = 0; i < reps; i++)); do
+    single+=("$(measure 1)")
+    cal+=("$(measure 2 --layout tp --link-latency-us 1)")
+  done
   t1=$(printf '%s\n' "${single[@]}" | median)
+  tc=$(printf '%s\n' "${cal[@]}" | median)
   bw=$(node_bandwidth "$t1")
   echo "# single rank, 1 thread: ${single[*]} tok/s, median $t1 -> node memory_bandwidth_gb_s $bw (effective)"
-  node="{\"name\": \"this-machine-1t\", \"memory_gb\": 23, \"memory_bandwidth_gb_s\": $bw, \"tflops\": 1000, \"count\": 3}"
+  spec "[$(node_json cal "$bw" 2 tp 2)]" "$((base_us + 1))" 10 "$tmp/c0.json" 0
+  spec "[$(node_json cal "$bw" 2 tp 2)]" "$((base_us + 1))" 10 "$tmp/c1.json" 1000
+  s0=$(plan_field "$tmp/c0.json" tp:1,1 step_ms)
+  c0=$(plan_field "$tmp/c0.json" tp:1,1 coll_ms)
+  c1=$(plan_field "$tmp/c1.json" tp:1,1 coll_ms)
+  coll_us=$(awk -v t="$tc" -v s="$s0" -v a="$c0" -v b="$c1" 'BEGIN {x = (1000 / t - s) / (b - a) * 1000; printf "%.0f", (x > 0) ? x : 0}')
+  echo "# tp2, 1 us emulated: ${cal[*]} tok/s, median $tc -> collective_overhead_us $coll_us ($(awk -v a="$c0" -v b="$c1" 'BEGIN {printf "%.0f", b - a}') collectives per token)"
+}
 
+if [[ $part == all || $part == 2 ]]; then
+  calibrate
   rows=()
   for rate in 1 10; do
     if [[ $rate == 1 ]]; then shape 1gbit 512kb; else shape 10gbit 4mb; fi
@@ -174,10 +205,10 @@ if [[ $part == all || $part == 2 ]]; then
   done
   echo
   printf '%-6s %5s %9s %8s %11s %10s %8s\n' layout ranks bandwidth delay predicted measured error
-  printf '%-6s %5s %9s %8s %11.2f %10.2f %7s\n' single 1 - - "$(spec "[$node]" 15 10 "$tmp/s.json"; plan_field "$tmp/s.json" single tok_s)" "$t1" "(cal)"
+  printf '%-6s %5s %9s %8s %11.2f %10.2f %7s\n' single 1 - - "$(spec "[$(node_json m "$bw" 1 tp)]" 15 10 "$tmp/s.json"; plan_field "$tmp/s.json" single tok_s)" "$t1" "(cal)"
   for row in "${rows[@]}"; do
     read -r layout k rate delay <<<"$row"
-    spec "[$node]" "$((base_us + delay))" "$rate" "$tmp/s.json"
+    spec "[$(node_json m "$bw" "$k" "$layout" "$k")]" "$((base_us + delay))" "$rate" "$tmp/s.json"
     ones=$(python3 -c "print(','.join(['1'] * $k))")
     pred=$(plan_field "$tmp/s.json" "$layout:$ones" tok_s)
     meas=$(echo "${got[$row]}" | tr ' ' '\n' | grep . | median)
@@ -188,10 +219,17 @@ if [[ $part == all || $part == 2 ]]; then
 fi
 
 if [[ $part == all || $part == 3 ]]; then
+  [[ -n ${t1:-} ]] || calibrate
   # Rank 0 on core 0, rank 1 on core 1 with half of it (5 ms every 10 ms).
   mkdir -p "$cg"
-  echo 10000 >"$cg/cpu.cfs_period_us"
-  echo 5000 >"$cg/cpu.cfs_quota_us"
+  if [[ ${HALF:-quota} == busy ]]; then
+    # A competing busy loop at the ranks' priority on core 1: CFS gives each half.
+    nice -n -20 taskset -c 1 sh -c 'while :; do :; done' &
+    busy_pid=$!
+  else
+    echo 10000 >"$cg/cpu.cfs_period_us"
+    echo 5000 >"$cg/cpu.cfs_quota_us"
+  fi
   shape 10gbit 4mb
   delay=50
   declare -a fast=() slow=() even=() uneven=()
@@ -219,7 +257,9 @@ if [[ $part == all || $part == 3 ]]; then
   me=$(printf '%s\n' "${even[@]}" | median)
   mu=$(printf '%s\n' "${uneven[@]}" | median)
   echo
-  echo "# uneven split: rank 0 core 0; rank 1 core 1 at 50% (cgroup cpu quota 5/10 ms); 10 Gbit/s, ${delay} us"
+  how="cgroup cpu quota 5/10 ms"
+  [[ ${HALF:-quota} == busy ]] && how="busy loop on its core"
+  echo "# uneven split: rank 0 core 0; rank 1 core 1 at 50% ($how); 10 Gbit/s, ${delay} us"
   echo "# alone: full core $tf tok/s (${fast[*]}), half core $ts tok/s (${slow[*]}) -> $bf / $bs GB/s effective"
   echo "# planner's choice for --layout tp: $best"
   printf '%-16s %11s %10s %8s\n' split predicted measured error
