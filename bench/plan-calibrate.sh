@@ -265,5 +265,5 @@ if [[ $part == all || $part == 3 ]]; then
   printf '%-16s %11s %10s %8s\n' split predicted measured error
   awk -v p="$p_even" -v m="$me" 'BEGIN {printf "%-16s %11.2f %10.2f %+7.1f%%\n", "even 1,1", p, m, 100 * (p - m) / m}'
   awk -v s="$shares" -v p="$p_uneven" -v m="$mu" 'BEGIN {printf "%-16s %11.2f %10.2f %+7.1f%%\n", "planner " s, p, m, 100 * (p - m) / m}'
-  awk -v e="$me" -v u="$mu" 'BEGIN {printf "uneven/even measured: %.2fx (%s)\n", u / e, u > e ? "uneven faster" : "UNEVEN NOT FASTER"}'
+  awk -v e="$me" -v u="$mu" 'BEGIN {printf "uneven/even measured: %.2fx (%s)\n", u / e, (u > e) ? "uneven faster" : "UNEVEN NOT FASTER"}'
 fi
