@@ -5,6 +5,10 @@
 #
 #   bench/dist-tp.sh [-m MODEL] [-n TOKENS] [-r REPS] [-b COHORT_BINARY]
 #
+# With llama.cpp built (bench/build-llamacpp.sh), llama.cpp's RPC mode runs in the same loop:
+# two ggml-rpc-server processes on loopback with 1 thread each, llama-bench -ngl 99 over both
+# (the issue wants cohort's tp >= 2.5x of it).
+#
 # The model is synthesized when missing (random weights: only speed matters here).
 set -euo pipefail
 
@@ -37,14 +41,32 @@ gen_speed() {
 
 median() { sort -g | awk '{a[NR]=$1} END {print (NR % 2) ? a[(NR+1)/2] : (a[NR/2] + a[NR/2+1]) / 2}'; }
 
-declare -a single one tp_tcp tp_shm
+llama_bin="$root/build/llama.cpp/build/bin"
+rpc_pids=()
+if [[ -x $llama_bin/ggml-rpc-server && -x $llama_bin/llama-bench ]]; then
+  for port in 50152 50153; do
+    "$llama_bin/ggml-rpc-server" -t 1 -H 127.0.0.1 -p "$port" >/dev/null 2>&1 &
+    rpc_pids+=($!)
+  done
+  trap 'kill "${rpc_pids[@]}" 2>/dev/null || true' EXIT
+  sleep 1
+fi
+# llama.cpp's RPC generation tok/s (tg of llama-bench's markdown table).
+rpc_speed() {
+  ((${#rpc_pids[@]})) || { echo "-"; return; }
+  "$llama_bin/llama-bench" -m "$model" --rpc 127.0.0.1:50152,127.0.0.1:50153 -ngl 99 -t 1 \
+    -p 0 -n "$n" -r 1 2>/dev/null | awk -F'|' '/ tg[0-9]+ /{split($(NF-1), a, " "); print a[1]}'
+}
+
+declare -a single one tp_tcp tp_shm rpc
 echo "# $(date -u +%FT%TZ) $(nproc) cores, load: $(cut -d' ' -f1-3 /proc/loadavg), model $model, $n tokens, $reps reps"
 for ((i = 0; i < reps; i++)); do
   single+=("$(gen_speed 2)")
   one+=("$(gen_speed 1)")
   tp_tcp+=("$(gen_speed 1 --local-ranks 2 --layout tp)")
   tp_shm+=("$(gen_speed 1 --local-ranks 2 --layout tp --transport shm)")
-  echo "rep $i: 1x2 threads ${single[-1]}  1x1 thread ${one[-1]}  tp 2x1 tcp ${tp_tcp[-1]}  tp 2x1 shm ${tp_shm[-1]} tok/s"
+  rpc+=("$(rpc_speed)")
+  echo "rep $i: 1x2 threads ${single[-1]}  1x1 thread ${one[-1]}  tp 2x1 tcp ${tp_tcp[-1]}  tp 2x1 shm ${tp_shm[-1]}  llama.cpp rpc 2x1 ${rpc[-1]} tok/s"
 done
 s=$(printf '%s\n' "${single[@]}" | median)
 t=$(printf '%s\n' "${tp_tcp[@]}" | median)
@@ -52,3 +74,7 @@ m=$(printf '%s\n' "${tp_shm[@]}" | median)
 o=$(printf '%s\n' "${one[@]}" | median)
 echo "median generation tok/s: 1 process x 2 threads $s, x 1 thread $o | tp 2 processes x 1 thread: tcp $t, shm $m"
 awk -v s="$s" -v t="$t" -v m="$m" 'BEGIN {printf "tp/single: tcp %.3fx, shm %.3fx (target >= 0.95x)\n", t / s, m / s}'
+if ((${#rpc_pids[@]})); then
+  r=$(printf '%s\n' "${rpc[@]}" | median)
+  awk -v r="$r" -v t="$t" -v m="$m" 'BEGIN {printf "llama.cpp rpc (2 servers x 1 thread) %.1f tok/s; tp/rpc: tcp %.2fx, shm %.2fx (target >= 2.5x)\n", r, t / r, m / r}'
+fi
