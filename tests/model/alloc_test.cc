@@ -61,13 +61,7 @@ TEST_P(AllocTest, DecodeStepsAllocateNothingAfterWarmUp) {
 INSTANTIATE_TEST_SUITE_P(Archs, AllocTest,
                          ::testing::Values("tiny-llama-q4_k_m", "tiny-qwen2-f32",
                                            "tiny-qwen3moe-f32", "tiny-deepseek2-f32"),
-                         [](const ::testing::TestParamInfo<const char*>& info) {
-                           std::string n = info.param;
-                           for (char& ch : n) {
-                             if (ch == '-') ch = '_';
-                           }
-                           return n;
-                         });
+                         FixtureParamName);
 
 }  // namespace
 }  // namespace cohort::model::testing

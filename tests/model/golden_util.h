@@ -151,4 +151,11 @@ inline Diff Compare(const std::vector<float>& got, const std::vector<float>& wan
   return d;
 }
 
+// Test-name suffix for a fixture-parameterised suite: "tiny-llama-f32" -> "tiny_llama_f32".
+inline std::string FixtureParamName(const ::testing::TestParamInfo<const char*>& info) {
+  std::string name = info.param;
+  std::replace(name.begin(), name.end(), '-', '_');
+  return name;
+}
+
 }  // namespace cohort::model::testing

@@ -105,13 +105,7 @@ TEST_P(MultiSeqTest, ThreadCountDoesNotChangeLogits) {
 INSTANTIATE_TEST_SUITE_P(Archs, MultiSeqTest,
                          ::testing::Values("tiny-llama-f32", "tiny-qwen3moe-f32",
                                            "tiny-deepseek2-f32", "tiny-llama-q4_k_m"),
-                         [](const ::testing::TestParamInfo<const char*>& info) {
-                           std::string n = info.param;
-                           for (char& ch : n) {
-                             if (ch == '-') ch = '_';
-                           }
-                           return n;
-                         });
+                         FixtureParamName);
 
 }  // namespace
 }  // namespace cohort::model::testing
