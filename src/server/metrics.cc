@@ -14,6 +14,13 @@ void Family(std::string& out, const char* name, const char* type, const char* he
   out += fmt::format("# HELP {} {}\n# TYPE {} {}\n", name, help, name, type);
 }
 
+// A family with one unlabelled sample: the name is written once, so header and sample agree.
+template <typename T>
+void Single(std::string& out, const char* name, const char* type, const char* help, T value) {
+  Family(out, name, type, help);
+  out += fmt::format("{} {}\n", name, value);
+}
+
 }  // namespace
 
 void Metrics::CountResponse(const std::string& path, int status) {
@@ -67,26 +74,16 @@ std::string Metrics::Render(const engine::SchedulerStats& stats) const {
   for (const auto& [key, count] : responses_) {
     out += fmt::format("cohort_http_responses_total{{path=\"{}\",status=\"{}\"}} {}\n", key.first, key.second, count);
   }
-  Family(out, "cohort_requests_admitted_total", "counter", "Generation requests that got a slot.");
-  out += fmt::format("cohort_requests_admitted_total {}\n", stats.requests_admitted);
-  Family(out, "cohort_requests_finished_total", "counter", "Generation requests that ended (any reason).");
-  out += fmt::format("cohort_requests_finished_total {}\n", stats.requests_finished);
-  Family(out, "cohort_requests_cancelled_total", "counter", "Generations cancelled (client gone).");
-  out += fmt::format("cohort_requests_cancelled_total {}\n", stats.requests_cancelled);
-  Family(out, "cohort_prompt_tokens_total", "counter", "Prompt tokens evaluated.");
-  out += fmt::format("cohort_prompt_tokens_total {}\n", stats.prompt_tokens);
-  Family(out, "cohort_generated_tokens_total", "counter", "Tokens generated.");
-  out += fmt::format("cohort_generated_tokens_total {}\n", stats.completion_tokens);
-  Family(out, "cohort_forward_passes_total", "counter", "Batched forward passes.");
-  out += fmt::format("cohort_forward_passes_total {}\n", stats.forward_passes);
-  Family(out, "cohort_generation_tokens_per_second", "gauge", "Tokens generated per second, last 10 s.");
-  out += fmt::format("cohort_generation_tokens_per_second {}\n", rate);
-  Family(out, "cohort_queue_depth", "gauge", "Requests waiting for a slot.");
-  out += fmt::format("cohort_queue_depth {}\n", stats.queue_depth);
-  Family(out, "cohort_slots_active", "gauge", "Sequence slots generating now.");
-  out += fmt::format("cohort_slots_active {}\n", stats.slots_active);
-  Family(out, "cohort_slots_total", "gauge", "Sequence slots (--parallel).");
-  out += fmt::format("cohort_slots_total {}\n", stats.slots_total);
+  Single(out, "cohort_requests_admitted_total", "counter", "Generation requests that got a slot.", stats.requests_admitted);
+  Single(out, "cohort_requests_finished_total", "counter", "Generation requests that ended (any reason).", stats.requests_finished);
+  Single(out, "cohort_requests_cancelled_total", "counter", "Generations cancelled (client gone).", stats.requests_cancelled);
+  Single(out, "cohort_prompt_tokens_total", "counter", "Prompt tokens evaluated.", stats.prompt_tokens);
+  Single(out, "cohort_generated_tokens_total", "counter", "Tokens generated.", stats.completion_tokens);
+  Single(out, "cohort_forward_passes_total", "counter", "Batched forward passes.", stats.forward_passes);
+  Single(out, "cohort_generation_tokens_per_second", "gauge", "Tokens generated per second, last 10 s.", rate);
+  Single(out, "cohort_queue_depth", "gauge", "Requests waiting for a slot.", stats.queue_depth);
+  Single(out, "cohort_slots_active", "gauge", "Sequence slots generating now.", stats.slots_active);
+  Single(out, "cohort_slots_total", "gauge", "Sequence slots (--parallel).", stats.slots_total);
   Family(out, "cohort_time_to_first_token_seconds", "histogram", "Request received to first token.");
   uint64_t cumulative = 0;
   for (size_t i = 0; i < kTtftBuckets.size(); ++i) {
