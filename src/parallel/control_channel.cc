@@ -40,21 +40,32 @@ ControlChannel::~ControlChannel() { comm::CloseFd(&fd_); }
 
 Status ControlChannel::Send(const nlohmann::json& message, comm::Deadline deadline) {
   const std::string text = message.dump();
-  if (text.size() > kMessageBytesMax) return InvalidArgument("control message too long");
-  uint8_t len[4];
-  for (int i = 0; i < 4; ++i) len[i] = static_cast<uint8_t>(text.size() >> (8 * i));
-  COHORT_RETURN_IF_ERROR(comm::WriteAll(fd_, std::as_bytes(std::span(len)), deadline));
-  return comm::WriteAll(fd_, std::as_bytes(std::span(text.data(), text.size())), deadline);
+  const auto* p = reinterpret_cast<const uint8_t*>(text.data());
+  return SendBytes({p, text.size()}, deadline);
 }
 
-Result<nlohmann::json> ControlChannel::Receive(comm::Deadline deadline) {
+Status ControlChannel::SendBytes(std::span<const uint8_t> bytes, comm::Deadline deadline) {
+  if (bytes.size() > kMessageBytesMax) return InvalidArgument("control message too long");
+  uint8_t len[4];
+  for (int i = 0; i < 4; ++i) len[i] = static_cast<uint8_t>(bytes.size() >> (8 * i));
+  COHORT_RETURN_IF_ERROR(comm::WriteAll(fd_, std::as_bytes(std::span(len)), deadline));
+  return comm::WriteAll(fd_, std::as_bytes(bytes), deadline);
+}
+
+Status ControlChannel::ReceiveBytes(std::vector<uint8_t>* bytes, comm::Deadline deadline) {
   uint8_t len[4];
   COHORT_RETURN_IF_ERROR(comm::ReadAll(fd_, std::as_writable_bytes(std::span(len)), deadline));
   size_t n = 0;
   for (int i = 0; i < 4; ++i) n |= static_cast<size_t>(len[i]) << (8 * i);
   if (n > kMessageBytesMax) return Corrupt(fmt::format("control message of {} bytes", n));
-  std::string text(n, '\0');
-  COHORT_RETURN_IF_ERROR(comm::ReadAll(fd_, std::as_writable_bytes(std::span(text.data(), n)), deadline));
+  bytes->resize(n);
+  return comm::ReadAll(fd_, std::as_writable_bytes(std::span(*bytes)), deadline);
+}
+
+Result<nlohmann::json> ControlChannel::Receive(comm::Deadline deadline) {
+  std::vector<uint8_t> raw;
+  COHORT_RETURN_IF_ERROR(ReceiveBytes(&raw, deadline));
+  const std::string text(raw.begin(), raw.end());
   nlohmann::json j = nlohmann::json::parse(text, nullptr, /*allow_exceptions=*/false);
   if (j.is_discarded() || !j.is_object()) return Corrupt("control message is not a JSON object");
   if (j.contains("error")) {

@@ -1,11 +1,14 @@
 // The control connection between a coordinator and one worker while an instance is set up:
 // small JSON messages, each a 4-byte little-endian length then the text, bounded in size and
-// in time. Activations never travel here (they use comm); this only carries the job.
+// in time. Activations never travel here (they use comm); this carries the job and, for a
+// worker without the model file, the frames of its share's bytes (shard_transfer.h).
 #pragma once
 
 #include <chrono>
 #include <memory>
+#include <span>
 #include <string>
+#include <vector>
 
 #include <nlohmann/json.hpp>
 
@@ -31,6 +34,10 @@ class ControlChannel {
   // A message that is not JSON, too long, or carries {"error": text} is an error (the
   // latter kUnavailable with the peer's text).
   Result<nlohmann::json> Receive(comm::Deadline deadline);
+  // A binary message with the same length prefix (the protocol says which kind comes next).
+  Status SendBytes(std::span<const uint8_t> bytes, comm::Deadline deadline);
+  // Reads one binary message into *bytes (resized); at most kMessageBytesMax.
+  Status ReceiveBytes(std::vector<uint8_t>* bytes, comm::Deadline deadline);
   int fd() const { return fd_; }
 
  private:

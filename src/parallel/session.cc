@@ -5,6 +5,7 @@
 #include <netinet/in.h>
 #include <poll.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <cerrno>
@@ -12,6 +13,7 @@
 #include <cstdio>
 #include <cstring>
 #include <random>
+#include <thread>
 
 #include <fmt/format.h>
 
@@ -22,12 +24,13 @@
 #endif
 #include "core/thread_pool.h"
 #include "gguf/gguf.h"
+#include "parallel/file_digest.h"
 #include "parallel/model_plan.h"
 
 namespace cohort::parallel {
 namespace {
 
-constexpr int kJobVersion = 1;
+constexpr int kJobVersion = 2;  // 2: the model travels by sha256 and size
 
 const char* TransportName(DataTransport t) {
   switch (t) {
@@ -147,22 +150,54 @@ Status ServeRank(std::unique_ptr<comm::Transport> world, const ShardPlan& plan,
   return served;
 }
 
+namespace {
+
+// The coordinator's digest of its own file (cached unless given).
+Result<std::string> CoordinatorDigest(const SessionOptions& options, const gguf::File& file) {
+  if (!options.model_sha256.empty()) {
+    if (!IsSha256Hex(options.model_sha256)) return InvalidArgument("model_sha256 is not 64 hex digits");
+    return options.model_sha256;
+  }
+  if (file.path().empty()) return InvalidArgument("the coordinator's model was not opened from a file");
+  COHORT_ASSIGN_OR_RETURN(DigestCache::Entry e, DigestCache(options.digest_cache_dir).Get(file.path()));
+  if (e.size != file.file_size()) return Corrupt(file.path() + " changed since it was opened");
+  return e.sha256;
+}
+
+// One worker's answer to its job: its data address, after streaming it its share if it asks.
+Result<std::string> AwaitWorker(ControlChannel& channel, const SessionOptions& options,
+                                const gguf::File& file, const ShardPlan& plan, int rank,
+                                comm::Deadline deadline) {
+  COHORT_ASSIGN_OR_RETURN(nlohmann::json reply, channel.Receive(deadline));
+  if (reply.value("fetch", false)) {
+    COHORT_RETURN_IF_ERROR(ServeShareFetch(channel, file, plan, rank, options.transfer));
+    // The worker now opens and loads its share: a fresh setup bound from here.
+    COHORT_ASSIGN_OR_RETURN(reply, channel.Receive(comm::DeadlineAfter(options.setup_timeout)));
+  }
+  return reply.value("data_address", std::string());
+}
+
+}  // namespace
+
 Result<std::unique_ptr<Session>> Session::Start(const SessionOptions& options,
                                                 const gguf::File& file) {
   COHORT_RETURN_IF_ERROR(options.Validate());
   const int n_ranks = static_cast<int>(options.workers.size()) + 1;
   COHORT_ASSIGN_OR_RETURN(ShardPlan plan, MakeSessionPlan(options, file, n_ranks));
+  COHORT_ASSIGN_OR_RETURN(const std::string sha256, CoordinatorDigest(options, file));
 
   const uint64_t group_id = FreshGroupId();
   nlohmann::json job = {
       {"version", kJobVersion}, {"n_ranks", n_ranks}, {"model", options.model_path},
+      {"model_sha256", sha256}, {"model_bytes", file.file_size()},
       {"plan", plan.ToJson()}, {"threads", options.worker_threads},
       {"transport", TransportName(options.transport)},
       {"shm_name", fmt::format("job-{:016x}", group_id)}, {"group_id", group_id},
       {"link_latency_us", options.link.latency_us},
       {"link_bandwidth", options.link.bandwidth_bytes_per_s},
       {"setup_timeout_ms", options.setup_timeout.count()},
-      {"comm_timeout_ms", options.comm_timeout.count()}};
+      {"comm_timeout_ms", options.comm_timeout.count()},
+      {"transfer_timeout_ms", options.transfer.total_timeout.count()}};
   std::unique_ptr<Session> session(new Session());
   const comm::Deadline deadline = comm::DeadlineAfter(options.setup_timeout);
   for (size_t i = 0; i < options.workers.size(); ++i) {
@@ -171,13 +206,27 @@ Result<std::unique_ptr<Session>> Session::Start(const SessionOptions& options,
     COHORT_RETURN_IF_ERROR(channel->Send(job, deadline).Annotate("worker " + options.workers[i]));
     session->channels_.push_back(std::move(channel));
   }
-  // Load our own share while the workers load theirs.
-  COHORT_ASSIGN_OR_RETURN(auto model, model::Model::Load(file));
+  // Answer the workers (streaming shares to those without the file) while loading our own.
+  const size_t n_workers = session->channels_.size();
+  std::vector<Result<std::string>> replies(n_workers, Result<std::string>(Unavailable("no reply")));
+  std::vector<std::thread> waiters;
+  for (size_t i = 0; i < n_workers; ++i) {
+    waiters.emplace_back([&, i] {
+      try {
+        replies[i] = AwaitWorker(*session->channels_[i], options, file, plan,
+                                 static_cast<int>(i + 1), deadline);
+      } catch (const nlohmann::json::exception& e) {
+        replies[i] = Corrupt(std::string("malformed reply: ") + e.what());
+      }
+    });
+  }
+  auto model = model::Model::Load(file);
+  for (std::thread& t : waiters) t.join();
+  if (!model.ok()) return model.status();
   std::vector<std::string> addresses(n_ranks);
-  for (size_t i = 0; i < session->channels_.size(); ++i) {
-    auto reply = session->channels_[i]->Receive(deadline);
-    if (!reply.ok()) return reply.status().Annotate("worker " + options.workers[i]);
-    addresses[i + 1] = reply->value("data_address", std::string());
+  for (size_t i = 0; i < n_workers; ++i) {
+    if (!replies[i].ok()) return replies[i].status().Annotate("worker " + options.workers[i]);
+    addresses[i + 1] = *replies[i];
   }
   std::unique_ptr<comm::TcpListener> listener;
   if (options.transport != DataTransport::kShm) {
@@ -185,29 +234,73 @@ Result<std::unique_ptr<Session>> Session::Start(const SessionOptions& options,
     COHORT_ASSIGN_OR_RETURN(listener, comm::TcpListener::Bind(host + ":0"));
     addresses[0] = listener->address();
   }
+  const comm::Deadline go_deadline = comm::DeadlineAfter(options.setup_timeout);
   for (auto& channel : session->channels_) {
-    COHORT_RETURN_IF_ERROR(channel->Send({{"addresses", addresses}}, deadline));
+    COHORT_RETURN_IF_ERROR(channel->Send({{"addresses", addresses}}, go_deadline));
   }
   COHORT_ASSIGN_OR_RETURN(auto transport, ConnectData(job, 0, addresses, std::move(listener)));
   session->world_ = std::make_unique<comm::Communicator>(std::move(transport), CommOptionsOf(job));
-  COHORT_ASSIGN_OR_RETURN(session->executor_, Executor::Create(std::move(model), plan, *session->world_));
+  COHORT_ASSIGN_OR_RETURN(session->executor_, Executor::Create(std::move(*model), plan, *session->world_));
   return session;
 }
 
 namespace {
 
+// The name of the job's model file, if it is a plain file name (no directories, no "..").
+std::string SafeFileName(const std::string& path) {
+  const std::string name = path.substr(path.find_last_of('/') + 1);
+  if (name.empty() || name == "." || name == "..") return "";
+  return name;
+}
+
+// The model file of a job: a local file with the job's size and digest, else the worker's share
+// streamed from the coordinator into the cache.
+Result<std::unique_ptr<gguf::File>> OpenJobModel(ControlChannel& channel, const nlohmann::json& job,
+                                                 const ShardPlan& plan, int rank,
+                                                 const WorkerEnvironment& env, Logger* log) {
+  const std::string path = job.at("model").get<std::string>();
+  const std::string sha256 = job.at("model_sha256").get<std::string>();
+  const uint64_t bytes = job.at("model_bytes").get<uint64_t>();
+  if (!IsSha256Hex(sha256)) return InvalidArgument("the job's model sha256 is malformed");
+  std::vector<std::string> candidates = {path};
+  if (const std::string name = SafeFileName(path); !env.models_dir.empty() && !name.empty()) {
+    candidates.push_back(env.models_dir + "/" + name);
+  }
+  candidates.insert(candidates.end(), env.model_files.begin(), env.model_files.end());
+  const DigestCache digests(env.cache_dir.empty() ? "" : env.cache_dir + "/digests");
+  for (const std::string& candidate : candidates) {
+    struct stat st {};
+    if (candidate.empty() || ::stat(candidate.c_str(), &st) != 0 || !S_ISREG(st.st_mode) ||
+        static_cast<uint64_t>(st.st_size) != bytes) {
+      continue;  // absent, or another size: not the model (and not worth hashing)
+    }
+    auto entry = digests.Get(candidate);
+    if (entry.ok() && entry->sha256 == sha256) return gguf::File::Open(candidate);
+    if (log != nullptr) log->Warn("{} is not the job's model (sha256 differs); not using it", candidate);
+  }
+  ShareRequest request{env.cache_dir, sha256, bytes, plan, rank};
+  TransferOptions transfer;
+  transfer.stall_timeout = std::chrono::milliseconds(job.at("setup_timeout_ms").get<int64_t>());
+  transfer.total_timeout = std::chrono::milliseconds(job.at("transfer_timeout_ms").get<int64_t>());
+  if (log != nullptr) log->Info("rank {}: no local copy of {}; fetching its share", rank, path);
+  return FetchShare(channel, request, transfer);
+}
+
 // Everything of one job after its first message; errors go back to the coordinator.
-Status RunJob(ControlChannel& channel, const nlohmann::json& job, Logger* log) {
+Status RunJob(ControlChannel& channel, const nlohmann::json& job, const WorkerEnvironment& env,
+              Logger* log) {
   if (job.value("version", 0) != kJobVersion) {
     return InvalidArgument(fmt::format("job version {} (this worker speaks {})",
                                        job.value("version", 0), kJobVersion));
   }
   const int rank = job.at("rank").get<int>();
-  const comm::Deadline deadline =
-      comm::DeadlineAfter(std::chrono::milliseconds(job.at("setup_timeout_ms").get<int64_t>()));
   COHORT_ASSIGN_OR_RETURN(ShardPlan plan, ShardPlan::FromJson(job.at("plan").get<std::string>()));
   const std::string path = job.at("model").get<std::string>();
-  COHORT_ASSIGN_OR_RETURN(auto file, gguf::File::Open(path));
+  COHORT_ASSIGN_OR_RETURN(auto file, OpenJobModel(channel, job, plan, rank, env, log));
+  const std::chrono::milliseconds setup(job.at("setup_timeout_ms").get<int64_t>());
+  // Other workers may still be fetching their shares: the go message may take that long.
+  const comm::Deadline deadline = comm::DeadlineAfter(
+      setup + std::chrono::milliseconds(job.at("transfer_timeout_ms").get<int64_t>()));
   COHORT_ASSIGN_OR_RETURN(auto model, model::Model::Load(*file));
   std::unique_ptr<comm::TcpListener> listener;
   nlohmann::json reply = {{"ok", true}};
@@ -247,7 +340,9 @@ int64_t PeakResidentBytes() {
   return kb * 1024;
 }
 
-Status ServeOneJob(int listen_fd, Logger* log) {
+Status ServeOneJob(int listen_fd, Logger* log) { return ServeOneJob(listen_fd, WorkerEnvironment{}, log); }
+
+Status ServeOneJob(int listen_fd, const WorkerEnvironment& env, Logger* log) {
   for (;;) {  // a worker waits for its coordinator as long as it takes, an hour per poll
     const Status ready = comm::PollOne(listen_fd, POLLIN, comm::DeadlineAfter(std::chrono::hours(1)));
     if (ready.ok()) break;
@@ -261,7 +356,7 @@ Status ServeOneJob(int listen_fd, Logger* log) {
   if (!job.ok()) return job.status().Annotate("reading the job");
   Status st;
   try {
-    st = RunJob(channel, *job, log);
+    st = RunJob(channel, *job, env, log);
   } catch (const nlohmann::json::exception& e) {
     st = Corrupt(std::string("malformed job: ") + e.what());
   }

@@ -3,6 +3,11 @@
 // transport), collects the address each worker's data listener got, sends everyone the full
 // list, and all ranks connect the comm group and build their Executor. A worker serves one
 // job at a time until the coordinator stops it or goes away.
+//
+// Model files: the job names the model by path, SHA-256 and size. A worker uses a local file
+// only if its digest matches (its own copy at the job's path, in its models directory, or one
+// it was told of); otherwise the coordinator streams the worker's share of the bytes to it
+// (shard_transfer.h), into a sparse file in the worker's cache directory.
 #pragma once
 
 #include <chrono>
@@ -16,6 +21,7 @@
 #include "core/status.h"
 #include "parallel/control_channel.h"
 #include "parallel/executor.h"
+#include "parallel/shard_transfer.h"
 
 namespace cohort::gguf {
 class File;
@@ -27,7 +33,13 @@ namespace cohort::parallel {
 enum class DataTransport { kTcp, kShm, kUcx };
 
 struct SessionOptions {
-  std::string model_path;               // every worker opens the same path
+  // The path workers look for the model at (a worker whose file there differs, or that has
+  // none, is sent its share). The coordinator reads its own copy: the `file` given to Start.
+  std::string model_path;
+  // SHA-256 (hex) of the coordinator's file; empty: computed, and remembered in
+  // digest_cache_dir when that is set (keyed by path, size, mtime and inode).
+  std::string model_sha256;
+  std::string digest_cache_dir;
   std::string layout = "tp";            // tp | pp | hybrid[:STAGES]
   std::vector<double> shares;           // per-rank (or per-stage for pp) weights; empty: even
   std::vector<std::string> workers;     // control "host:port" of ranks 1..N-1
@@ -38,6 +50,8 @@ struct SessionOptions {
   // Every collective's bound. A peer that dies is seen at once (closed connection); this
   // bounds one that hangs.
   std::chrono::milliseconds comm_timeout{30000};
+  // Streaming shares to workers without the file: frame size, stall and total bounds.
+  TransferOptions transfer;
 
   Status Validate() const;
 };
@@ -45,7 +59,8 @@ struct SessionOptions {
 // The coordinator's side of a running instance: its Executor is the model to run.
 class Session {
  public:
-  // `file` is the coordinator's own open copy of options.model_path.
+  // `file` is the coordinator's own copy of the model, opened from a path (workers without
+  // the file are streamed their shares from it).
   static Result<std::unique_ptr<Session>> Start(const SessionOptions& options, const gguf::File& file);
   ~Session();  // stops the workers
 
@@ -78,8 +93,21 @@ Status ServeRank(std::unique_ptr<comm::Transport> world, const ShardPlan& plan,
 // This process's peak resident memory (VmHWM), 0 where /proc does not say.
 int64_t PeakResidentBytes();
 
+// Where a worker finds model files and keeps streamed shares.
+struct WorkerEnvironment {
+  // Streamed shares (<sha256>-<share digest>.gguf, sparse) and remembered digests (digests/).
+  // Empty: the worker uses matching local files only, and hashes them on every job.
+  std::string cache_dir;
+  // Also tried: <models_dir>/<file name of the job's model path>.
+  std::string models_dir;
+  // More local files to try, under any name (e.g. the models a cluster node registered).
+  std::vector<std::string> model_files;
+};
+
 // A worker's side: waits on `listen_fd` for a coordinator, runs its job to the end, returns
 // how it ended (Ok when the coordinator stopped it). `log` may be null.
+Status ServeOneJob(int listen_fd, const WorkerEnvironment& env, Logger* log);
+// The same with no cache: local files only (WorkerEnvironment{}).
 Status ServeOneJob(int listen_fd, Logger* log);
 
 }  // namespace cohort::parallel
