@@ -13,12 +13,15 @@
 #include <nlohmann/json.hpp>
 
 #include "server/api_response.h"
+#include "server/connection_probe.h"
 
 namespace cohort::server {
 namespace {
 
 using Clock = std::chrono::steady_clock;
 constexpr auto kPollInterval = std::chrono::milliseconds(200);
+// How often a plain (non-streaming) request looks at its socket for a hung-up client.
+constexpr auto kProbeInterval = std::chrono::milliseconds(100);
 constexpr const char* kJson = "application/json";
 
 double SecondsSince(Clock::time_point start) {
@@ -218,17 +221,35 @@ void HttpServer::HandleGenerate(Endpoint endpoint, const httplib::Request& req, 
   if (request.stream) {
     Stream(request, std::move(*handle), res);
   } else {
-    Wait(request, **handle, res);
+    Wait(request, req, **handle, res);
   }
 }
 
-void HttpServer::Wait(const ApiRequest& request, engine::RequestHandle& handle, httplib::Response& res) {
+void HttpServer::Wait(const ApiRequest& request, const httplib::Request& req, engine::RequestHandle& handle,
+                      httplib::Response& res) {
   const auto start = Clock::now();
+  // The whole answer is written only at the end, so a client that goes away is seen on its
+  // socket, not by a failed write.
+  const ConnectionProbe probe =
+      ConnectionProbe::Find({req.local_addr, req.local_port, req.remote_addr, req.remote_port});
+  auto next_probe = start + kProbeInterval;
   engine::RequestOutput total;
   bool saw_token = false;
   while (!total.done) {
     engine::RequestOutput part;
-    if (!handle.Wait(part, kPollInterval)) continue;
+    const bool got = handle.Wait(part, kProbeInterval);
+    if (Clock::now() >= next_probe) {
+      next_probe = Clock::now() + kProbeInterval;
+      if (probe.ClientGone()) {
+        handle.Cancel();
+        ApiError gone;
+        gone.http_status = 499;  // nobody reads it; the access log and metrics do
+        gone.type = "invalid_request_error";
+        gone.message = "the client closed the connection";
+        return SendError(res, gone);
+      }
+    }
+    if (!got) continue;
     if (!saw_token && !part.tokens.empty()) {
       saw_token = true;
       metrics_.ObserveTimeToFirstToken(SecondsSince(start));

@@ -1,7 +1,7 @@
 // HttpServer: the OpenAI-compatible HTTP API over cpp-httplib — /v1/chat/completions and
 // /v1/completions (plain and SSE-streamed), /v1/models, /health, /metrics — in front of an
 // engine::Scheduler. Validates and bounds every request, checks API keys, and cancels a
-// generation whose streaming client went away.
+// generation whose client went away (streaming or not).
 #pragma once
 
 #include <atomic>
@@ -52,7 +52,9 @@ class HttpServer {
   Result<std::vector<int32_t>> PromptTokens(const ApiRequest& request) const;
   void Stream(const ApiRequest& request, std::shared_ptr<engine::RequestHandle> handle,
               httplib::Response& res);
-  void Wait(const ApiRequest& request, engine::RequestHandle& handle, httplib::Response& res);
+  // Collects a plain response; cancels the generation when the client hangs up meanwhile.
+  void Wait(const ApiRequest& request, const httplib::Request& req, engine::RequestHandle& handle,
+            httplib::Response& res);
   ParseLimits Limits();
 
   engine::LoadedModel& model_;

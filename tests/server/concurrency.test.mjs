@@ -1,6 +1,7 @@
 // Many clients at once against a real `cohort serve`: 16 concurrent streaming clients all
 // complete with the same text each gets alone; a new request's time to first token stays
-// bounded while long streams run; a client killed mid-stream frees its slot (seen in /metrics).
+// bounded while long streams run; a client killed mid-stream frees its slot (seen in /metrics),
+// and so does one killed while it waits for a plain (non-streaming) answer.
 import { test, before, after } from 'node:test';
 import assert from 'node:assert/strict';
 import http from 'node:http';
@@ -109,4 +110,57 @@ test('killing the client mid-stream frees its slot', async (t) => {
   // The slot serves the next request.
   const r = await client.chat.completions.create({ model: 'm', messages: [{ role: 'user', content: 'Hi' }], max_tokens: 5 });
   assert.ok(r.usage.completion_tokens >= 1);
+});
+
+// Waits until /metrics shows `pred` true, or `ms` passed; returns the last metrics.
+async function metricsUntil(base, pred, ms) {
+  const deadline = Date.now() + ms;
+  let m = await metrics(base);
+  while (!pred(m) && Date.now() < deadline) {
+    await sleep(10);
+    m = await metrics(base);
+  }
+  return m;
+}
+
+test('killing a non-streaming client mid-generation frees its slot', async (t) => {
+  // A server of its own with a long context, so the request cannot finish before the kill
+  // even on a fast machine (stories260K makes thousands of tokens a second).
+  const own = await startServer(['-m', fixture('stories260K'), '--chat-template', 'chatml', '--parallel', '2',
+                                 '--ctx', '8192']);
+  t.after(async () => assert.equal(await own.stop(), 0, own.log()));
+  const maxTokens = 8000;
+  const before = await metrics(own.base);
+  assert.equal(before['cohort_slots_active'], 0);
+  // A plain request sends nothing until the end, so the only sign of the client going away is
+  // its socket: the server must notice the hang-up while it generates.
+  let answered = false;
+  const req = http.request(`${own.base}/v1/chat/completions`,
+                           { method: 'POST', headers: { 'content-type': 'application/json' } },
+                           () => { answered = true; });
+  req.on('error', () => {});
+  req.end(JSON.stringify({ model: 'm', messages: [{ role: 'user', content: 'Once' }], max_tokens: maxTokens,
+                           logit_bias: { [EOS]: -100 } }));
+  const running = await metricsUntil(own.base, (m) => m['cohort_slots_active'] === 1 &&
+                                     m['cohort_generated_tokens_total'] > before['cohort_generated_tokens_total'], 10000);
+  assert.equal(running['cohort_slots_active'], 1, 'the request never started generating');
+  req.destroy();
+  const t0 = Date.now();
+  const m = await metricsUntil(own.base, (m) => m['cohort_slots_active'] === 0 &&
+                               m['cohort_requests_cancelled_total'] > before['cohort_requests_cancelled_total'], 10000);
+  const freedMs = Date.now() - t0;
+  const generated = m['cohort_generated_tokens_total'] - before['cohort_generated_tokens_total'];
+  t.diagnostic(`slot freed ${freedMs} ms after the kill; ${generated} of ${maxTokens} tokens generated`);
+  assert.equal(answered, false, 'the request finished before the client was killed: the test proves nothing');
+  assert.equal(m['cohort_slots_active'], 0);
+  assert.equal(m['cohort_requests_cancelled_total'], before['cohort_requests_cancelled_total'] + 1);
+  assert.ok(freedMs < 1000, `the slot was freed ${freedMs} ms after the kill`);
+  assert.ok(generated < maxTokens, `the killed request generated ${generated} tokens`);
+  // The slot serves the next request, a plain one that stays to the end.
+  const r = await fetch(`${own.base}/v1/chat/completions`, {
+    method: 'POST', headers: { 'content-type': 'application/json' },
+    body: JSON.stringify({ model: 'm', messages: [{ role: 'user', content: 'Hi' }], max_tokens: 5 }),
+  });
+  assert.equal(r.status, 200);
+  assert.ok((await r.json()).usage.completion_tokens >= 1);
 });
