@@ -114,6 +114,16 @@ void Reap(const std::vector<int>& pids) {
 
 }  // namespace
 
+std::string DefaultCacheDir() {
+  if (const char* xdg = std::getenv("XDG_CACHE_HOME"); xdg != nullptr && xdg[0] == '/') {
+    return std::string(xdg) + "/cohort";
+  }
+  if (const char* home = std::getenv("HOME"); home != nullptr && home[0] == '/') {
+    return std::string(home) + "/.cache/cohort";
+  }
+  return "";
+}
+
 void AddDistOptions(CLI::App* cmd, DistOptions* o) {
   cmd->add_option("--workers", o->workers, "distributed: worker addresses host:port,... (ranks 1..N-1)");
   cmd->add_option("--local-ranks", o->local_ranks, "distributed: N ranks on this host (this process + N-1 spawned workers)")
@@ -147,6 +157,8 @@ Result<std::unique_ptr<DistributedModel>> DistributedModel::Start(const DistOpti
                                              : parallel::DataTransport::kTcp;
   s.link.latency_us = options.link_latency_us;
   s.link.bandwidth_bytes_per_s = static_cast<int64_t>(options.link_gbit * 1e9 / 8);
+  // The same digest store the workers on this host use: a local worker finds our hash there.
+  if (const std::string cache = DefaultCacheDir(); !cache.empty()) s.digest_cache_dir = cache + "/digests";
   std::unique_ptr<DistributedModel> d(new DistributedModel());
   if (options.mpi) {
     COHORT_RETURN_IF_ERROR(d->StartMpi(options, file, s.worker_threads));
@@ -258,6 +270,9 @@ CLI::App* AddWorkerCommand(CLI::App& app, WorkerOptions* o) {
   CLI::App* cmd = app.add_subcommand("worker", "serve model shards for a coordinator (cohort run|logits --workers)");
   cmd->add_option("--listen", o->listen, "control address host:port (port 0: any; printed on stdout)");
   cmd->add_flag("--once", o->once, "exit after one job");
+  cmd->add_option("--cache-dir", o->cache_dir,
+                  "where streamed model shares and file digests are kept (default: ~/.cache/cohort)");
+  cmd->add_option("--models-dir", o->models_dir, "also look for a job's model file (by name) here");
   return cmd;
 }
 
@@ -268,10 +283,13 @@ int WorkerCommand(const WorkerOptions& options, bool verbose) {
     std::fprintf(stderr, "cohort worker: %s\n", listener.status().ToString().c_str());
     return 1;
   }
+  parallel::WorkerEnvironment env;
+  env.cache_dir = options.cache_dir.empty() ? DefaultCacheDir() : options.cache_dir;
+  env.models_dir = options.models_dir;
   std::printf("%s%s\n", kListeningPrefix, (*listener)->address().c_str());
   std::fflush(stdout);
   for (;;) {
-    const Status st = parallel::ServeOneJob((*listener)->fd(), &log);
+    const Status st = parallel::ServeOneJob((*listener)->fd(), env, &log);
     if (!st.ok()) std::fprintf(stderr, "cohort worker: job ended: %s\n", st.ToString().c_str());
     if (options.once) return st.ok() ? 0 : 1;
   }

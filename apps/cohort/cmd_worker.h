@@ -73,7 +73,13 @@ class DistributedModel {
 struct WorkerOptions {
   std::string listen = "0.0.0.0:7070";
   bool once = false;  // exit after one job (spawned local workers)
+  // Streamed model shares and remembered file digests; default DefaultCacheDir().
+  std::string cache_dir;
+  std::string models_dir;  // where else to look for a job's model file, by file name
 };
+
+// $XDG_CACHE_HOME/cohort, else $HOME/.cache/cohort, else "" (nothing cached).
+std::string DefaultCacheDir();
 
 CLI::App* AddWorkerCommand(CLI::App& app, WorkerOptions* options);
 int WorkerCommand(const WorkerOptions& options, bool verbose);
