@@ -127,11 +127,18 @@ double HopSeconds(const ClusterSpec& c, const ModelShape& m, int tokens) {
          tokens * m.n_embd * c.stack.activation_bytes / c.link.bandwidth_Bps;
 }
 
-// Gathering the vocabulary-split logits of `tokens` tokens on the coordinator.
-double LogitsGatherSeconds(const ClusterSpec& c, const ModelShape& m, int n, int tokens) {
+// Gathering the vocabulary-split logits of `rows` output rows on the coordinator.
+double LogitsGatherSeconds(const ClusterSpec& c, const ModelShape& m, int n, int rows) {
   if (n <= 1) return 0;
   return c.link.latency_s + (n - 1) * c.stack.message_overhead_s +
-         tokens * m.n_vocab * 4.0 * (n - 1) / n / c.link.bandwidth_Bps;
+         rows * m.n_vocab * 4.0 * (n - 1) / n / c.link.bandwidth_Bps;
+}
+
+// The last pipeline stage sending `rows` rows of logits back to the coordinator, which samples.
+double LogitsReturnSeconds(const ClusterSpec& c, const ModelShape& m, int rows) {
+  if (c.stack.logits_return_bytes <= 0) return 0;
+  return c.link.latency_s + c.stack.message_overhead_s +
+         rows * m.n_vocab * c.stack.logits_return_bytes / c.link.bandwidth_Bps;
 }
 
 struct Step {
@@ -141,11 +148,14 @@ struct Step {
   double remote_s = 0;          // remote-layer overhead per step
 };
 
+// One forward step of `tokens` tokens of which `logit_rows` produce logits (decode: all of
+// them; a prompt ubatch: its last token).
 Step StepFor(const ModelShape& m, const QuantScheme& q, const ClusterSpec& c,
-             const Prediction& p, const std::vector<Share>& shares, int tokens, double context,
-             double kv_bytes) {
+             const Prediction& p, const std::vector<Share>& shares, int tokens, int logit_rows,
+             double context, double kv_bytes) {
   Step out;
   const int n_stages = p.plan.n_stages();
+  const double activations = tokens * m.n_embd * c.stack.activation_bytes;
   for (int s = 0; s < n_stages; ++s) {
     RankStep slowest;
     int t = 0;
@@ -155,8 +165,11 @@ Step StepFor(const ModelShape& m, const QuantScheme& q, const ClusterSpec& c,
       if (t++ == 0 || rs.time() > slowest.time()) slowest = rs;
     }
     double coll = p.plan.stages[s].layers.size() * c.stack.collectives_per_layer *
-                  AllReduceSeconds(c, t, tokens * m.n_embd * c.stack.activation_bytes);
-    if (s + 1 == n_stages) coll += LogitsGatherSeconds(c, m, t, tokens);
+                  AllReduceSeconds(c, t, activations);
+    // The plan splits the embedding rows over the first stage's ranks: one more all-reduce
+    // joins the looked-up rows before the first layer.
+    if (s == 0) coll += AllReduceSeconds(c, t, activations);
+    if (s + 1 == n_stages) coll += LogitsGatherSeconds(c, m, t, logit_rows);
     out.parts.weights_s += slowest.memory_s;
     out.parts.compute_s += std::max(0.0, slowest.compute_s - slowest.memory_s);
     out.parts.collectives_s += coll;
@@ -165,6 +178,7 @@ Step StepFor(const ModelShape& m, const QuantScheme& q, const ClusterSpec& c,
   out.hop_s = HopSeconds(c, m, tokens);
   out.parts.hops_s = (n_stages - 1) * out.hop_s;
   if (n_stages > 1) {
+    out.parts.hops_s += LogitsReturnSeconds(c, m, logit_rows);
     out.remote_s = (m.n_layer - p.plan.stages[0].layers.size()) * c.stack.remote_layer_overhead_s;
   }
   out.parts.overhead_s = c.stack.token_overhead_s + out.remote_s;
@@ -192,14 +206,14 @@ void PredictThroughput(const ModelShape& m, const QuantScheme& q, const ClusterS
   const int b = w.batch;
   const int m_count = overlap ? std::min(n_stages, b) : 1;
   const int mb = (b + m_count - 1) / m_count;
-  Step batch = StepFor(m, q, c, *p, shares, mb, w.context_tokens, w.kv_bytes);
+  Step batch = StepFor(m, q, c, *p, shares, mb, mb, w.context_tokens, w.kv_bytes);
   double period = batch.parts.total();
   if (m_count > 1) period = std::max(period, m_count * MaxStagePlusHop(batch) + batch.parts.overhead_s);
   p->gen_tok_s_batch = m_count * mb / period;
 
   const int u = std::max(1, std::min(w.ubatch, w.prompt_tokens));
   const int n_ub = (w.prompt_tokens + u - 1) / u;
-  Step prompt = StepFor(m, q, c, *p, shares, u, w.prompt_tokens / 2.0, w.kv_bytes);
+  Step prompt = StepFor(m, q, c, *p, shares, u, 1, w.prompt_tokens / 2.0, w.kv_bytes);
   double t_prompt = 0;
   if (overlap) {
     t_prompt = (n_ub + n_stages - 1) * MaxStagePlusHop(prompt) + n_ub * prompt.remote_s;
@@ -310,7 +324,7 @@ Result<Prediction> Predict(const ModelShape& model, const QuantScheme& quant,
     p.fits = p.fits && rc.fits();
     p.ranks.push_back(rc);
   }
-  Step one = StepFor(model, quant, cluster, p, shares, 1, workload.context_tokens, workload.kv_bytes);
+  Step one = StepFor(model, quant, cluster, p, shares, 1, 1, workload.context_tokens, workload.kv_bytes);
   p.step_b1 = one.parts;
   p.gen_tok_s_b1 = 1.0 / one.parts.total();
   PredictThroughput(model, quant, cluster, workload, shares, &p);

@@ -100,6 +100,7 @@ Status ParseStack(const Json& j, StackProfile* stack) {
   COHORT_RETURN_IF_ERROR(ReadNumber(j, "collective_overhead_us", 1e-6, &stack->collective_overhead_s));
   COHORT_RETURN_IF_ERROR(ReadNumber(j, "message_overhead_us", 1e-6, &stack->message_overhead_s));
   COHORT_RETURN_IF_ERROR(ReadNumber(j, "hop_messages", 1, &stack->hop_messages));
+  COHORT_RETURN_IF_ERROR(ReadNumber(j, "logits_return_bytes", 1, &stack->logits_return_bytes));
   COHORT_RETURN_IF_ERROR(ReadNumber(j, "activation_bytes", 1, &stack->activation_bytes));
   return stack->Validate().Annotate("node spec: stack");
 }
@@ -129,8 +130,8 @@ Status StackProfile::Validate() const {
     return InvalidArgument("stack efficiencies must be in (0, 1]");
   }
   if (token_overhead_s < 0 || collective_overhead_s < 0 || message_overhead_s < 0 ||
-      hop_messages < 0 || remote_layer_overhead_s < 0 || !Positive(activation_bytes) ||
-      collectives_per_layer < 0 || memory_overhead_bytes < 0) {
+      hop_messages < 0 || logits_return_bytes < 0 || remote_layer_overhead_s < 0 ||
+      !Positive(activation_bytes) || collectives_per_layer < 0 || memory_overhead_bytes < 0) {
     return InvalidArgument("stack overheads must be >= 0");
   }
   return Status::Ok();
@@ -258,6 +259,9 @@ std::vector<StackProfile> BuiltinStacks() {
   cohort.collective_overhead_s = 10e-6;
   cohort.message_overhead_s = 5e-6;
   cohort.hop_messages = 1;
+  // The executor's last stage sends the f32 logits to rank 0, which samples (measured: pp over
+  // N ranks pays exactly N one-way link delays per token, N-1 hops and this return).
+  cohort.logits_return_bytes = 4;
   cohort.activation_bytes = 4;
   cohort.pipelines_microbatches = true;
   cohort.memory_overhead_bytes = 0.5 * kGiB;

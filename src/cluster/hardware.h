@@ -51,6 +51,10 @@ struct StackProfile {
   double collective_overhead_s = 0;   // per collective: synchronising the compute device
   double message_overhead_s = 0;      // per message a rank sends or receives in a collective
   double hop_messages = 1;            // one-way messages per pipeline stage boundary per step
+  // Bytes per logit the last pipeline stage sends back to the coordinator per output row (one
+  // more one-way message per step; cohort: f32 logits). 0: no separate message (llama.cpp's
+  // RPC round trips in hop_messages already come back to the coordinator).
+  double logits_return_bytes = 0;
   double remote_layer_overhead_s = 0; // per layer held off the coordinating node, per step
   int collectives_per_layer = 2;      // all-reduces per layer in a tensor-parallel group
   double activation_bytes = 4;        // bytes per activation element on the wire

@@ -55,6 +55,32 @@ TEST(CostModel, PipelineAtBatchOneAddsMemoryNotSpeed) {
   EXPECT_GT(pp4.gen_tok_s_batch, 2.5 * pp4.gen_tok_s_b1);
 }
 
+// The link delays per token, as measured on real ranks (tiny model, emulated one-way delay of
+// 1 and 2 ms): a pipeline over N ranks pays N delays (N-1 activation hops, then the logits back
+// to the coordinator); tensor parallelism pays one per all-reduce, 2 per layer plus the split
+// embedding's, and one for gathering the logits.
+TEST(CostModel, LinkDelaysPerTokenMatchTheExecutorsMessages) {
+  const ModelShape m = *FindBuiltinShape("llama-3.2-1b");
+  for (int n : {2, 3}) {
+    ClusterSpec c = IdealLinkCluster(n);
+    c.link.bandwidth_Bps = 1e15;  // delays only
+    const auto delays = [&](parallel::LayoutSpec spec) {
+      c.link.latency_s = 0;
+      const double base = PredictWith("llama-3.2-1b", "q4_0", c, spec).step_b1.total();
+      c.link.latency_s = 1e-3;
+      return (PredictWith("llama-3.2-1b", "q4_0", c, spec).step_b1.total() - base) / 1e-3;
+    };
+    EXPECT_NEAR(delays(parallel::LayoutSpec::Pipeline(n)), n, 1e-6) << n << " stages";
+    EXPECT_NEAR(delays(parallel::LayoutSpec::Tensor(n)), 2 * m.n_layer + 2, 1e-6) << n << " ranks";
+  }
+  // The returned logits are f32 rows of the vocabulary: 1 Gbit/s costs 128256 x 4 x 8 / 1e9 s.
+  ClusterSpec slow = IdealLinkCluster(2);
+  slow.link.bandwidth_Bps = 1e9 / 8;
+  const StepTime pp2 = PredictWith("llama-3.2-1b", "q4_0", slow, parallel::LayoutSpec::Pipeline(2)).step_b1;
+  const double activations = m.n_embd * 4.0 / slow.link.bandwidth_Bps;
+  EXPECT_NEAR(pp2.hops_s - activations, m.n_vocab * 4.0 / slow.link.bandwidth_Bps, 1e-9);
+}
+
 TEST(CostModel, TensorParallelDividesBytesReadPerNode) {
   const Prediction one = PredictWith("llama-3.1-70b", "q8_0", IdealLinkCluster(1), parallel::LayoutSpec::Tensor(1));
   const Prediction tp4 = PredictWith("llama-3.1-70b", "q8_0", IdealLinkCluster(4), parallel::LayoutSpec::Tensor(4));
