@@ -262,11 +262,16 @@ Result<std::unique_ptr<gguf::File>> OpenJobModel(ControlChannel& channel, const 
   const std::string sha256 = job.at("model_sha256").get<std::string>();
   const uint64_t bytes = job.at("model_bytes").get<uint64_t>();
   if (!IsSha256Hex(sha256)) return InvalidArgument("the job's model sha256 is malformed");
+  if (auto known = env.known_files.find(sha256); known != env.known_files.end()) {
+    struct stat st {};
+    if (::stat(known->second.c_str(), &st) == 0 && static_cast<uint64_t>(st.st_size) == bytes) {
+      return gguf::File::Open(known->second);
+    }
+  }
   std::vector<std::string> candidates = {path};
   if (const std::string name = SafeFileName(path); !env.models_dir.empty() && !name.empty()) {
     candidates.push_back(env.models_dir + "/" + name);
   }
-  candidates.insert(candidates.end(), env.model_files.begin(), env.model_files.end());
   const DigestCache digests(env.cache_dir.empty() ? "" : env.cache_dir + "/digests");
   for (const std::string& candidate : candidates) {
     struct stat st {};

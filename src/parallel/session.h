@@ -11,6 +11,7 @@
 #pragma once
 
 #include <chrono>
+#include <map>
 #include <memory>
 #include <string>
 #include <vector>
@@ -100,8 +101,9 @@ struct WorkerEnvironment {
   std::string cache_dir;
   // Also tried: <models_dir>/<file name of the job's model path>.
   std::string models_dir;
-  // More local files to try, under any name (e.g. the models a cluster node registered).
-  std::vector<std::string> model_files;
+  // Local files whose sha256 the caller already knows (sha256 hex -> path), e.g. the models a
+  // cluster node registered: used without hashing when the job's sha256 and size match.
+  std::map<std::string, std::string> known_files;
 };
 
 // A worker's side: waits on `listen_fd` for a coordinator, runs its job to the end, returns

@@ -2,6 +2,7 @@
 #include "parallel/shard_transfer.h"
 
 #include <fcntl.h>
+#include <sodium.h>
 #include <sys/stat.h>
 #include <sys/statvfs.h>
 #include <unistd.h>
@@ -9,6 +10,7 @@
 #include <algorithm>
 #include <cerrno>
 #include <cstring>
+#include <random>
 
 #include <fmt/format.h>
 
@@ -25,6 +27,18 @@ constexpr size_t kRangeBytes = 16;
 constexpr size_t kDigestBytes = 32;
 // Ranges per frame: keeps a frame of tiny column slices inside the channel's message limit.
 constexpr size_t kFrameRangesMax = 1 << 16;
+
+// The digest of a frame: everything before the digest field, then the data after it.
+Sha256Digest FrameDigest(const std::vector<uint8_t>& f, size_t digest_at) {
+  crypto_hash_sha256_state state;
+  crypto_hash_sha256_init(&state);
+  crypto_hash_sha256_update(&state, f.data(), digest_at);
+  const size_t data_at = digest_at + kDigestBytes;
+  crypto_hash_sha256_update(&state, f.data() + data_at, f.size() - data_at);
+  Sha256Digest d;
+  crypto_hash_sha256_final(&state, d.data());
+  return d;
+}
 
 void PutLe(std::vector<uint8_t>* out, uint64_t v, int bytes) {
   for (int i = 0; i < bytes; ++i) out->push_back(static_cast<uint8_t>(v >> (8 * i)));
@@ -93,10 +107,7 @@ Result<std::vector<uint8_t>> EncodeFrame(int fd, std::span<const ByteRange> rang
     COHORT_RETURN_IF_ERROR(PreadAll(fd, p, r.offset, r.length));
     p += r.length;
   }
-  // The digest covers the header, the table and the data.
-  std::vector<uint8_t> covered(f.begin(), f.begin() + digest_at);
-  covered.insert(covered.end(), f.begin() + digest_at + kDigestBytes, f.end());
-  const Sha256Digest d = Sha256Of(covered);
+  const Sha256Digest d = FrameDigest(f, digest_at);
   std::copy(d.begin(), d.end(), f.begin() + digest_at);
   return f;
 }
@@ -143,9 +154,7 @@ Result<Frame> DecodeFrame(const std::vector<uint8_t>& f, uint64_t file_size) {
   if (data != f.size() - table_end - kDigestBytes) {
     return Corrupt("share transfer: frame data does not match its range table");
   }
-  std::vector<uint8_t> covered(f.begin(), f.begin() + table_end);
-  covered.insert(covered.end(), f.begin() + table_end + kDigestBytes, f.end());
-  const Sha256Digest d = Sha256Of(covered);
+  const Sha256Digest d = FrameDigest(f, table_end);
   if (!std::equal(d.begin(), d.end(), f.begin() + table_end)) {
     return Corrupt(fmt::format("share transfer: frame {} fails its sha256 check", fr.seq));
   }
@@ -286,7 +295,9 @@ Result<std::unique_ptr<gguf::File>> FetchShare(ControlChannel& channel, const Sh
       static_cast<uint64_t>(vfs.f_bavail) * vfs.f_frsize < share_bytes) {
     return ResourceExhausted(fmt::format("{} has no room for the share's {} bytes", req.cache_dir, share_bytes));
   }
-  const std::string partial = fmt::format("{}.partial.{}", path, ::getpid());
+  // Unique per fetch: two jobs in one process may fetch the same share at once.
+  std::random_device rd;
+  const std::string partial = fmt::format("{}.partial.{}.{:08x}", path, ::getpid(), rd());
   Fd f{::open(partial.c_str(), O_RDWR | O_CREAT | O_TRUNC | O_CLOEXEC, 0644)};
   if (f.fd < 0) return IoError(fmt::format("{}: {}", partial, std::strerror(errno)));
   auto received = [&]() -> Result<std::vector<ByteRange>> {

@@ -18,6 +18,7 @@
 #include "comm/tcp_transport.h"
 #include "core/thread_pool.h"
 #include "gguf/gguf.h"
+#include "parallel/file_digest.h"
 #include "parallel/session.h"
 #include "parallel/shard_bytes.h"
 #include "share_util.h"
@@ -73,6 +74,21 @@ SessionRun RunSession(const gguf::File& file, SessionOptions options,
   return run;
 }
 
+Trace SingleProcess(const gguf::File& file) {
+  ThreadPool pool(1);
+  Context ctx{&pool, nullptr};
+  Trace t;
+  auto m = model::Model::Load(file);
+  EXPECT_TRUE(m.ok()) << m.status().ToString();
+  model::KvCacheOptions o;
+  o.n_ctx = 64;
+  auto cache = (*m)->NewKvCache(o);
+  EXPECT_TRUE(cache.ok());
+  const Status s = RunTrace(**m, ctx, **cache, kGen, &t);
+  EXPECT_TRUE(s.ok()) << s.ToString();
+  return t;
+}
+
 SessionOptions Options(const std::string& model_path, const char* layout, const ScratchDir& dir) {
   SessionOptions o;
   o.model_path = model_path;
@@ -125,6 +141,9 @@ TEST_P(SessionStreamTest, WorkersWithoutTheFileGiveIdenticalLogits) {
   ASSERT_TRUE(got.started.ok()) << got.started.ToString();
   for (size_t w = 0; w < got.workers.size(); ++w) EXPECT_TRUE(got.workers[w].ok()) << got.workers[w].ToString();
   ExpectSameTrace(got.trace, want.trace, 0.0f);
+  // And one process: exactly for pipeline stages (same arithmetic); tensor parallelism sums
+  // partial products in another order.
+  ExpectSameTrace(got.trace, SingleProcess(**file), std::string(c.layout) == "pp" ? 0.0f : 1e-4f);
 
   // Each worker stored only the blocks of its share, in a file of the model's full size.
   SessionOptions plan_options = Options(path, c.layout, dir);
@@ -200,6 +219,22 @@ TEST(SessionStreamFiles, MatchingFileInTheModelsDirectoryIsUsed) {
   env.models_dir = dir.Sub("models");
   // The job's directory part is ignored in the models directory: only the file name counts.
   const SessionRun got = RunSession(**file, Options("/no/such/../dir/tiny-llama-f32.gguf", "tp", dir), {env});
+  ASSERT_TRUE(got.started.ok()) << got.started.ToString();
+  EXPECT_EQ(got.trace.ids.size(), static_cast<size_t>(kGen + 1));
+  EXPECT_TRUE(ShareFile(env.cache_dir).empty()) << "nothing should have been streamed";
+}
+
+TEST(SessionStreamFiles, KnownFileIsUsedByDigest) {
+  const std::string path = FixtureModel("tiny-llama-f32");
+  auto file = gguf::File::Open(path);
+  ASSERT_TRUE(file.ok());
+  ScratchDir dir;
+  auto sha = Sha256OfFile(path);
+  ASSERT_TRUE(sha.ok());
+  WorkerEnvironment env;
+  env.cache_dir = dir.Sub("worker");
+  env.known_files[*sha] = path;  // under another name than the job's
+  const SessionRun got = RunSession(**file, Options(dir.Sub("elsewhere/model.gguf"), "pp", dir), {env});
   ASSERT_TRUE(got.started.ok()) << got.started.ToString();
   EXPECT_EQ(got.trace.ids.size(), static_cast<size_t>(kGen + 1));
   EXPECT_TRUE(ShareFile(env.cache_dir).empty()) << "nothing should have been streamed";
