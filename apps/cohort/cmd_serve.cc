@@ -61,10 +61,12 @@ CLI::App* AddServeCommand(CLI::App& app, ServeOptions* o) {
   cmd->add_option("--timeout", o->timeout_s, "socket read/write timeout in seconds")->check(CLI::Range(1, 3600));
   cmd->add_option("--http-threads", o->http_threads, "connections served at once")->check(CLI::Range(2, 4096));
   AddDistOptions(cmd, &o->dist);
+  AddClusterServeOptions(cmd, &o->cluster);
   return cmd;
 }
 
 int ServeCommand(const ServeOptions& options) {
+  if (options.cluster.enabled) return ClusterServeCommand(options);
   // Block the stop signals before any thread starts, so every thread inherits the mask.
   sigset_t stop_signals;
   sigemptyset(&stop_signals);

@@ -6,6 +6,7 @@
 #include <string>
 #include <vector>
 
+#include "cluster_serve.h"
 #include "cmd_worker.h"
 
 namespace cohort::app {
@@ -28,6 +29,7 @@ struct ServeOptions {
   int threads = 0;                // compute threads (main fills in)
   bool verbose = false;
   DistOptions dist;               // spread the model over workers (cmd_worker.h)
+  ClusterServeOptions cluster;    // --cluster: join a cluster instead (cluster_serve.h)
 };
 
 // Registers the `serve` subcommand on `app`, filling `options`; returns it so main can test

@@ -153,6 +153,7 @@ Status Scheduler::CheckRequest(const ScheduledRequest& request) const {
 Result<std::shared_ptr<RequestHandle>> Scheduler::Submit(ScheduledRequest request) {
   {
     std::lock_guard<std::mutex> lock(mutex_);
+    if (!failure_.ok()) return failure_;
     if (!started_ || stopping_) return Unavailable("the scheduler is not running");
   }
   COHORT_RETURN_IF_ERROR(CheckRequest(request));
@@ -171,6 +172,7 @@ Result<std::shared_ptr<RequestHandle>> Scheduler::Submit(ScheduledRequest reques
       return ResourceExhausted("the request queue is full (" + std::to_string(options_.max_queue) +
                                " waiting); try again later");
     }
+    if (!failure_.ok()) return failure_;
     queue_.push_back(Queued{std::move(request), handle});
     stats_.queue_depth = static_cast<int32_t>(queue_.size());
   }
@@ -181,6 +183,11 @@ Result<std::shared_ptr<RequestHandle>> Scheduler::Submit(ScheduledRequest reques
 SchedulerStats Scheduler::stats() const {
   std::lock_guard<std::mutex> lock(mutex_);
   return stats_;
+}
+
+Status Scheduler::failure() const {
+  std::lock_guard<std::mutex> lock(mutex_);
+  return failure_;
 }
 
 bool Scheduler::Admit() {
@@ -372,13 +379,26 @@ void Scheduler::Loop() {
         ctx_, batch_, *cache_, std::span<float>(logits_.data(), n_rows * n_vocab));
     if (!status.ok()) {
       if (ctx_.log != nullptr) ctx_.log->Error("scheduler: forward failed: {}", status.ToString());
-      FailAll(status.Annotate("forward"));
+      // 503 for the client: the request was fine, the model could not run it.
+      const Status failed = Unavailable("the model failed: " + status.ToString());
+      FailAll(failed);
+      if (options_.stop_on_forward_error) {
+        {
+          std::lock_guard<std::mutex> lock(mutex_);
+          failure_ = failed;
+        }
+        FailQueued(failed);
+      }
       continue;
     }
     ProcessLogits();
   }
   const Status gone = Unavailable("the server is shutting down");
   FailAll(gone);
+  FailQueued(gone);
+}
+
+void Scheduler::FailQueued(const Status& status) {
   std::deque<Queued> left;
   {
     std::lock_guard<std::mutex> lock(mutex_);
@@ -388,7 +408,7 @@ void Scheduler::Loop() {
   for (Queued& q : left) {
     RequestOutput out;
     out.done = true;
-    out.status = gone;
+    out.status = status;
     out.finish_reason = FinishReason::kCancelled;
     q.handle->Post(std::move(out));
   }

@@ -28,6 +28,10 @@ struct SchedulerOptions {
   int32_t max_queue = 64;      // requests waiting for a slot; Submit fails past this
   int32_t n_batch = 512;       // tokens per Forward (decode tokens first, then prompt chunks); >= n_parallel
   DType kv_type = DType::kF16;
+  // A model spread over processes does not recover from a failed forward (a peer died or
+  // its link was cut): when set, the first failure also ends every queued request and
+  // refuses new ones (kUnavailable), so nothing waits on a model that can no longer run.
+  bool stop_on_forward_error = false;
   Status Validate() const;
 };
 
@@ -107,6 +111,8 @@ class Scheduler {
   Result<std::shared_ptr<RequestHandle>> Submit(ScheduledRequest request);
 
   SchedulerStats stats() const;
+  // Ok, or why the model failed (set by a failed forward under stop_on_forward_error).
+  Status failure() const;
   int32_t n_ctx() const { return n_ctx_; }
   const SchedulerOptions& options() const { return options_; }
 
@@ -129,6 +135,8 @@ class Scheduler {
   void EmitText(Slot& slot, std::string_view piece, RequestOutput& out);
   void FinishSlot(Slot& slot, FinishReason reason, RequestOutput&& out, Status status = {});
   void FailAll(const Status& status);
+  // Ends every queued request with `status`.
+  void FailQueued(const Status& status);
 
   LoadedModel& model_;
   Context ctx_;
@@ -145,6 +153,7 @@ class Scheduler {
   std::deque<Queued> queue_;
   bool stopping_ = false;
   bool started_ = false;
+  Status failure_;             // the forward failure that stopped the model, if any
   SchedulerStats stats_;
 };
 

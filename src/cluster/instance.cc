@@ -1,0 +1,370 @@
+// Instance entries as JSON and the placement of an instance on live nodes; see instance.h.
+#include "cluster/instance.h"
+
+#include <algorithm>
+#include <cmath>
+
+#include <fmt/format.h>
+
+#include "cluster/cost_model.h"
+#include "cluster/planner.h"
+
+namespace cohort::cluster {
+namespace {
+
+using nlohmann::json;
+
+constexpr double kMiB = 1024.0 * 1024.0;
+// Stand-ins for a node whose benchmarks have not finished: the planner needs positive
+// figures, and a plan made with them is only about memory, which is always measured.
+constexpr double kDefaultBandwidthBps = 10e9;
+constexpr double kDefaultFlops = 100e9;
+
+json ShapeToJson(const ModelShape& s) {
+  return {{"name", s.name}, {"n_layer", s.n_layer}, {"n_embd", s.n_embd}, {"n_head", s.n_head},
+          {"n_head_kv", s.n_head_kv}, {"head_dim", s.head_dim}, {"q_lora_rank", s.q_lora_rank},
+          {"kv_lora_rank", s.kv_lora_rank}, {"qk_nope_dim", s.qk_nope_dim},
+          {"qk_rope_dim", s.qk_rope_dim}, {"v_head_dim", s.v_head_dim}, {"n_ff", s.n_ff},
+          {"n_leading_dense", s.n_leading_dense}, {"n_expert", s.n_expert},
+          {"n_expert_used", s.n_expert_used}, {"n_ff_expert", s.n_ff_expert},
+          {"n_expert_shared", s.n_expert_shared}, {"n_vocab", s.n_vocab},
+          {"tied_embeddings", s.tied_embeddings}};
+}
+
+ModelShape ShapeFromJson(const json& j) {
+  ModelShape s;
+  s.name = j.at("name").get<std::string>();
+  for (auto [key, field] : std::initializer_list<std::pair<const char*, int ModelShape::*>>{
+           {"n_layer", &ModelShape::n_layer}, {"n_embd", &ModelShape::n_embd},
+           {"n_head", &ModelShape::n_head}, {"n_head_kv", &ModelShape::n_head_kv},
+           {"head_dim", &ModelShape::head_dim}, {"q_lora_rank", &ModelShape::q_lora_rank},
+           {"kv_lora_rank", &ModelShape::kv_lora_rank}, {"qk_nope_dim", &ModelShape::qk_nope_dim},
+           {"qk_rope_dim", &ModelShape::qk_rope_dim}, {"v_head_dim", &ModelShape::v_head_dim},
+           {"n_ff", &ModelShape::n_ff}, {"n_leading_dense", &ModelShape::n_leading_dense},
+           {"n_expert", &ModelShape::n_expert}, {"n_expert_used", &ModelShape::n_expert_used},
+           {"n_ff_expert", &ModelShape::n_ff_expert}, {"n_expert_shared", &ModelShape::n_expert_shared},
+           {"n_vocab", &ModelShape::n_vocab}}) {
+    s.*field = j.at(key).get<int>();
+  }
+  s.tied_embeddings = j.at("tied_embeddings").get<bool>();
+  return s;
+}
+
+json QuantToJson(const QuantScheme& q) {
+  return {{"name", q.name}, {"bits_expert", q.bits_expert}, {"bits_dense", q.bits_dense},
+          {"bits_embd", q.bits_embd}, {"bits_output", q.bits_output}, {"block", q.block}};
+}
+
+QuantScheme QuantFromJson(const json& j) {
+  QuantScheme q;
+  q.name = j.at("name").get<std::string>();
+  q.bits_expert = j.at("bits_expert").get<double>();
+  q.bits_dense = j.at("bits_dense").get<double>();
+  q.bits_embd = j.at("bits_embd").get<double>();
+  q.bits_output = j.at("bits_output").get<double>();
+  q.block = j.at("block").get<int>();
+  return q;
+}
+
+// Runs `parse` and turns a JSON exception into a Status.
+template <typename T, typename F>
+Result<T> Parse(const char* what, F&& parse) {
+  try {
+    return parse();
+  } catch (const json::exception& e) {
+    return Corrupt(std::string("malformed ") + what + ": " + e.what());
+  }
+}
+
+bool HasFile(const PlacementNode& n, const std::string& sha) { return n.service.files.count(sha) > 0; }
+
+// The SessionOptions layout and shares that build the same ShardPlan as `spec`.
+void SessionLayoutOf(const parallel::LayoutSpec& spec, Instance* out) {
+  const size_t stages = spec.stage_rank_weights.size();
+  out->shares.clear();
+  bool one_per_stage = true;
+  for (const auto& s : spec.stage_rank_weights) one_per_stage = one_per_stage && s.size() == 1;
+  if (stages == 1) {
+    out->session_layout = "tp";
+    out->shares = spec.stage_rank_weights[0];
+  } else if (one_per_stage) {
+    out->session_layout = "pp";
+    for (size_t s = 0; s < stages; ++s) {
+      out->shares.push_back(spec.stage_layer_weights.empty() ? spec.stage_rank_weights[s][0]
+                                                             : spec.stage_layer_weights[s]);
+    }
+  } else {
+    out->session_layout = fmt::format("hybrid:{}", stages);
+    for (const auto& s : spec.stage_rank_weights) out->shares.insert(out->shares.end(), s.begin(), s.end());
+  }
+}
+
+// Puts a file-holding node at rank 0 of a tensor-parallel prediction (ranks of one group are
+// interchangeable apart from rank 0 coordinating); false when that is not possible, or when
+// a node no longer fits the share of the rank it moved to (shares may be uneven).
+bool CoordinatorFirst(const PlacementInput& in, Prediction* p) {
+  const std::string& sha = in.model.sha256;
+  auto& order = p->layout.node_of_rank;
+  if (HasFile(in.candidates[order[0]], sha)) return true;
+  if (p->layout.spec.stage_rank_weights.size() != 1) return false;
+  for (size_t r = 1; r < order.size(); ++r) {
+    if (!HasFile(in.candidates[order[r]], sha)) continue;
+    std::swap(order[0], order[r]);
+    // The ranks' costs describe rank positions; the nodes behind positions 0 and r swapped.
+    for (size_t i : {size_t{0}, r}) {
+      const NodeProfile& node = in.candidates[order[i]].profile;
+      if (p->ranks[i].memory_bytes > node.usable_bytes()) return false;
+      p->ranks[i].node = order[i];
+      p->ranks[i].node_name = node.name;
+      p->ranks[i].usable_bytes = node.usable_bytes();
+    }
+    return true;
+  }
+  return false;
+}
+
+std::string WhyNothingFits(const PlacementInput& in, const PlanResult& plans) {
+  // The layout that came closest: the smallest worst overflow of a node's budget.
+  const Prediction* closest = nullptr;
+  double closest_over = 0;
+  for (const Prediction& p : plans.too_big) {
+    double over = 0;
+    for (const RankCost& r : p.ranks) over = std::max(over, r.memory_bytes - r.usable_bytes);
+    if (closest == nullptr || over < closest_over) {
+      closest = &p;
+      closest_over = over;
+    }
+  }
+  std::string why = fmt::format("{} ({:.2f} MiB) fits on no layout of the {} live node(s)",
+                                in.model.name, in.model.file_bytes / kMiB, in.candidates.size());
+  if (in.nodes > 0) {
+    why += fmt::format(" with {} node(s)", std::min<int>(in.nodes, static_cast<int>(in.candidates.size())));
+  }
+  if (closest != nullptr) {
+    for (const RankCost& r : closest->ranks) {
+      if (r.fits()) continue;
+      why += fmt::format("; best try {}: node {} needs {:.2f} MiB, its budget is {:.2f} MiB",
+                         closest->layout.label, r.node_name, r.memory_bytes / kMiB, r.usable_bytes / kMiB);
+      break;
+    }
+  }
+  return why;
+}
+
+}  // namespace
+
+const char* InstanceStatusName(InstanceStatus s) {
+  switch (s) {
+    case InstanceStatus::kPending: return "pending";
+    case InstanceStatus::kPlaced: return "placed";
+    case InstanceStatus::kUnplaced: return "unplaced";
+  }
+  return "pending";
+}
+
+json NodeServiceToJson(const NodeService& s) {
+  return {{"id", s.id}, {"name", s.name}, {"worker", s.worker}, {"api", s.api},
+          {"max_memory_bytes", s.max_memory_bytes}, {"files", s.files}};
+}
+
+Result<NodeService> NodeServiceFromJson(const json& j) {
+  return Parse<NodeService>("node service", [&] {
+    NodeService s;
+    s.id = j.at("id").get<std::string>();
+    s.name = j.at("name").get<std::string>();
+    s.worker = j.at("worker").get<std::string>();
+    s.api = j.at("api").get<std::string>();
+    s.max_memory_bytes = j.at("max_memory_bytes").get<int64_t>();
+    s.files = j.at("files").get<std::map<std::string, std::string>>();
+    return s;
+  });
+}
+
+json ModelEntryToJson(const ModelEntry& m) {
+  return {{"name", m.name}, {"path", m.path}, {"sha256", m.sha256}, {"file_bytes", m.file_bytes},
+          {"n_ctx_train", m.n_ctx_train}, {"shape", ShapeToJson(m.shape)}, {"quant", QuantToJson(m.quant)}};
+}
+
+Result<ModelEntry> ModelEntryFromJson(const json& j) {
+  return Parse<ModelEntry>("model entry", [&] {
+    ModelEntry m;
+    m.name = j.at("name").get<std::string>();
+    m.path = j.at("path").get<std::string>();
+    m.sha256 = j.at("sha256").get<std::string>();
+    m.file_bytes = j.at("file_bytes").get<int64_t>();
+    m.n_ctx_train = j.at("n_ctx_train").get<int>();
+    m.shape = ShapeFromJson(j.at("shape"));
+    m.quant = QuantFromJson(j.at("quant"));
+    return m;
+  });
+}
+
+json InstanceToJson(const Instance& i) {
+  json ranks = json::array();
+  for (const RankPlacement& r : i.ranks) {
+    ranks.push_back({{"node", r.node}, {"name", r.name}, {"worker", r.worker},
+                     {"weight_bytes", r.weight_bytes}, {"kv_bytes", r.kv_bytes}});
+  }
+  return {{"id", i.id}, {"model", i.model}, {"layout", i.layout}, {"nodes", i.nodes},
+          {"epoch", i.epoch}, {"status", InstanceStatusName(i.status)}, {"reason", i.reason},
+          {"coordinator", i.coordinator}, {"model_path", i.model_path}, {"plan", i.plan_label},
+          {"session_layout", i.session_layout}, {"shares", i.shares}, {"ranks", ranks},
+          {"predicted_tok_s", i.predicted_tok_s}};
+}
+
+Result<Instance> InstanceFromJson(const json& j) {
+  return Parse<Instance>("instance", [&] {
+    Instance i;
+    i.id = j.at("id").get<std::string>();
+    i.model = j.at("model").get<std::string>();
+    i.layout = j.value("layout", std::string("tp"));
+    i.nodes = j.value("nodes", 0);
+    i.epoch = j.value("epoch", uint64_t{0});
+    const std::string status = j.value("status", std::string("pending"));
+    i.status = status == "placed"     ? InstanceStatus::kPlaced
+               : status == "unplaced" ? InstanceStatus::kUnplaced
+                                      : InstanceStatus::kPending;
+    i.reason = j.value("reason", std::string());
+    i.coordinator = j.value("coordinator", std::string());
+    i.model_path = j.value("model_path", std::string());
+    i.plan_label = j.value("plan", std::string());
+    i.session_layout = j.value("session_layout", std::string());
+    i.shares = j.value("shares", std::vector<double>{});
+    for (const json& r : j.value("ranks", json::array())) {
+      i.ranks.push_back({r.at("node").get<std::string>(), r.at("name").get<std::string>(),
+                         r.at("worker").get<std::string>(), r.at("weight_bytes").get<double>(),
+                         r.at("kv_bytes").get<double>()});
+    }
+    i.predicted_tok_s = j.value("predicted_tok_s", 0.0);
+    return i;
+  });
+}
+
+json RunReportToJson(const RunReport& r) {
+  return {{"epoch", r.epoch}, {"state", r.state}, {"error", r.error}, {"api", r.api},
+          {"coordinator", r.coordinator}};
+}
+
+Result<RunReport> RunReportFromJson(const json& j) {
+  return Parse<RunReport>("run report", [&] {
+    RunReport r;
+    r.epoch = j.at("epoch").get<uint64_t>();
+    r.state = j.at("state").get<std::string>();
+    r.error = j.value("error", std::string());
+    r.api = j.value("api", std::string());
+    r.coordinator = j.value("coordinator", std::string());
+    return r;
+  });
+}
+
+std::vector<InstanceView> ListInstances(const ClusterState& state) {
+  std::vector<InstanceView> out;
+  for (const auto& [id, value] : state.placements) {
+    auto instance = InstanceFromJson(value);
+    if (!instance.ok()) continue;
+    InstanceView v;
+    v.instance = std::move(*instance);
+    if (auto it = state.models.find(kRunKeyPrefix + id); it != state.models.end()) {
+      auto run = RunReportFromJson(it->second);
+      if (run.ok() && run->epoch == v.instance.epoch) v.run = std::move(*run);
+    }
+    if (v.instance.status == InstanceStatus::kPending) {
+      v.state = "pending";
+    } else if (v.instance.status == InstanceStatus::kUnplaced) {
+      v.state = "unplaced";
+    } else {
+      v.state = v.run.has_value() ? v.run->state : "loading";
+    }
+    out.push_back(std::move(v));
+  }
+  return out;
+}
+
+json InstanceViewToJson(const InstanceView& v) {
+  json j = InstanceToJson(v.instance);
+  j["state"] = v.state;
+  j["ready"] = v.ready();
+  if (v.run.has_value()) {
+    j["api"] = v.run->api;
+    if (!v.run->error.empty()) j["error"] = v.run->error;
+  }
+  return j;
+}
+
+const InstanceView* FindInstance(const std::vector<InstanceView>& views, const std::string& model) {
+  for (const InstanceView& v : views) {
+    if (!model.empty() && v.instance.id == model) return &v;
+  }
+  const InstanceView* any = nullptr;
+  for (const InstanceView& v : views) {
+    if (!model.empty() && v.instance.model != model) continue;
+    if (v.ready()) return &v;
+    if (any == nullptr) any = &v;
+  }
+  return any;
+}
+
+NodeProfile BudgetProfile(const std::string& name, double memory_total_bytes,
+                          double memory_available_bytes, double bandwidth_Bps, double flops,
+                          int64_t max_memory_bytes) {
+  NodeProfile p;
+  p.name = name;
+  if (max_memory_bytes > 0) {
+    p.memory_bytes = static_cast<double>(max_memory_bytes);
+    p.usable_memory_fraction = 1.0;
+    p.source = "--max-memory";
+  } else {
+    p.memory_bytes = memory_total_bytes > 0 ? memory_total_bytes : 1.0;
+    p.usable_memory_fraction =
+        memory_total_bytes > 0 ? std::clamp(memory_available_bytes / memory_total_bytes, 0.01, 1.0) : 0.01;
+    p.source = "measured";
+  }
+  p.memory_bandwidth_Bps = bandwidth_Bps > 0 ? bandwidth_Bps : kDefaultBandwidthBps;
+  p.flops = flops > 0 ? flops : kDefaultFlops;
+  return p;
+}
+
+Status PlaceInstance(const PlacementInput& in, Instance* out) {
+  if (in.candidates.empty()) return Unavailable("no live node");
+  if (std::none_of(in.candidates.begin(), in.candidates.end(),
+                   [&](const PlacementNode& n) { return HasFile(n, in.model.sha256); })) {
+    return NotFound("no live node holds " + in.model.name + " (sha256 " + in.model.sha256.substr(0, 12) + ")");
+  }
+  PlanRequest req;
+  req.model = in.model.shape;
+  req.quant = in.model.quant;
+  for (const PlacementNode& n : in.candidates) req.cluster.nodes.push_back(n.profile);
+  req.cluster.link = in.link;
+  COHORT_ASSIGN_OR_RETURN(req.cluster.stack, FindBuiltinStack("cohort"));
+  // A node's budget holds its shard and its KV cache; the runtime's own buffers are small
+  // next to them and not counted.
+  req.cluster.stack.memory_overhead_bytes = 0;
+  req.workload.batch = std::max(1, in.sequences);
+  req.workload.context_tokens = std::max(1, in.context_tokens);
+  req.workload.prompt_tokens = std::min(512, req.workload.context_tokens);
+  req.layout = in.layout.empty() ? "auto" : in.layout;
+  COHORT_ASSIGN_OR_RETURN(PlanResult plans, PlanLayouts(req));
+  // "nodes" asks for that many; with fewer alive, as many as there are.
+  const int want_nodes = std::min<int>(in.nodes, static_cast<int>(in.candidates.size()));
+  for (Prediction& p : plans.candidates) {
+    if (want_nodes > 0 && static_cast<int>(p.ranks.size()) != want_nodes) continue;
+    if (!CoordinatorFirst(in, &p)) continue;
+    const PlacementNode& coordinator = in.candidates[p.layout.node_of_rank[0]];
+    out->coordinator = coordinator.service.id;
+    out->model_path = coordinator.service.files.at(in.model.sha256);
+    out->plan_label = p.layout.label;
+    SessionLayoutOf(p.layout.spec, out);
+    out->ranks.clear();
+    for (size_t r = 0; r < p.ranks.size(); ++r) {
+      const PlacementNode& n = in.candidates[p.layout.node_of_rank[r]];
+      out->ranks.push_back({n.service.id, n.service.name, n.service.worker, p.ranks[r].weight_bytes,
+                            p.ranks[r].kv_bytes});
+    }
+    out->predicted_tok_s = p.gen_tok_s_b1;
+    out->status = InstanceStatus::kPlaced;
+    return Status::Ok();
+  }
+  return ResourceExhausted(WhyNothingFits(in, plans));
+}
+
+}  // namespace cohort::cluster
