@@ -6,10 +6,12 @@
 #include "kernels/matmul.h"
 
 #include <algorithm>
+#include <array>
 
 #include "core/check.h"
 #include "kernels/quant.h"
 #include "kernels/tile.h"
+#include "kernels/tile_wide.h"
 
 namespace cohort::kernels {
 namespace {
@@ -44,71 +46,227 @@ TileFn GetTileGrouped(DType weight, SimdLevel level) {
   return GetTile(weight, level);
 }
 
+WideTile GetWideTile(DType weight, SimdLevel level, bool grouped) {
+  if (level >= SimdLevel::kAvx512) return avx512::GetWideTile(weight, grouped);
+  return {};
+}
+
 namespace {
+
+// The kernels of one matmul: wide tiles (16 rows) where the type has them, 4-row tiles
+// for the rows left over (or all rows), else one vec-dot per (token, row); each in the
+// plain and the grouped order (quant.h).
+struct Kernels {
+  WideTile wide, wide_grouped;
+  TileFn tile = nullptr, tile_grouped = nullptr;
+  VecDotFn dot = nullptr, dot_grouped = nullptr;
+};
+
+Kernels GetKernels(const TensorView& w) {
+  const SimdLevel level = BestSimdLevel();
+  Kernels k;
+  // The wide kernels address 15 rows ahead with 32-bit offsets.
+  if (w.row_bytes * kWideRows < (int64_t{1} << 31)) {
+    k.wide = GetWideTile(w.type, level, false);
+    k.wide_grouped = GetWideTile(w.type, level, true);
+  }
+  if (k.wide.fn == nullptr || k.wide_grouped.fn == nullptr || k.wide.side != k.wide_grouped.side ||
+      k.wide.max_tokens != k.wide_grouped.max_tokens) {
+    k.wide = k.wide_grouped = WideTile{};
+  }
+  k.tile = GetTile(w.type, level);
+  k.tile_grouped = GetTileGrouped(w.type, level);
+  k.dot = GetVecDot(w.type, level);
+  k.dot_grouped = GetVecDotGrouped(w.type, level);
+  return k;
+}
+
+// One product y[t * y_stride + r] = dot(W row r, x[t]), planned: its kernels, where its
+// quantized activations and side data lie, and its share of the work units (tiles of rows).
+struct Plan {
+  Kernels k;
+  const uint8_t* w_rows = nullptr;
+  int64_t row_bytes = 0, n = 0, n_rows = 0;
+  DType act_type = DType::kF32;
+  const float* x = nullptr;
+  const uint8_t* act = nullptr;
+  int64_t act_stride = 0;
+  const float* side = nullptr;
+  int64_t side_stride = 0;
+  int64_t n_tokens = 0, n_grouped = 0;
+  float* y = nullptr;
+  int64_t y_stride = 0;
+  int64_t n_wide = 0;      // units [0, n_wide) are wide tiles, the rest kRowTile-row tiles
+  int64_t n_units = 0;
+  int64_t unit_begin = 0;  // first unit in the whole batch
+  int64_t act_offset = 0;  // bytes into the scratch: activations, then side data
+  int64_t side_offset = 0;
+  bool owns_act = true;    // false: reuses an earlier plan's activations (same x)
+};
+
+Plan MakePlan(const TensorView& w, int64_t row_begin, int64_t row_end, const float* x,
+              int64_t n_tokens, float* y, int64_t y_stride, bool batch_orders) {
+  COHORT_CHECK(IsWeightType(w.type));
+  COHORT_CHECK(0 <= row_begin && row_begin <= row_end && row_end <= w.n_rows());
+  COHORT_CHECK_GE(n_tokens, 0);
+  COHORT_CHECK_GE(y_stride, row_end - row_begin);
+  Plan p;
+  p.k = GetKernels(w);
+  p.w_rows = w.data + row_begin * w.row_bytes;
+  p.row_bytes = w.row_bytes;
+  p.n = w.ne[0];  // elements per row, shared by weights and activations
+  p.n_rows = row_end - row_begin;
+  p.act_type = VecDotType(w.type);
+  p.x = x;
+  p.act_stride = p.act_type == DType::kF32 ? p.n * static_cast<int64_t>(sizeof(float)) : RowBytes(p.act_type, p.n);
+  p.side_stride = p.k.wide.side != nullptr ? p.k.wide.side_per_256 * p.n / 256 : 0;
+  p.n_tokens = n_tokens;
+  // Tokens [0, n_grouped) take GetVecDotGrouped's order (quant.h); n_grouped is a multiple
+  // of 4, so a 4-token tile starting at a multiple of 4 lies wholly on one side.
+  p.n_grouped = batch_orders ? GroupedTokens(w.type, n_tokens) : 0;
+  p.y = y;
+  p.y_stride = y_stride;
+  p.n_wide = p.k.wide.fn != nullptr ? p.n_rows / kWideRows : 0;
+  p.n_units = p.n_wide + (p.n_rows - p.n_wide * kWideRows + kRowTile - 1) / kRowTile;
+  return p;
+}
+
+// Lays out the plans' quantized activations in `scratch` (one copy per distinct input),
+// quantizes them (in parallel over tokens), and numbers the plans' work units.
+void PrepareActivations(Plan* plans, int count, ThreadPool* pool, std::vector<uint8_t>* scratch) {
+  int64_t bytes = 0, units = 0, rows_to_quantize = 0;
+  for (int i = 0; i < count; ++i) {
+    Plan& p = plans[i];
+    p.unit_begin = units;
+    units += p.n_units;
+    if (p.act_type == DType::kF32) {
+      p.act = reinterpret_cast<const uint8_t*>(p.x);
+      p.owns_act = false;
+      continue;
+    }
+    for (int j = 0; j < i && p.owns_act; ++j) {
+      const Plan& q = plans[j];
+      if (q.owns_act && q.x == p.x && q.n == p.n && q.act_type == p.act_type && q.n_tokens == p.n_tokens &&
+          q.k.wide.side == p.k.wide.side) {
+        p.owns_act = false;
+        p.act_offset = q.act_offset;
+        p.side_offset = q.side_offset;
+      }
+    }
+    if (!p.owns_act) continue;
+    // Each part 64-byte aligned.
+    p.act_offset = bytes;
+    bytes += (p.n_tokens * p.act_stride + 63) / 64 * 64;
+    p.side_offset = bytes;
+    bytes += (p.n_tokens * p.side_stride * 4 + 63) / 64 * 64;
+    rows_to_quantize += p.n_tokens;
+  }
+  if (rows_to_quantize == 0) return;
+  COHORT_CHECK(scratch != nullptr);
+  if (static_cast<int64_t>(scratch->size()) < bytes + 64) scratch->resize(static_cast<size_t>(bytes + 64));
+  uint8_t* base = scratch->data() + (64 - reinterpret_cast<uintptr_t>(scratch->data()) % 64) % 64;
+  for (int i = 0; i < count; ++i) {
+    Plan& p = plans[i];
+    if (p.act_type == DType::kF32) continue;
+    p.act = base + p.act_offset;
+    p.side = reinterpret_cast<const float*>(base + p.side_offset);
+  }
+  // Rows [0, rows_to_quantize) over the owning plans, in plan order.
+  RunParallel(rows_to_quantize > 1 ? pool : nullptr, rows_to_quantize, [&](int64_t begin, int64_t end) {
+    int64_t first = 0;
+    for (int i = 0; i < count && first < end; ++i) {
+      const Plan& p = plans[i];
+      if (!p.owns_act) continue;
+      for (int64_t t = std::max(begin, first) - first; t < std::min(end - first, p.n_tokens); ++t) {
+        uint8_t* q = const_cast<uint8_t*>(p.act) + t * p.act_stride;
+        QuantizeRow(p.act_type, p.x + t * p.n, q, p.n);
+        if (p.k.wide.side != nullptr) p.k.wide.side(q, p.n, const_cast<float*>(p.side) + t * p.side_stride);
+      }
+      first += p.n_tokens;
+    }
+  });
+}
+
+// Unit `unit` of plan p (a tile of rows) for tokens [t0, t1).
+void RunUnit(const Plan& p, int64_t unit, int64_t t0, int64_t t1) {
+  const Kernels& k = p.k;
+  if (unit < p.n_wide) {
+    const int64_t r0 = unit * kWideRows;
+    for (int64_t t = t0; t < t1;) {
+      // A call stays on one side of n_grouped.
+      const int64_t stop = t < p.n_grouped ? std::min(t1, p.n_grouped) : t1;
+      const int tokens = static_cast<int>(std::min<int64_t>(k.wide.max_tokens, stop - t));
+      const WideTile& f = t < p.n_grouped ? k.wide_grouped : k.wide;
+      f.fn(p.w_rows + r0 * p.row_bytes, p.row_bytes, p.act + t * p.act_stride, p.act_stride,
+           p.side + t * p.side_stride, p.side_stride, tokens, p.n, p.y + t * p.y_stride + r0, p.y_stride);
+      t += tokens;
+    }
+    return;
+  }
+  const int64_t r0 = p.n_wide * kWideRows + (unit - p.n_wide) * kRowTile;
+  const int64_t r1 = std::min(r0 + kRowTile, p.n_rows);
+  if (k.tile != nullptr) {
+    for (int64_t t = t0; t < t1; t += kTileTokens) {
+      const int tokens = static_cast<int>(std::min<int64_t>(kTileTokens, t1 - t));
+      const TileFn f = t < p.n_grouped ? k.tile_grouped : k.tile;
+      f(p.w_rows + r0 * p.row_bytes, p.row_bytes, static_cast<int>(r1 - r0), p.act + t * p.act_stride,
+        p.act_stride, tokens, p.n, p.y + t * p.y_stride + r0, p.y_stride);
+    }
+    return;
+  }
+  for (int64_t t = t0; t < t1; ++t) {
+    const uint8_t* a = p.act + t * p.act_stride;
+    float* out = p.y + t * p.y_stride;
+    const VecDotFn f = t < p.n_grouped ? k.dot_grouped : k.dot;
+    for (int64_t r = r0; r < r1; ++r) out[r] = f(p.w_rows + r * p.row_bytes, a, p.n);
+  }
+}
+
+// All plans' units, split over the pool (threads never share an output element). Token
+// tiles outermost, so a token tile's activations stay in cache while the rows pass.
+void RunPlans(const Plan* plans, int count, ThreadPool* pool) {
+  int64_t units = 0, max_tokens = 0;
+  for (int i = 0; i < count; ++i) {
+    units += plans[i].n_units;
+    max_tokens = std::max(max_tokens, plans[i].n_tokens);
+  }
+  RunParallel(pool, units, [&](int64_t unit_begin, int64_t unit_end) {
+    for (int64_t t0 = 0; t0 < max_tokens; t0 += kTokenTile) {
+      int i = 0;
+      for (int64_t unit = unit_begin; unit < unit_end; ++unit) {
+        while (unit >= plans[i].unit_begin + plans[i].n_units) ++i;
+        const Plan& p = plans[i];
+        if (t0 < p.n_tokens) RunUnit(p, unit - p.unit_begin, t0, std::min(t0 + kTokenTile, p.n_tokens));
+      }
+    }
+  });
+}
 
 // batch_orders: the batch shape picks the summation order per token (GroupedTokens); false
 // keeps every token in the single-token order.
 void MatMulImpl(const TensorView& w, int64_t row_begin, int64_t row_end, const float* x,
                 int64_t n_tokens, float* y, int64_t y_stride, ThreadPool* pool,
                 std::vector<uint8_t>* scratch, bool batch_orders) {
-  COHORT_CHECK(IsWeightType(w.type));
-  COHORT_CHECK(0 <= row_begin && row_begin <= row_end && row_end <= w.n_rows());
-  COHORT_CHECK_GE(n_tokens, 0);
-  COHORT_CHECK_GE(y_stride, row_end - row_begin);
-  const int64_t n = w.ne[0];  // elements per row, shared by weights and activations
-  const DType act_type = VecDotType(w.type);
-
-  // [n_tokens][act_stride bytes]: the activations in the weight's vec-dot type.
-  const uint8_t* act = reinterpret_cast<const uint8_t*>(x);
-  int64_t act_stride = n * static_cast<int64_t>(sizeof(float));
-  if (act_type != DType::kF32) {
-    COHORT_CHECK(scratch != nullptr);
-    act_stride = RowBytes(act_type, n);
-    scratch->resize(static_cast<size_t>(n_tokens * act_stride));
-    uint8_t* q = scratch->data();
-    RunParallel(n_tokens > 1 ? pool : nullptr, n_tokens, [&](int64_t begin, int64_t end) {
-      for (int64_t t = begin; t < end; ++t) QuantizeRow(act_type, x + t * n, q + t * act_stride, n);
-    });
-    act = q;
-  }
-
-  const VecDotFn dot = GetVecDot(w.type, BestSimdLevel());
-  const TileFn tile_fn = GetTile(w.type, BestSimdLevel());
-  // Tokens [0, n_grouped) take GetVecDotGrouped's order (quant.h); a tile of
-  // kTileTokens (4) tokens starting at a multiple of 4 lies wholly on one side.
-  const VecDotFn dot_grouped = GetVecDotGrouped(w.type, BestSimdLevel());
-  const TileFn tile_grouped = GetTileGrouped(w.type, BestSimdLevel());
-  const int64_t n_grouped = batch_orders ? GroupedTokens(w.type, n_tokens) : 0;
-  const int64_t n_rows = row_end - row_begin;
-  const int64_t n_tiles = (n_rows + kRowTile - 1) / kRowTile;
-  const uint8_t* w_rows = w.data + row_begin * w.row_bytes;
-  RunParallel(pool, n_tiles, [&](int64_t tile_begin, int64_t tile_end) {
-    for (int64_t t0 = 0; t0 < n_tokens; t0 += kTokenTile) {
-      const int64_t t1 = std::min(t0 + kTokenTile, n_tokens);
-      for (int64_t tile = tile_begin; tile < tile_end; ++tile) {
-        const int64_t r0 = tile * kRowTile;
-        const int64_t r1 = std::min(r0 + kRowTile, n_rows);
-        if (tile_fn != nullptr) {
-          for (int64_t t = t0; t < t1; t += kTileTokens) {
-            const int tokens = static_cast<int>(std::min<int64_t>(kTileTokens, t1 - t));
-            const TileFn f = t < n_grouped ? tile_grouped : tile_fn;
-            f(w_rows + r0 * w.row_bytes, w.row_bytes, static_cast<int>(r1 - r0),
-              act + t * act_stride, act_stride, tokens, n, y + t * y_stride + r0, y_stride);
-          }
-          continue;
-        }
-        for (int64_t t = t0; t < t1; ++t) {
-          const uint8_t* a = act + t * act_stride;
-          float* out = y + t * y_stride;
-          const VecDotFn f = t < n_grouped ? dot_grouped : dot;
-          for (int64_t r = r0; r < r1; ++r) out[r] = f(w_rows + r * w.row_bytes, a, n);
-        }
-      }
-    }
-  });
+  Plan plan = MakePlan(w, row_begin, row_end, x, n_tokens, y, y_stride, batch_orders);
+  PrepareActivations(&plan, 1, pool, scratch);
+  RunPlans(&plan, 1, pool);
 }
 
 }  // namespace
+
+void MatMulExpertsBatch(std::span<const ExpertProduct> products, ThreadPool* pool,
+                        std::vector<uint8_t>* scratch) {
+  if (products.empty()) return;
+  COHORT_CHECK_LE(products.size(), static_cast<size_t>(kMaxExpertProducts));
+  std::array<Plan, kMaxExpertProducts> plans;
+  const int count = static_cast<int>(products.size());
+  for (int i = 0; i < count; ++i) {
+    const ExpertProduct& e = products[i];
+    plans[i] = MakePlan(e.w, 0, e.w.n_rows(), e.x, e.n_tokens, e.y, e.w.n_rows(), /*batch_orders=*/false);
+  }
+  PrepareActivations(plans.data(), count, pool, scratch);
+  RunPlans(plans.data(), count, pool);
+}
 
 void MatMulRows(const TensorView& w, int64_t row_begin, int64_t row_end, const float* x,
                 int64_t n_tokens, float* y, int64_t y_stride, ThreadPool* pool,

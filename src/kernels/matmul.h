@@ -5,6 +5,7 @@
 #pragma once
 
 #include <cstdint>
+#include <span>
 #include <vector>
 
 #include "core/tensor.h"
@@ -31,5 +32,21 @@ void MatMulRows(const TensorView& w, int64_t row_begin, int64_t row_end, const f
 // batch (see GetVecDotGrouped in quant.h).
 void MatMulExperts(const TensorView& w, const float* x, int64_t n_tokens, float* y,
                    ThreadPool* pool, std::vector<uint8_t>* scratch);
+
+// One product of a MatMulExpertsBatch: y[t * w.n_rows() + r] = dot(W row r, x[t]) for
+// t < n_tokens, every token in the single-token order (as MatMulExperts).
+struct ExpertProduct {
+  TensorView w;
+  const float* x = nullptr;
+  int64_t n_tokens = 0;
+  float* y = nullptr;
+};
+inline constexpr int kMaxExpertProducts = 64;
+
+// MatMulExperts for up to kMaxExpertProducts products at once, with the same results: the
+// activations of products that share x are quantized once, and all products' tiles of rows
+// are split over the pool in one parallel pass (one synchronisation instead of one each).
+void MatMulExpertsBatch(std::span<const ExpertProduct> products, ThreadPool* pool,
+                        std::vector<uint8_t>* scratch);
 
 }  // namespace cohort::kernels

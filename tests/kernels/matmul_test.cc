@@ -116,3 +116,64 @@ TEST(MatMul, AgreesWithFloatProductOfDequantizedWeights) {
 
 }  // namespace
 }  // namespace cohort::kernels
+
+namespace cohort::kernels {
+namespace {
+
+// 37 rows: two 16-row wide tiles (where the type has them) and 5 rows of 4-row tiles; up to
+// 13 tokens: full and partial 8-token wide calls on both sides of the grouped boundary.
+TEST(MatMul, WideTilesAndTheirTailsMatchNaiveLoops) {
+  ThreadPool pool2(2);
+  const int64_t n_in = 512, n_out = 37;
+  for (DType type : testing::kWeightTypes) {
+    const Weights w = MakeWeights(type, n_in, n_out, 300);
+    for (int64_t n_tokens : {1, 3, 8, 9, 13}) {
+      const std::vector<float> x = testing::RandomRow(n_in * n_tokens, 31 + static_cast<uint32_t>(n_tokens));
+      const std::vector<float> want = Naive(w.view, x, n_tokens);
+      SCOPED_TRACE(::testing::Message() << DTypeName(type) << " tokens=" << n_tokens);
+      std::vector<float> y(static_cast<size_t>(n_tokens * n_out), -1.0f);
+      std::vector<uint8_t> scratch;
+      MatMul(w.view, x.data(), n_tokens, y.data(), &pool2, &scratch);
+      for (size_t i = 0; i < y.size(); ++i) ASSERT_EQ(y[i], want[i]) << "i=" << i;
+    }
+  }
+}
+
+// A batch of expert products (two sharing an input, as gate and up do) equals the same
+// products one MatMulExperts call at a time, bit for bit.
+TEST(MatMul, ExpertsBatchEqualsOneCallPerProduct) {
+  ThreadPool pool2(2);
+  const int64_t n_in = 512;
+  for (DType type : {DType::kQ4_0, DType::kQ4_K, DType::kQ6_K, DType::kQ8_0, DType::kF32}) {
+    SCOPED_TRACE(DTypeName(type));
+    const Weights a = MakeWeights(type, n_in, 37, 500);
+    const Weights b = MakeWeights(type, n_in, 16, 600);
+    const Weights c = MakeWeights(type, n_in, 5, 700);
+    const std::vector<float> x1 = testing::RandomRow(n_in * 5, 41);
+    const std::vector<float> x2 = testing::RandomRow(n_in * 1, 43);
+    struct Case {
+      const TensorView* w;
+      const std::vector<float>* x;
+      int64_t n_tokens;
+    };
+    const Case cases[] = {{&a.view, &x1, 5}, {&b.view, &x1, 5}, {&c.view, &x2, 1}, {&a.view, &x2, 1}};
+    std::vector<std::vector<float>> want, got;
+    std::vector<ExpertProduct> products;
+    std::vector<uint8_t> scratch;
+    for (const Case& k : cases) {
+      want.emplace_back(static_cast<size_t>(k.n_tokens * k.w->n_rows()));
+      MatMulExperts(*k.w, k.x->data(), k.n_tokens, want.back().data(), &pool2, &scratch);
+      got.emplace_back(want.back().size(), -1.0f);
+    }
+    for (size_t i = 0; i < got.size(); ++i) {
+      products.push_back({*cases[i].w, cases[i].x->data(), cases[i].n_tokens, got[i].data()});
+    }
+    MatMulExpertsBatch(products, &pool2, &scratch);
+    for (size_t i = 0; i < got.size(); ++i) {
+      for (size_t j = 0; j < got[i].size(); ++j) ASSERT_EQ(got[i][j], want[i][j]) << "product " << i << " j=" << j;
+    }
+  }
+}
+
+}  // namespace
+}  // namespace cohort::kernels

@@ -1,0 +1,46 @@
+// Wide tile kernels: kWideRows (16) weight rows at once, one row per 32-bit lane of a 512-bit
+// register. The rows' block bytes are transposed in registers (no repacking of the stored
+// weights), so the integer dot products of 16 rows come out of dpbusd already one per lane,
+// with no horizontal reduction, and one vector FMA advances 16 rows' float accumulators.
+// Only for the types whose float sum is one scalar per (row, token) in llama.cpp's repacked
+// order (Q4_0, Q4_K): lane r does exactly the scalar steps of the vec-dot for row r, so the
+// results are bit-identical to GetVecDot / GetVecDotGrouped. Internal to src/kernels.
+#pragma once
+
+#include <cstdint>
+
+#include "core/dtype.h"
+#include "kernels/quant.h"
+
+namespace cohort::kernels {
+
+inline constexpr int kWideRows = 16;
+inline constexpr int kWideTokens = 8;
+
+// out[t * out_stride + r] = dot(weight row r, activation row t) for r < kWideRows, t <
+// n_tokens (1..max_tokens). `side` holds, per token (stride side_stride floats), what the
+// kernel's side function computed from that token's activation row (nullptr if none).
+using WideTileFn = void (*)(const uint8_t* w, int64_t w_stride, const uint8_t* act,
+                            int64_t act_stride, const float* side, int64_t side_stride,
+                            int n_tokens, int64_t n, float* out, int64_t out_stride);
+// Per activation row: side data the kernel reads per block instead of recomputing it for
+// every tile of rows (e.g. the block scales as floats).
+using WideSideFn = void (*)(const uint8_t* act_row, int64_t n, float* side);
+
+struct WideTile {
+  WideTileFn fn = nullptr;        // nullptr: no wide kernel for this type/level
+  WideSideFn side = nullptr;      // nullptr: the kernel needs no side data
+  int side_per_256 = 0;           // floats of side data per 256 elements
+  int max_tokens = kWideTokens;   // the most tokens one call takes
+};
+
+// The wide kernel for `weight` at `level` in GetVecDot's order (grouped = false) or in
+// GetVecDotGrouped's (grouped = true).
+WideTile GetWideTile(DType weight, SimdLevel level, bool grouped);
+
+namespace avx512 {
+WideTile GetWideTile(DType weight, bool grouped);   // tile_wide_avx512.cc
+WideTile GetWideTileK(DType weight, bool grouped);  // tile_wide_avx512_k.cc
+}  // namespace avx512
+
+}  // namespace cohort::kernels

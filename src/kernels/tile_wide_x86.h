@@ -1,0 +1,115 @@
+// Loads for the AVX-512 wide tile kernels (tile_wide.h): 16 weight rows read at one byte
+// offset and transposed in registers so that lane r of each result belongs to row r.
+// Internal to src/kernels.
+#pragma once
+
+#if defined(__x86_64__) || defined(__i386__)
+#include <array>
+#include <cstring>
+#include <utility>
+
+#include "kernels/simd_x86.h"
+#include "kernels/tile_wide.h"
+
+namespace cohort::kernels::x86 {
+
+inline int32_t LoadInt(const void* p) {
+  int32_t v;
+  std::memcpy(&v, p, 4);
+  return v;
+}
+
+// 16 consecutive rows w + r * stride, r = 0..15.
+class WideRows {
+ public:
+  COHORT_TARGET_AVX512 WideRows(const uint8_t* w, int64_t stride) : w_(w), stride_(stride) {
+    index_ = _mm512_mullo_epi32(_mm512_set_epi32(15, 14, 13, 12, 11, 10, 9, 8, 7, 6, 5, 4, 3, 2, 1, 0),
+                                _mm512_set1_epi32(static_cast<int>(stride)));
+  }
+
+  // q[c] lane r = the 32-bit word at byte off + 4c of row r, c = 0..3 (16 bytes per row).
+  COHORT_TARGET_AVX512 void Load16x16(int64_t off, __m512i q[4]) const {
+    // z[b]'s 128-bit lane a holds row 4a + b; a 4x4 transpose of 32-bit words within each
+    // 128-bit lane then leaves word c of rows 4a..4a+3 in lane a of q[c].
+    __m512i z[4];
+    for (int b = 0; b < 4; ++b) {
+      __m512i v = _mm512_castsi128_si512(Load16(off, b));
+      v = _mm512_inserti32x4(v, Load16(off, 4 + b), 1);
+      v = _mm512_inserti32x4(v, Load16(off, 8 + b), 2);
+      z[b] = _mm512_inserti32x4(v, Load16(off, 12 + b), 3);
+    }
+    const __m512i t0 = _mm512_unpacklo_epi32(z[0], z[1]);
+    const __m512i t1 = _mm512_unpackhi_epi32(z[0], z[1]);
+    const __m512i t2 = _mm512_unpacklo_epi32(z[2], z[3]);
+    const __m512i t3 = _mm512_unpackhi_epi32(z[2], z[3]);
+    q[0] = _mm512_unpacklo_epi64(t0, t2);
+    q[1] = _mm512_unpackhi_epi64(t0, t2);
+    q[2] = _mm512_unpacklo_epi64(t1, t3);
+    q[3] = _mm512_unpackhi_epi64(t1, t3);
+  }
+
+  // Lane r = the 32-bit word at byte off of row r.
+  COHORT_TARGET_AVX512 __m512i Words(int64_t off) const {
+    return _mm512_i32gather_epi32(index_, w_ + off, 1);
+  }
+
+  // Lane r = the fp16 at byte off of row r, as a float (the same conversion as HalfToFloat).
+  // Scalar loads into lanes: a gather of 16 lanes costs more than these 16 inserts.
+  COHORT_TARGET_AVX512 __m512 Halves(int64_t off) const {
+    __m128i h[2];
+    for (int k = 0; k < 2; ++k) {
+      const uint8_t* p = w_ + off + 8 * k * stride_;
+      h[k] = _mm_setr_epi16(Half(p), Half(p + stride_), Half(p + 2 * stride_), Half(p + 3 * stride_),
+                            Half(p + 4 * stride_), Half(p + 5 * stride_), Half(p + 6 * stride_),
+                            Half(p + 7 * stride_));
+    }
+    return _mm512_cvtph_ps(_mm256_set_m128i(h[1], h[0]));
+  }
+
+  // Software prefetch into L2 of the next 16 rows (the caller's next tile), the share of them
+  // that goes with block i: 16 row streams at once defeat the hardware prefetcher.
+  void PrefetchNext(int64_t i, int64_t block_bytes) const {
+    const uint8_t* next = w_ + 16 * stride_ + 16 * block_bytes * i;
+    for (int64_t b = 0; b < 16 * block_bytes; b += 64) {
+      _mm_prefetch(reinterpret_cast<const char*>(next + b), _MM_HINT_T1);
+    }
+  }
+
+ private:
+  static int16_t Half(const uint8_t* p) {
+    int16_t v;
+    std::memcpy(&v, p, 2);
+    return v;
+  }
+  COHORT_TARGET_AVX512 __m128i Load16(int64_t off, int r) const {
+    return _mm_loadu_si128(reinterpret_cast<const __m128i*>(w_ + r * stride_ + off));
+  }
+
+  const uint8_t* w_;
+  int64_t stride_;
+  __m512i index_;
+};
+
+// One WideTileFn for 1..kMax tokens over Kernel<T>::Run (T tokens, a compile-time count).
+template <template <int> class Kernel, int kMax>
+struct WideTable {
+  using Fn = void (*)(const uint8_t*, int64_t, const uint8_t*, int64_t, const float*, int64_t,
+                      int64_t, float*, int64_t);
+  template <int... Ts>
+  static constexpr std::array<Fn, kMax> Make(std::integer_sequence<int, Ts...>) {
+    return {&Kernel<Ts + 1>::Run...};
+  }
+  static constexpr std::array<Fn, kMax> kFns = Make(std::make_integer_sequence<int, kMax>{});
+};
+
+template <template <int> class Kernel, int kMax>
+void WideRun(const uint8_t* w, int64_t w_stride, const uint8_t* act, int64_t act_stride,
+             const float* side, int64_t side_stride, int n_tokens, int64_t n, float* out,
+             int64_t out_stride) {
+  WideTable<Kernel, kMax>::kFns[n_tokens - 1](w, w_stride, act, act_stride, side, side_stride, n,
+                                              out, out_stride);
+}
+
+}  // namespace cohort::kernels::x86
+
+#endif

@@ -1,0 +1,92 @@
+// Every wide tile kernel (16 rows as register lanes) against the vec-dot kernel of the same
+// order, which the vec-dot tests hold to the scalar reference: every token count, odd block
+// counts, rows and activations at odd byte offsets and odd strides. Equality is exact.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <vector>
+
+#include "kernels/quant.h"
+#include "kernels/tile_wide.h"
+#include "test_util.h"
+
+namespace cohort::kernels {
+namespace {
+
+struct Rows {
+  std::vector<uint8_t> storage;
+  uint8_t* data = nullptr;
+  int64_t stride = 0;
+};
+
+// `count` quantized rows of n elements, stride = RowBytes + pad, starting `offset` bytes past
+// a 64-byte boundary; `extra` bytes of slack after the last row (the kernels prefetch past it).
+Rows MakeRows(DType type, int64_t n, int count, int64_t pad, int offset, uint32_t seed, float scale) {
+  Rows r;
+  r.stride = RowBytes(type, n) + pad;
+  r.storage.resize(static_cast<size_t>(r.stride * count + 128));
+  const auto base = reinterpret_cast<uintptr_t>(r.storage.data());
+  r.data = r.storage.data() + ((64 - base % 64) % 64) + offset;
+  for (int i = 0; i < count; ++i) {
+    const std::vector<float> v = testing::RandomRow(n, seed + static_cast<uint32_t>(i), scale);
+    QuantizeRow(type, v.data(), r.data + i * r.stride, n);
+  }
+  return r;
+}
+
+TEST(WideTileKernels, EqualVecDotForEveryTokenCountSizeAndAlignment) {
+  int checked = 0;
+  for (SimdLevel level : SupportedSimdLevels()) {
+    for (DType type : testing::kWeightTypes) {
+      for (bool grouped : {false, true}) {
+        const WideTile wide = GetWideTile(type, level, grouped);
+        if (wide.fn == nullptr) continue;
+        ++checked;
+        const VecDotFn dot = grouped ? GetVecDotGrouped(type, level) : GetVecDot(type, level);
+        const DType act_type = VecDotType(type);
+        const int64_t block = std::max<int64_t>(Traits(type).block_size, Traits(act_type).block_size);
+        for (int64_t n_blocks : {1, 3, 7}) {
+          const int64_t n = n_blocks * block;
+          for (int offset : {0, 1, 3}) {
+            SCOPED_TRACE(::testing::Message() << SimdLevelName(level) << " " << DTypeName(type)
+                                              << (grouped ? " grouped" : "") << " n=" << n
+                                              << " offset=" << offset);
+            const Rows w = MakeRows(type, n, kWideRows, offset == 0 ? 0 : 5, offset, 11 * n_blocks, 1.0f);
+            const Rows a = MakeRows(act_type, n, kWideTokens, offset == 0 ? 0 : 3, 3 - offset, 17 * n_blocks, 2.0f);
+            const int64_t side_stride = wide.side_per_256 * n / 256;
+            std::vector<float> side(static_cast<size_t>(side_stride * kWideTokens + 1));
+            if (wide.side != nullptr) {
+              for (int t = 0; t < kWideTokens; ++t) wide.side(a.data + t * a.stride, n, side.data() + t * side_stride);
+            }
+            for (int tokens = 1; tokens <= wide.max_tokens; ++tokens) {
+              const int64_t out_stride = kWideRows + 3;
+              std::vector<float> out(static_cast<size_t>(out_stride * (kWideTokens + 1)), -99.0f);
+              wide.fn(w.data, w.stride, a.data, a.stride, side.data(), side_stride, tokens, n,
+                      out.data(), out_stride);
+              for (int t = 0; t <= kWideTokens; ++t) {
+                for (int r = 0; r < out_stride; ++r) {
+                  const float got = out[t * out_stride + r];
+                  if (t < tokens && r < kWideRows) {
+                    ASSERT_EQ(got, dot(w.data + r * w.stride, a.data + t * a.stride, n))
+                        << "tokens=" << tokens << " r=" << r << " t=" << t;
+                  } else {
+                    ASSERT_EQ(got, -99.0f) << "wrote outside the tile: r=" << r << " t=" << t;
+                  }
+                }
+              }
+            }
+          }
+        }
+      }
+    }
+  }
+  RecordProperty("checked_wide_tiles", checked);
+  if (BestSimdLevel() == SimdLevel::kAvx512) {
+    for (DType type : {DType::kQ4_0, DType::kQ4_K}) {
+      for (bool grouped : {false, true}) EXPECT_NE(GetWideTile(type, SimdLevel::kAvx512, grouped).fn, nullptr);
+    }
+  }
+}
+
+}  // namespace
+}  // namespace cohort::kernels
