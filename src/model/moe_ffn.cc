@@ -1,9 +1,10 @@
-// Route and MoeFfn; see moe_ffn.h. Experts are evaluated one at a time over the tokens routed
-// to them (a batched matmul per expert), and the weighted outputs are summed per token in slot
-// order, as ggml sums the views of its mul_mat_id result.
+// Route and MoeFfn; see moe_ffn.h. Each expert's products run over the tokens routed to it
+// (all experts' products in one batched parallel pass), and the weighted outputs are summed
+// per token in slot order, as ggml sums the views of its mul_mat_id result.
 #include "model/moe_ffn.h"
 
 #include <algorithm>
+#include <array>
 #include <cstring>
 #include <limits>
 #include <numeric>
@@ -94,12 +95,13 @@ void MoeFfn(ThreadPool* pool, std::vector<uint8_t>* matmul_scratch, const MoeCon
   kernels::MatMul(w.router, x, n_tokens, s.logits.data(), pool, matmul_scratch);
   Route(c, w.selection_bias, s.logits.data(), n_tokens, s.route_work, s.route_order, s.routing);
 
-  s.slot_out.assign(static_cast<size_t>(n_tokens) * k * n_embd, 0.0f);
-  s.rows.reserve(n_tokens);
-  s.slots.reserve(n_tokens);
+  // The routed (token, slot) pairs grouped by expert, in expert order; each group's
+  // inputs gathered into consecutive rows of s.x.
+  s.rows.clear();
+  s.slots.clear();
+  s.groups.clear();
   for (int e = experts.begin; e < experts.end; ++e) {
-    s.rows.clear();
-    s.slots.clear();
+    const int begin = static_cast<int>(s.rows.size());
     for (int t = 0; t < n_tokens; ++t) {
       for (int i = 0; i < k; ++i) {
         if (s.routing.experts[static_cast<size_t>(t) * k + i] != e) continue;
@@ -107,35 +109,58 @@ void MoeFfn(ThreadPool* pool, std::vector<uint8_t>* matmul_scratch, const MoeCon
         s.slots.push_back(i);
       }
     }
-    const int n = static_cast<int>(s.rows.size());
-    if (n == 0) continue;
-    s.x.resize(static_cast<size_t>(n) * n_embd);
-    s.gate.resize(static_cast<size_t>(n) * n_ff);
-    s.up.resize(static_cast<size_t>(n) * n_ff);
-    s.y.resize(static_cast<size_t>(n) * n_embd);
-    for (int r = 0; r < n; ++r) {
-      std::memcpy(s.x.data() + static_cast<size_t>(r) * n_embd,
-                  x + static_cast<size_t>(s.rows[r]) * n_embd, n_embd * sizeof(float));
+    if (static_cast<int>(s.rows.size()) > begin) s.groups.push_back({e, begin, static_cast<int>(s.rows.size()) - begin});
+  }
+  const size_t n_routed = s.rows.size();
+  s.x.resize(n_routed * n_embd);
+  s.gate.resize(n_routed * n_ff);
+  s.up.resize(n_routed * n_ff);
+  s.y.resize(n_routed * n_embd);
+  for (size_t r = 0; r < n_routed; ++r) {
+    std::memcpy(s.x.data() + r * n_embd, x + static_cast<size_t>(s.rows[r]) * n_embd, n_embd * sizeof(float));
+  }
+  // Expert products take each token alone, as llama.cpp's MUL_MAT_ID does; all experts'
+  // gate and up products go in one batch (one quantization of each group's input, one
+  // parallel pass), then all down products.
+  constexpr size_t kGroupsPerBatch = kernels::kMaxExpertProducts / 2;
+  std::array<kernels::ExpertProduct, kernels::kMaxExpertProducts> products;
+  for (size_t g0 = 0; g0 < s.groups.size(); g0 += kGroupsPerBatch) {
+    const size_t g1 = std::min(s.groups.size(), g0 + kGroupsPerBatch);
+    size_t count = 0;
+    for (size_t g = g0; g < g1; ++g) {
+      const ExpertGroup& eg = s.groups[g];
+      const float* gx = s.x.data() + static_cast<size_t>(eg.begin) * n_embd;
+      const int64_t rows_begin = eg.expert * n_ff;
+      products[count++] = {w.gate_exps.Rows(rows_begin, rows_begin + n_ff), gx, eg.count,
+                           s.gate.data() + static_cast<size_t>(eg.begin) * n_ff};
+      products[count++] = {w.up_exps.Rows(rows_begin, rows_begin + n_ff), gx, eg.count,
+                           s.up.data() + static_cast<size_t>(eg.begin) * n_ff};
     }
-    // Expert products take each token alone, as llama.cpp's MUL_MAT_ID does.
-    kernels::MatMulExperts(w.gate_exps.Rows(e * n_ff, (e + 1) * n_ff), s.x.data(), n, s.gate.data(),
-                           pool, matmul_scratch);
-    kernels::MatMulExperts(w.up_exps.Rows(e * n_ff, (e + 1) * n_ff), s.x.data(), n, s.up.data(), pool,
-                           matmul_scratch);
-    for (int r = 0; r < n; ++r) {
-      float* g = s.gate.data() + static_cast<size_t>(r) * n_ff;
-      kernels::SwiGlu(g, s.up.data() + static_cast<size_t>(r) * n_ff, n_ff, g);
+    kernels::MatMulExpertsBatch({products.data(), count}, pool, matmul_scratch);
+  }
+  for (size_t r = 0; r < n_routed; ++r) {
+    float* g = s.gate.data() + r * n_ff;
+    kernels::SwiGlu(g, s.up.data() + r * n_ff, n_ff, g);
+  }
+  for (size_t g0 = 0; g0 < s.groups.size(); g0 += kernels::kMaxExpertProducts) {
+    const size_t g1 = std::min(s.groups.size(), g0 + kernels::kMaxExpertProducts);
+    size_t count = 0;
+    for (size_t g = g0; g < g1; ++g) {
+      const ExpertGroup& eg = s.groups[g];
+      const int64_t rows_begin = static_cast<int64_t>(eg.expert) * n_embd;
+      products[count++] = {w.down_exps.Rows(rows_begin, rows_begin + n_embd),
+                           s.gate.data() + static_cast<size_t>(eg.begin) * n_ff, eg.count,
+                           s.y.data() + static_cast<size_t>(eg.begin) * n_embd};
     }
-    kernels::MatMulExperts(
-        w.down_exps.Rows(static_cast<int64_t>(e) * n_embd, static_cast<int64_t>(e + 1) * n_embd),
-        s.gate.data(), n, s.y.data(), pool, matmul_scratch);
-    for (int r = 0; r < n; ++r) {
-      const size_t slot = static_cast<size_t>(s.rows[r]) * k + s.slots[r];
-      float* dst = s.slot_out.data() + slot * n_embd;
-      const float weight = s.routing.weights[slot];
-      const float* src = s.y.data() + static_cast<size_t>(r) * n_embd;
-      for (int i = 0; i < n_embd; ++i) dst[i] = src[i] * weight;
-    }
+    kernels::MatMulExpertsBatch({products.data(), count}, pool, matmul_scratch);
+  }
+  s.slot_out.assign(static_cast<size_t>(n_tokens) * k * n_embd, 0.0f);
+  for (size_t r = 0; r < n_routed; ++r) {
+    const size_t slot = static_cast<size_t>(s.rows[r]) * k + s.slots[r];
+    float* dst = s.slot_out.data() + slot * n_embd;
+    const float weight = s.routing.weights[slot];
+    const float* src = s.y.data() + r * n_embd;
+    for (int i = 0; i < n_embd; ++i) dst[i] = src[i] * weight;
   }
   std::memset(out, 0, static_cast<size_t>(n_tokens) * n_embd * sizeof(float));
   for (int t = 0; t < n_tokens; ++t) {

@@ -37,14 +37,22 @@ struct Routing {
 void Route(const MoeConfig& c, const float* selection_bias, const float* logits, int n_tokens,
            std::vector<float>& work, std::vector<int32_t>& order, Routing& routing);
 
+// The tokens routed to one expert: rows [begin, begin + count) of MoeScratch's gathered rows.
+struct ExpertGroup {
+  int expert = 0;
+  int begin = 0;
+  int count = 0;
+};
+
 struct MoeScratch {
   std::vector<float> logits;      // [n_tokens][n_expert]
   std::vector<float> route_work;
   std::vector<int32_t> route_order;
   Routing routing;
-  std::vector<int32_t> rows;      // tokens routed to the current expert
+  std::vector<int32_t> rows;      // routed tokens, grouped by expert
   std::vector<int32_t> slots;     // their slot index
-  std::vector<float> x, gate, up, y;  // gathered rows for one expert
+  std::vector<ExpertGroup> groups;
+  std::vector<float> x, gate, up, y;  // gathered rows, grouped by expert
   std::vector<float> slot_out;    // [n_tokens][n_used][n_embd]
   DenseFfnScratch shared;
   std::vector<float> shared_out;  // [n_tokens][n_embd]
