@@ -8,6 +8,7 @@
 
 #include <cerrno>
 #include <cstring>
+#include <filesystem>
 #include <fstream>
 #include <vector>
 
@@ -96,7 +97,8 @@ Result<DigestCache::Entry> DigestCache::Get(const std::string& path) const {
   COHORT_ASSIGN_OR_RETURN(e.sha256, Sha256OfFile(path));
   if (!dir_.empty()) {
     // Best effort: a cache that cannot be written only costs a re-hash next time.
-    ::mkdir(dir_.c_str(), 0755);
+    std::error_code ec;
+    std::filesystem::create_directories(dir_, ec);
     const std::string tmp = fmt::format("{}.{}.tmp", entry_path, ::getpid());
     {
       std::ofstream out(tmp, std::ios::trunc);

@@ -10,6 +10,7 @@
 #include <algorithm>
 #include <cerrno>
 #include <cstring>
+#include <filesystem>
 #include <random>
 
 #include <fmt/format.h>
@@ -284,7 +285,8 @@ Result<std::unique_ptr<gguf::File>> FetchShare(ControlChannel& channel, const Sh
   if (!IsSha256Hex(ranges_digest) || share_bytes > req.file_bytes) {
     return Corrupt("the coordinator's share offer is malformed");
   }
-  ::mkdir(req.cache_dir.c_str(), 0755);
+  std::error_code ec;
+  std::filesystem::create_directories(req.cache_dir, ec);
   const std::string path = fmt::format("{}/{}-{}.gguf", req.cache_dir, req.sha256, ranges_digest.substr(0, 16));
   if (auto cached = OpenShare(path, req, ranges_digest, nullptr); cached.ok()) {
     COHORT_RETURN_IF_ERROR(channel.Send({{"send", false}}, deadline));
