@@ -144,13 +144,15 @@ Result<cluster::ModelEntry> ClusterDaemon::ResolveModel(const std::string& path_
                                              kProposeTimeoutMs)
                              .status());
   log_.Info("registered model {} ({} bytes, sha256 {})", entry.name, entry.file_bytes, entry.sha256);
+  // Say at once that this node holds it, so the placement that follows can use it.
+  PublishSelf(node_.Snapshot(), /*now=*/true);
   return entry;
 }
 
 void ClusterDaemon::Loop() {
   while (!stop_) {
     const cluster::ClusterSnapshot snap = node_.Snapshot();
-    PublishSelf(snap);
+    PublishSelf(snap, /*now=*/false);
     Lead(snap);
     Coordinate(snap);
     for (int waited = 0; waited < options_.tick_ms && !stop_; waited += 20) {
@@ -159,7 +161,8 @@ void ClusterDaemon::Loop() {
   }
 }
 
-void ClusterDaemon::PublishSelf(const cluster::ClusterSnapshot& snap) {
+void ClusterDaemon::PublishSelf(const cluster::ClusterSnapshot& snap, bool publish_now) {
+  std::lock_guard<std::mutex> lock(publish_mutex_);
   cluster::NodeService want;
   want.id = self_;
   want.name = options_.name;
@@ -179,7 +182,7 @@ void ClusterDaemon::PublishSelf(const cluster::ClusterSnapshot& snap) {
     if (have.ok() && *have == want) return;
   }
   const uint64_t now = NowMs();
-  if (now - last_publish_ms_ < kPublishIntervalMs) return;
+  if (!publish_now && now - last_publish_ms_ < kPublishIntervalMs) return;
   last_publish_ms_ = now;
   auto version = node_.ProposeChange(
       {cluster::ChangeKind::kPutModel, cluster::kNodeKeyPrefix + self_, cluster::NodeServiceToJson(want)},
@@ -205,8 +208,9 @@ void ClusterDaemon::Lead(const cluster::ClusterSnapshot& snap) {
     n.profile = cluster::BudgetProfile(m.name, m.profile.memory_total_bytes, m.profile.memory_available_bytes,
                                        m.profile.memory_bandwidth_Bps, m.profile.matmul_flops,
                                        service->max_memory_bytes);
+    // What placement depends on: who is alive and what each offers.
+    signature += it->second.dump() + ";";
     candidates.push_back(std::move(n));
-    signature += m.id.Hex() + ",";
   }
   const uint64_t now = NowMs();
   for (const auto& [id, value] : snap.state.placements) {

@@ -60,7 +60,9 @@ class ClusterDaemon {
   };
 
   void Loop();
-  void PublishSelf(const cluster::ClusterSnapshot& snap);
+  // Proposes this node's NodeService when the state's differs (at most once a second unless
+  // `now`); called by the loop and by ResolveModel.
+  void PublishSelf(const cluster::ClusterSnapshot& snap, bool now);
   void Lead(const cluster::ClusterSnapshot& snap);
   void Coordinate(const cluster::ClusterSnapshot& snap);
   bool Report(const std::string& id, const cluster::RunReport& report);
@@ -81,7 +83,8 @@ class ClusterDaemon {
   // live set it was tried against.
   std::map<std::string, uint64_t> last_try_ms_;
   std::map<std::string, std::string> tried_on_;
-  uint64_t last_publish_ms_ = 0;
+  std::mutex publish_mutex_;
+  uint64_t last_publish_ms_ = 0;  // guarded by publish_mutex_
 
   std::mutex hash_mutex_;
   std::map<std::string, std::pair<std::string, std::string>> hashes_;  // path -> (stamp, sha256)

@@ -1,0 +1,234 @@
+#!/usr/bin/env bash
+# Model instances on a 3-node `cohort serve --cluster`, one node per network namespace (veth
+# to one bridge, --peers only):
+#   1. POST /v1/instances loads the demo model across the 3 nodes; a completion through a
+#      node that is not the coordinator gives the model's text.
+#   2. Kill: while a stream runs through a non-coordinator node, the other non-coordinator is
+#      SIGKILLed: the stream ends within 5 s with an SSE error event; within 30 s a new
+#      request succeeds (re-placed on the survivors); the node restarts, rejoins, and a
+#      rebalance spreads the model over 3 nodes again.
+#   3. Link cut: the same with that node's veth set down (and up again).
+#   4. --max-memory so the model fits on no single node (nor on two): it loads on 3 nodes,
+#      each holding <= 40% of the file's bytes, and generates; with a node gone, the instance
+#      says why it cannot be placed.
+# Generation is slowed with 2 ms of emulated link latency, so a stream lasts long enough to
+# be cut. Needs root; exits 77 (skipped) without it. Cleans up on any exit.
+#
+# usage: instance_netns_test.sh PATH/TO/cohort PATH/TO/model.gguf
+set -euo pipefail
+
+COHORT=$(readlink -f "$1")
+MODEL=$(readlink -f "$2")
+if [ "$(id -u)" -ne 0 ]; then
+  echo "instance_netns_test: needs root for network namespaces; skipped"
+  exit 77
+fi
+[ -x "$COHORT" ] || { echo "instance_netns_test: $COHORT is not executable"; exit 1; }
+
+N=3
+TAG=$$
+SUBNET="10.232.$((TAG % 200 + 20))"
+BR="cibr$TAG"
+WORK=$(mktemp -d /tmp/cohort-instance.XXXXXX)
+declare -A PIDS=()
+EXTRA=()   # more `serve` options for every node (scenario 4)
+
+cleanup() {
+  for pid in "${PIDS[@]}"; do kill -9 "$pid" 2>/dev/null || true; done
+  for pid in "${PIDS[@]}"; do wait "$pid" 2>/dev/null || true; done
+  for i in $(seq 1 $N); do ip netns del "ci$TAG-$i" 2>/dev/null || true; done
+  ip link del "$BR" 2>/dev/null || true
+  rm -rf "$WORK"
+}
+trap cleanup EXIT
+
+fail() {
+  echo "instance_netns_test: FAIL: $*"
+  for f in "$WORK"/*.log; do echo "--- $f"; tail -25 "$f"; done
+  exit 1
+}
+
+ip link add "$BR" type bridge
+ip addr add "$SUBNET.254/24" dev "$BR"
+ip link set "$BR" up
+for i in $(seq 1 $N); do
+  ns="ci$TAG-$i"
+  ip netns add "$ns"
+  ip link add "civ$TAG-$i" type veth peer name "cip$TAG-$i"
+  ip link set "cip$TAG-$i" netns "$ns"
+  ip link set "civ$TAG-$i" master "$BR" up
+  ip netns exec "$ns" ip link set lo up
+  ip netns exec "$ns" ip addr add "$SUBNET.$i/24" dev "cip$TAG-$i"
+  ip netns exec "$ns" ip link set "cip$TAG-$i" up
+done
+
+PEERS=$(for k in $(seq 1 $N); do printf '%s' "$SUBNET.$k:7946,"; done)
+start_node() {
+  local i=$1
+  ip netns exec "ci$TAG-$i" "$COHORT" -v -t 1 serve --cluster --listen "$SUBNET.$i:7946" \
+    --host "$SUBNET.$i" --port 8080 --peers "${PEERS%,}" --no-multicast --secret "instance test" \
+    --state-dir "$WORK/state-$i" --name "n$i" --no-benchmarks --heartbeat-ms 250 --suspect-ms 1000 \
+    --dead-ms 2500 --comm-timeout-ms 2500 --link-latency-us 2000 -c 128 "${EXTRA[@]}" \
+    >> "$WORK/n$i.log" 2>&1 &
+  PIDS[$i]=$!
+}
+stop_all() {
+  for i in "${!PIDS[@]}"; do kill -9 "${PIDS[$i]}" 2>/dev/null || true; wait "${PIDS[$i]}" 2>/dev/null || true; done
+  PIDS=()
+}
+
+api() { echo "http://$SUBNET.$1:8080"; }
+
+# json FILE EXPR: evaluates a Python expression over the JSON in FILE (as `j`).
+json() { python3 -c "import json,sys; j=json.load(open(sys.argv[1])); print($2)" "$1"; }
+
+wait_members() {  # wait_members NODE COUNT: NODE sees COUNT members alive
+  for _ in $(seq 1 100); do
+    if curl -s --max-time 2 "$(api "$1")/v1/cluster" > "$WORK/c.json" 2>/dev/null &&
+       [ "$(json "$WORK/c.json" "sum(m['state'] == 'alive' for m in j['members'])")" = "$2" ]; then
+      return 0
+    fi
+    sleep 0.2
+  done
+  fail "node $1 does not see $2 members alive"
+}
+
+# wait_instance NODE RANKS SECONDS: the instance is ready on RANKS nodes; leaves it in inst.json.
+wait_instance() {
+  local deadline=$((SECONDS + $3))
+  while [ $SECONDS -lt $deadline ]; do
+    if curl -s --max-time 2 "$(api "$1")/v1/instances/stories260K" > "$WORK/inst.json" 2>/dev/null &&
+       [ "$(json "$WORK/inst.json" "j.get('state') == 'ready' and len(j['ranks']) == $2")" = True ]; then
+      return 0
+    fi
+    sleep 0.2
+  done
+  cat "$WORK/inst.json" 2>/dev/null || true
+  fail "instance not ready on $2 nodes within $3 s (via node $1)"
+}
+
+node_of() {  # node_of ID: the namespace index of a node id, from inst.json's ranks
+  json "$WORK/inst.json" "[r['name'] for r in j['ranks'] if r['node'] == '$1'][0][1:]"
+}
+
+complete() {  # complete NODE: one completion; prints its text or fails
+  curl -s --max-time 10 "$(api "$1")/v1/completions" \
+    -d '{"prompt": "Once upon a time", "max_tokens": 12, "temperature": 0}' > "$WORK/complete.json" || true
+  json "$WORK/complete.json" "j['choices'][0]['text']" 2>/dev/null
+}
+
+wait_complete() {  # wait_complete NODE SECONDS: a completion succeeds within SECONDS
+  local start=$SECONDS
+  while [ $((SECONDS - start)) -lt "$2" ]; do
+    if text=$(complete "$1") && [ -n "$text" ]; then
+      echo "instance_netns_test: a request succeeds again after $((SECONDS - start)) s: '$text'"
+      return 0
+    fi
+    sleep 0.5
+  done
+  cat "$WORK/complete.json"
+  fail "no successful request within $2 s"
+}
+
+# The coordinator, a client node and a victim (the two non-coordinators).
+roles() {
+  COORD=$(node_of "$(json "$WORK/inst.json" "j['coordinator']")")
+  OTHERS=()
+  for i in $(seq 1 $N); do [ "$i" = "$COORD" ] || OTHERS+=("$i"); done
+  CLIENT=${OTHERS[0]}
+  VICTIM=${OTHERS[1]}
+}
+
+# stream_and_break CLIENT WHAT COMMAND...: streams through CLIENT, runs COMMAND once tokens
+# flow, and checks the stream ends with an error event within 5 s.
+stream_and_break() {
+  local client=$1 what=$2
+  shift 2
+  rm -f "$WORK/stream.out"
+  curl -sN --max-time 60 "$(api "$client")/v1/completions" \
+    -d '{"prompt": "Once upon a time", "max_tokens": 120, "temperature": 0.8, "ignore_eos": true, "stream": true}' \
+    > "$WORK/stream.out" &
+  local curl_pid=$!
+  for _ in $(seq 1 100); do
+    [ "$(grep -c '^data: {"choices"' "$WORK/stream.out" 2>/dev/null || true)" -ge 5 ] && break
+    sleep 0.05
+  done
+  local t0; t0=$(date +%s%N)
+  "$@"
+  wait "$curl_pid" || true
+  local ms=$(( ($(date +%s%N) - t0) / 1000000 ))
+  local tokens; tokens=$(grep -c '^data: {"choices"' "$WORK/stream.out" || true)
+  grep -q '^data: {"error"' "$WORK/stream.out" || { tail -3 "$WORK/stream.out"; fail "$what: the stream did not end with an error event"; }
+  [ "$ms" -le 5000 ] || fail "$what: the stream took $ms ms to end"
+  [ "$tokens" -lt 120 ] || fail "$what: the stream finished before the failure (make it longer)"
+  echo "instance_netns_test: $what: stream ended with an error $ms ms later after $tokens tokens: $(grep '^data: {"error"' "$WORK/stream.out" | head -c 200)"
+}
+
+# --- 1. A 3-node instance, used through a node that is not its coordinator.
+for i in $(seq 1 $N); do start_node "$i"; done
+wait_members 1 3
+curl -s --max-time 40 "$(api 1)/v1/instances" \
+  -d "{\"model\": \"$MODEL\", \"nodes\": 3, \"wait_s\": 30}" > "$WORK/created.json"
+[ "$(json "$WORK/created.json" "j.get('state')")" = ready ] || { cat "$WORK/created.json"; fail "instance not ready"; }
+wait_instance 2 3 10
+roles
+text=$(complete "$CLIENT") || { cat "$WORK/complete.json"; fail "completion through node $CLIENT"; }
+echo "instance_netns_test: tp over 3 nodes (coordinator n$COORD), through n$CLIENT: '$text'"
+[[ "$text" == *" "* ]] || fail "no text"
+
+# --- 2. Kill a non-coordinator during a stream.
+stream_and_break "$CLIENT" "SIGKILL n$VICTIM" kill -9 "${PIDS[$VICTIM]}"
+wait "${PIDS[$VICTIM]}" 2>/dev/null || true
+unset "PIDS[$VICTIM]"
+wait_complete "$CLIENT" 30
+wait_instance "$CLIENT" 2 5
+start_node "$VICTIM"
+wait_members "$CLIENT" 3
+echo "instance_netns_test: n$VICTIM restarted and rejoined"
+curl -s -X POST -d '' "$(api "$VICTIM")/v1/instances/stories260K/rebalance" > /dev/null
+wait_instance "$VICTIM" 3 30
+complete "$VICTIM" > /dev/null || fail "completion after the rebalance"
+echo "instance_netns_test: rebalanced onto 3 nodes again"
+
+# --- 3. Cut a non-coordinator's link during a stream.
+roles
+stream_and_break "$CLIENT" "link of n$VICTIM down" ip link set "civ$TAG-$VICTIM" down
+wait_complete "$CLIENT" 30
+wait_instance "$CLIENT" 2 5
+ip link set "civ$TAG-$VICTIM" up
+wait_members "$CLIENT" 3
+echo "instance_netns_test: n$VICTIM's link is back and it rejoined"
+curl -s -X POST -d '' "$(api "$CLIENT")/v1/instances/stories260K/rebalance" > /dev/null
+wait_instance "$CLIENT" 3 30
+complete "$CLIENT" > /dev/null || fail "completion after the rebalance"
+echo "instance_netns_test: rebalanced onto 3 nodes again"
+
+# --- 4. A memory budget no single node (nor two) can meet.
+stop_all
+FILE_BYTES=$(stat -c %s "$MODEL")
+BUDGET=$((FILE_BYTES * 55 / 100))
+EXTRA=(--max-memory "$BUDGET")
+for i in $(seq 1 $N); do start_node "$i"; done
+wait_members 1 3
+curl -s --max-time 40 "$(api 2)/v1/instances" -d "{\"model\": \"$MODEL\", \"wait_s\": 30}" > "$WORK/created.json"
+[ "$(json "$WORK/created.json" "j.get('state')")" = ready ] || { cat "$WORK/created.json"; fail "max-memory instance not ready"; }
+cp "$WORK/created.json" "$WORK/inst.json"
+check=$(json "$WORK/inst.json" "' '.join(f\"{r['name']}:{r['weight_bytes']/$FILE_BYTES:.3f}:{(r['weight_bytes']+r['kv_bytes'])<=$BUDGET}\" for r in j['ranks'])")
+echo "instance_netns_test: --max-memory $BUDGET (55% of the file): ranks name:share-of-file:fits = $check"
+[ "$(json "$WORK/inst.json" "len(j['ranks'])")" = 3 ] || fail "not on 3 nodes"
+[ "$(json "$WORK/inst.json" "all(r['weight_bytes'] <= 0.4 * $FILE_BYTES and r['weight_bytes'] + r['kv_bytes'] <= $BUDGET for r in j['ranks'])")" = True ] ||
+  fail "a rank holds more than 40% of the model or exceeds its budget"
+roles
+text=$(complete "$CLIENT") || { cat "$WORK/complete.json"; fail "completion on the max-memory instance"; }
+echo "instance_netns_test: generates: '$text'"
+kill -9 "${PIDS[$VICTIM]}"
+wait "${PIDS[$VICTIM]}" 2>/dev/null || true
+unset "PIDS[$VICTIM]"
+for _ in $(seq 1 100); do
+  curl -s --max-time 2 "$(api "$CLIENT")/v1/instances/stories260K" > "$WORK/inst.json" || true
+  [ "$(json "$WORK/inst.json" "j.get('state')" 2>/dev/null)" = unplaced ] && break
+  sleep 0.2
+done
+[ "$(json "$WORK/inst.json" "j.get('state')")" = unplaced ] || { cat "$WORK/inst.json"; fail "the instance should not fit on 2 nodes"; }
+echo "instance_netns_test: on 2 nodes it says: $(json "$WORK/inst.json" "j['reason']")"
+echo "instance_netns_test: PASS"
