@@ -180,7 +180,9 @@ INSTANTIATE_TEST_SUITE_P(Layouts, SessionStreamTest,
                                            StreamCase{"llama_pp2", "tiny-llama-f32", "pp", 2},
                                            StreamCase{"deepseek2_pp3", "tiny-deepseek2-f32", "pp", 3},
                                            StreamCase{"qwen3moe_tp3", "tiny-qwen3moe-f32", "tp", 3},
-                                           StreamCase{"llama_q4_0_tp2", "tiny-llama-q4_0", "tp", 2}),
+                                           StreamCase{"llama_q4_0_tp2", "tiny-llama-q4_0", "tp", 2},
+                                           StreamCase{"qwen3_tp4", "tiny-qwen3-f32", "tp", 4},
+                                           StreamCase{"qwen2_hybrid2x2", "tiny-qwen2-f32", "hybrid:2", 4}),
                          [](const auto& info) { return std::string(info.param.name); });
 
 TEST(SessionStreamFiles, LocalFileWithAnotherDigestIsNotUsed) {
