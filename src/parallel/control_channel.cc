@@ -2,6 +2,7 @@
 #include "parallel/control_channel.h"
 
 #include <netinet/in.h>
+#include <poll.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
@@ -37,6 +38,20 @@ Result<std::unique_ptr<ControlChannel>> ControlChannel::Connect(const std::strin
 }
 
 ControlChannel::~ControlChannel() { comm::CloseFd(&fd_); }
+
+void ControlChannel::DrainUntilClosed(comm::Deadline deadline) {
+  ::shutdown(fd_, SHUT_WR);
+  uint8_t buf[64 << 10];
+  while (comm::PollOne(fd_, POLLIN, deadline).ok()) {
+    const ssize_t n = ::recv(fd_, buf, sizeof(buf), 0);
+    if (n == 0 || (n < 0 && errno != EAGAIN && errno != EINTR)) return;
+  }
+}
+
+bool ControlChannel::Readable() const {
+  pollfd p{fd_, POLLIN, 0};
+  return ::poll(&p, 1, 0) > 0;
+}
 
 Status ControlChannel::Send(const nlohmann::json& message, comm::Deadline deadline) {
   const std::string text = message.dump();

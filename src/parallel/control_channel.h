@@ -38,6 +38,11 @@ class ControlChannel {
   Status SendBytes(std::span<const uint8_t> bytes, comm::Deadline deadline);
   // Reads one binary message into *bytes (resized); at most kMessageBytesMax.
   Status ReceiveBytes(std::vector<uint8_t>* bytes, comm::Deadline deadline);
+  // Closes our sending side and reads (discarding) until the peer closes or the deadline: a
+  // peer still sending then reads our last message instead of a reset connection.
+  void DrainUntilClosed(comm::Deadline deadline);
+  // Whether a message (or the peer's close) is waiting to be read, without blocking.
+  bool Readable() const;
   int fd() const { return fd_; }
 
  private:

@@ -170,7 +170,12 @@ Result<std::string> AwaitWorker(ControlChannel& channel, const SessionOptions& o
                                 comm::Deadline deadline) {
   COHORT_ASSIGN_OR_RETURN(nlohmann::json reply, channel.Receive(deadline));
   if (reply.value("fetch", false)) {
-    COHORT_RETURN_IF_ERROR(ServeShareFetch(channel, file, plan, rank, options.transfer));
+    if (Status sent = ServeShareFetch(channel, file, plan, rank, options.transfer); !sent.ok()) {
+      // A worker that rejects a frame says why and hangs up: its reason beats our broken pipe.
+      auto why = channel.Receive(comm::DeadlineAfter(std::chrono::seconds(1)));
+      const bool reported = !why.ok() && why.status().message().rfind("peer reports", 0) == 0;
+      return reported ? why.status() : sent;
+    }
     // The worker now opens and loads its share: a fresh setup bound from here.
     COHORT_ASSIGN_OR_RETURN(reply, channel.Receive(comm::DeadlineAfter(options.setup_timeout)));
   }
@@ -367,6 +372,8 @@ Status ServeOneJob(int listen_fd, const WorkerEnvironment& env, Logger* log) {
   }
   if (!st.ok()) {
     (void)channel.Send({{"error", st.ToString()}}, comm::DeadlineAfter(std::chrono::seconds(1)));
+    // The coordinator may still be sending (share frames): let it read this before we hang up.
+    channel.DrainUntilClosed(comm::DeadlineAfter(std::chrono::seconds(2)));
   }
   return st;
 }

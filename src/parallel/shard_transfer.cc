@@ -202,6 +202,8 @@ Status SendRanges(ControlChannel& channel, const std::string& path, uint64_t fil
     COHORT_RETURN_IF_ERROR(channel.SendBytes(frame, StallDeadline(options, total_deadline))
                                .Annotate("sending the share"));
     if (last) return Status::Ok();
+    // The receiver says nothing until the last frame unless it gives up: stop sending then.
+    if (channel.Readable()) return Cancelled("the receiver stopped the share transfer");
   }
 }
 
@@ -225,6 +227,7 @@ Result<std::vector<ByteRange>> ReceiveRanges(ControlChannel& channel, int fd, ui
       bytes += r.length;
       got.push_back(r);
     }
+    if (bytes > file_size) return Corrupt("share transfer: more bytes than the file holds");
     if (fr.last) {
       if (fr.total != bytes) {
         return Corrupt(fmt::format("share transfer: {} bytes arrived, the sender sent {}", bytes, fr.total));

@@ -6,6 +6,7 @@
 // start with a clear error.
 #include <sys/stat.h>
 
+#include <algorithm>
 #include <chrono>
 #include <filesystem>
 #include <memory>
@@ -248,7 +249,13 @@ TEST(SessionStreamFiles, CorruptedFrameFailsTheStartClearly) {
   ASSERT_TRUE(file.ok());
   ScratchDir dir;
   SessionOptions o = Options(dir.Sub("nowhere/tiny-llama-f32.gguf"), "tp", dir);
-  o.transfer.tamper_for_test = [](std::vector<uint8_t>& frame) { frame[frame.size() / 2] ^= 0x01; };
+  // Small frames, the first one corrupted: the worker rejects it while hundreds more are
+  // still on their way, and both sides must still name the digest as the cause.
+  o.transfer.frame_data_bytes = 4096;
+  o.transfer.tamper_for_test = [](std::vector<uint8_t>& frame) {
+    const bool first = std::all_of(frame.begin() + 16, frame.begin() + 24, [](uint8_t b) { return b == 0; });
+    if (first) frame[frame.size() / 2] ^= 0x01;  // frame 0 of each worker's transfer
+  };
   std::vector<WorkerEnvironment> envs(2);
   for (int w = 0; w < 2; ++w) envs[w].cache_dir = dir.Sub("worker" + std::to_string(w));
   const auto start = std::chrono::steady_clock::now();
