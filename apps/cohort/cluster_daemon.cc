@@ -22,6 +22,7 @@ using nlohmann::json;
 constexpr int kProposeTimeoutMs = 3000;
 constexpr uint64_t kPublishIntervalMs = 1000;
 constexpr uint64_t kUnplacedRetryMs = 10000;
+constexpr uint64_t kServiceWaitMs = 5000;
 constexpr int kDefaultMaxCtx = 4096;
 
 uint64_t NowMs() {
@@ -149,6 +150,11 @@ Result<cluster::ModelEntry> ClusterDaemon::ResolveModel(const std::string& path_
   return entry;
 }
 
+std::map<std::string, std::string> ClusterDaemon::KnownFiles() const {
+  std::lock_guard<std::mutex> lock(files_mutex_);
+  return known_files_;
+}
+
 void ClusterDaemon::Loop() {
   while (!stop_) {
     const cluster::ClusterSnapshot snap = node_.Snapshot();
@@ -176,6 +182,10 @@ void ClusterDaemon::PublishSelf(const cluster::ClusterSnapshot& snap, bool publi
     auto sha = Sha256Of(entry->path);
     if (sha.ok() && *sha == entry->sha256) want.files[entry->sha256] = entry->path;
   }
+  {
+    std::lock_guard<std::mutex> files_lock(files_mutex_);
+    known_files_ = want.files;
+  }
   auto it = snap.state.models.find(cluster::kNodeKeyPrefix + self_);
   if (it != snap.state.models.end()) {
     auto have = cluster::NodeServiceFromJson(it->second);
@@ -195,10 +205,12 @@ void ClusterDaemon::Lead(const cluster::ClusterSnapshot& snap) {
   std::set<std::string> present;  // not dead: may still hold a rank
   std::vector<cluster::PlacementNode> candidates;  // alive and serving: may get a rank
   std::string signature;
+  size_t alive_count = 0;
   for (const cluster::MemberView& m : snap.members) {
     if (m.liveness == cluster::Liveness::kDead) continue;
     present.insert(m.id.Hex());
     if (m.liveness != cluster::Liveness::kAlive) continue;
+    ++alive_count;
     auto it = snap.state.models.find(cluster::kNodeKeyPrefix + m.id.Hex());
     if (it == snap.state.models.end()) continue;
     auto service = cluster::NodeServiceFromJson(it->second);
@@ -225,6 +237,14 @@ void ClusterDaemon::Lead(const cluster::ClusterSnapshot& snap) {
     std::string reason;
     bool place = false;
     if (inst->status == cluster::InstanceStatus::kPending) {
+      // A node that just joined publishes its services a moment later: wait a little for
+      // them when the instance asks for more nodes than have published yet.
+      if (!pending_since_ms_.count(id)) pending_since_ms_[id] = now;
+      const bool waiting = inst->nodes > static_cast<int>(candidates.size()) &&
+                           static_cast<int>(alive_count) >= inst->nodes &&
+                           now - pending_since_ms_[id] < kServiceWaitMs;
+      if (waiting) continue;
+      pending_since_ms_.erase(id);
       place = true;
       reason = inst->reason;
     } else if (inst->status == cluster::InstanceStatus::kPlaced) {

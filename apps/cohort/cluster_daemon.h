@@ -48,6 +48,8 @@ class ClusterDaemon {
   // A GGUF path on this node (hashed and registered as a model) or the name of a model the
   // cluster knows.
   Result<cluster::ModelEntry> ResolveModel(const std::string& path_or_name);
+  // The model files this node holds and has verified (sha256 -> path), for its worker service.
+  std::map<std::string, std::string> KnownFiles() const;
 
  private:
   struct RunnerSlot {
@@ -83,8 +85,11 @@ class ClusterDaemon {
   // live set it was tried against.
   std::map<std::string, uint64_t> last_try_ms_;
   std::map<std::string, std::string> tried_on_;
+  std::map<std::string, uint64_t> pending_since_ms_;
   std::mutex publish_mutex_;
   uint64_t last_publish_ms_ = 0;  // guarded by publish_mutex_
+  mutable std::mutex files_mutex_;
+  std::map<std::string, std::string> known_files_;  // guarded by files_mutex_
 
   std::mutex hash_mutex_;
   std::map<std::string, std::pair<std::string, std::string>> hashes_;  // path -> (stamp, sha256)

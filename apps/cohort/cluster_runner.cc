@@ -59,6 +59,7 @@ Result<std::unique_ptr<InstanceRunner>> InstanceRunner::Start(const cluster::Ins
     COHORT_ASSIGN_OR_RETURN(r->file_, gguf::File::Open(instance.model_path));
     parallel::SessionOptions s;
     s.model_path = instance.model_path;
+    s.model_sha256 = instance.model_sha256;  // known: the coordinator does not hash it again
     s.layout = instance.session_layout;
     s.shares = instance.shares;
     for (size_t i = 1; i < instance.ranks.size(); ++i) s.workers.push_back(instance.ranks[i].worker);

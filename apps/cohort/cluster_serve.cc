@@ -55,13 +55,19 @@ std::string HostOf(const std::string& address) { return address.substr(0, addres
 // The worker service: `slots` threads each taking one job at a time from the same listener,
 // so a job stuck on a peer cut off the network does not keep new ones out. A thread ends
 // after its job once `stop` is set (shutting the listener down wakes the idle ones).
+// Shares of models this node lacks are streamed from the coordinator into `cache_dir`.
 std::vector<std::thread> StartWorkerService(std::shared_ptr<comm::TcpListener> listener, int slots,
-                                            std::shared_ptr<std::atomic<bool>> stop, Logger* log) {
+                                            std::shared_ptr<std::atomic<bool>> stop,
+                                            const std::string& cache_dir, const ClusterDaemon& daemon,
+                                            Logger* log) {
   std::vector<std::thread> threads;
   for (int i = 0; i < slots; ++i) {
-    threads.emplace_back([listener, stop, log] {
+    threads.emplace_back([listener, stop, cache_dir, &daemon, log] {
       while (!*stop) {
-        const Status st = parallel::ServeOneJob(listener->fd(), log);
+        parallel::WorkerEnvironment env;
+        env.cache_dir = cache_dir;
+        env.known_files = daemon.KnownFiles();
+        const Status st = parallel::ServeOneJob(listener->fd(), env, log);
         if (!st.ok() && !*stop) log->Info("worker job ended: {}", st.ToString());
       }
     });
@@ -106,6 +112,7 @@ void AddClusterServeOptions(CLI::App* cmd, ClusterServeOptions* o) {
   cmd->add_option("--name", o->name, "cluster: node name (default: host name)");
   cmd->add_flag("--no-multicast", o->no_multicast, "cluster: no multicast beacons (use --peers)");
   cmd->add_option("--worker-listen", o->worker_listen, "cluster: worker service HOST:PORT (default: --listen host, any port)");
+  cmd->add_option("--cache-dir", o->cache_dir, "cluster: where streamed model shares are kept (default: <state-dir>/cache)");
   cmd->add_option("--max-memory", o->max_memory, "cluster: this node's budget for shards + KV (bytes; K/M/G)");
   cmd->add_option("--nodes", o->nodes, "cluster: nodes of -m's instance (0: as the planner finds best)")->check(CLI::Range(0, 64));
   cmd->add_option("--heartbeat-ms", o->heartbeat_ms, "cluster: heartbeat interval")->check(CLI::Range(10, 60000));
@@ -190,7 +197,9 @@ int ClusterServeCommand(const ServeOptions& options) {
   ClusterDaemon daemon(node, d, log);
   daemon_ptr = &daemon;
   auto workers_stop = std::make_shared<std::atomic<bool>>(false);
-  std::vector<std::thread> worker_threads = StartWorkerService(workers, co.worker_slots, workers_stop, &log);
+  std::vector<std::thread> worker_threads = StartWorkerService(
+      workers, co.worker_slots, workers_stop,
+      !co.cache_dir.empty() ? co.cache_dir : (co.state_dir.empty() ? "" : co.state_dir + "/cache"), daemon, &log);
   daemon.Start();
   std::thread api_thread([&] {
     const Status st = api.Serve();

@@ -25,6 +25,7 @@ struct ClusterServeOptions {
   std::string name;                       // default: host name
   bool no_multicast = false;
   std::string worker_listen;              // worker service host:port (default: --listen's host, any port)
+  std::string cache_dir;                  // streamed shares (default: <state-dir>/cache; none: local files only)
   std::string max_memory;                 // budget for shards + KV: bytes, or with K/M/G suffix
   int nodes = 0;                          // node count of -m's instance and of POSTs without one
   int heartbeat_ms = 500;

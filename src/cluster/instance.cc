@@ -207,7 +207,7 @@ json InstanceToJson(const Instance& i) {
   }
   return {{"id", i.id}, {"model", i.model}, {"layout", i.layout}, {"nodes", i.nodes},
           {"epoch", i.epoch}, {"status", InstanceStatusName(i.status)}, {"reason", i.reason},
-          {"coordinator", i.coordinator}, {"model_path", i.model_path}, {"plan", i.plan_label},
+          {"coordinator", i.coordinator}, {"model_path", i.model_path}, {"model_sha256", i.model_sha256}, {"plan", i.plan_label},
           {"session_layout", i.session_layout}, {"shares", i.shares}, {"ranks", ranks},
           {"predicted_tok_s", i.predicted_tok_s}};
 }
@@ -227,6 +227,7 @@ Result<Instance> InstanceFromJson(const json& j) {
     i.reason = j.value("reason", std::string());
     i.coordinator = j.value("coordinator", std::string());
     i.model_path = j.value("model_path", std::string());
+    i.model_sha256 = j.value("model_sha256", std::string());
     i.plan_label = j.value("plan", std::string());
     i.session_layout = j.value("session_layout", std::string());
     i.shares = j.value("shares", std::vector<double>{});
@@ -352,6 +353,7 @@ Status PlaceInstance(const PlacementInput& in, Instance* out) {
     const PlacementNode& coordinator = in.candidates[p.layout.node_of_rank[0]];
     out->coordinator = coordinator.service.id;
     out->model_path = coordinator.service.files.at(in.model.sha256);
+    out->model_sha256 = in.model.sha256;
     out->plan_label = p.layout.label;
     SessionLayoutOf(p.layout.spec, out);
     out->ranks.clear();

@@ -81,6 +81,7 @@ struct Instance {
   // The placement (kPlaced).
   std::string coordinator;    // node id hex of rank 0
   std::string model_path;     // the coordinator's copy
+  std::string model_sha256;   // of that file: ranks without it are streamed their shares
   std::string plan_label;     // the planner's label, e.g. "tp3"
   std::string session_layout; // parallel::SessionOptions::layout
   std::vector<double> shares; // parallel::SessionOptions::shares
