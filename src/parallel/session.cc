@@ -164,6 +164,22 @@ Result<std::string> CoordinatorDigest(const SessionOptions& options, const gguf:
   return e.sha256;
 }
 
+// The job every worker gets (its "rank" is set per worker).
+nlohmann::json MakeJob(const SessionOptions& options, const ShardPlan& plan,
+                       const std::string& sha256, uint64_t file_bytes) {
+  const uint64_t group_id = FreshGroupId();
+  return {{"version", kJobVersion}, {"n_ranks", plan.n_ranks()}, {"model", options.model_path},
+          {"model_sha256", sha256}, {"model_bytes", file_bytes},
+          {"plan", plan.ToJson()}, {"threads", options.worker_threads},
+          {"transport", TransportName(options.transport)},
+          {"shm_name", fmt::format("job-{:016x}", group_id)}, {"group_id", group_id},
+          {"link_latency_us", options.link.latency_us},
+          {"link_bandwidth", options.link.bandwidth_bytes_per_s},
+          {"setup_timeout_ms", options.setup_timeout.count()},
+          {"comm_timeout_ms", options.comm_timeout.count()},
+          {"transfer_timeout_ms", options.transfer.total_timeout.count()}};
+}
+
 // One worker's answer to its job: its data address, after streaming it its share if it asks.
 Result<std::string> AwaitWorker(ControlChannel& channel, const SessionOptions& options,
                                 const gguf::File& file, const ShardPlan& plan, int rank,
@@ -191,18 +207,7 @@ Result<std::unique_ptr<Session>> Session::Start(const SessionOptions& options,
   COHORT_ASSIGN_OR_RETURN(ShardPlan plan, MakeSessionPlan(options, file, n_ranks));
   COHORT_ASSIGN_OR_RETURN(const std::string sha256, CoordinatorDigest(options, file));
 
-  const uint64_t group_id = FreshGroupId();
-  nlohmann::json job = {
-      {"version", kJobVersion}, {"n_ranks", n_ranks}, {"model", options.model_path},
-      {"model_sha256", sha256}, {"model_bytes", file.file_size()},
-      {"plan", plan.ToJson()}, {"threads", options.worker_threads},
-      {"transport", TransportName(options.transport)},
-      {"shm_name", fmt::format("job-{:016x}", group_id)}, {"group_id", group_id},
-      {"link_latency_us", options.link.latency_us},
-      {"link_bandwidth", options.link.bandwidth_bytes_per_s},
-      {"setup_timeout_ms", options.setup_timeout.count()},
-      {"comm_timeout_ms", options.comm_timeout.count()},
-      {"transfer_timeout_ms", options.transfer.total_timeout.count()}};
+  nlohmann::json job = MakeJob(options, plan, sha256, file.file_size());
   std::unique_ptr<Session> session(new Session());
   const comm::Deadline deadline = comm::DeadlineAfter(options.setup_timeout);
   for (size_t i = 0; i < options.workers.size(); ++i) {
