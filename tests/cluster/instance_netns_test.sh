@@ -11,6 +11,9 @@
 #   4. --max-memory so the model fits on no single node (nor on two): it loads on 3 nodes,
 #      each holding <= 40% of the file's bytes, and generates; with a node gone, the instance
 #      says why it cannot be placed.
+#   5. Only the coordinator has the file (the others' view of its directory is an empty
+#      tmpfs): the other two are streamed their shares, and the model generates the same
+#      text as in 1.
 # Generation is slowed with 2 ms of emulated link latency, so a stream lasts long enough to
 # be cut. Needs root; exits 77 (skipped) without it. Cleans up on any exit.
 #
@@ -63,9 +66,12 @@ for i in $(seq 1 $N); do
 done
 
 PEERS=$(for k in $(seq 1 $N); do printf '%s' "$SUBNET.$k:7946,"; done)
+declare -A HIDE=()   # node -> a directory it must not see (scenario 5)
 start_node() {
-  local i=$1
-  ip netns exec "ci$TAG-$i" "$COHORT" -v -t 1 serve --cluster --listen "$SUBNET.$i:7946" \
+  local i=$1 hide=""
+  # A tmpfs over the directory, in the private mount namespace `ip netns exec` gives.
+  [ -n "${HIDE[$i]:-}" ] && hide="mount -t tmpfs none ${HIDE[$i]} &&"
+  ip netns exec "ci$TAG-$i" sh -c "$hide exec \"\$0\" \"\$@\"" "$COHORT" -v -t 1 serve --cluster --listen "$SUBNET.$i:7946" \
     --host "$SUBNET.$i" --port 8080 --peers "${PEERS%,}" --no-multicast --secret "instance test" \
     --state-dir "$WORK/state-$i" --name "n$i" --no-benchmarks --heartbeat-ms 250 --suspect-ms 1000 \
     --dead-ms 2500 --comm-timeout-ms 2500 --link-latency-us 2000 -c 128 "${EXTRA[@]}" \
@@ -150,7 +156,8 @@ stream_and_break() {
     > "$WORK/stream.out" &
   local curl_pid=$!
   for _ in $(seq 1 100); do
-    [ "$(grep -c '^data: {"choices"' "$WORK/stream.out" 2>/dev/null || true)" -ge 5 ] && break
+    local n; n=$(grep -c '^data: {"choices"' "$WORK/stream.out" 2>/dev/null) || true
+    [ "${n:-0}" -ge 5 ] && break
     sleep 0.05
   done
   local t0; t0=$(date +%s%N)
@@ -175,6 +182,7 @@ roles
 text=$(complete "$CLIENT") || { cat "$WORK/complete.json"; fail "completion through node $CLIENT"; }
 echo "instance_netns_test: tp over 3 nodes (coordinator n$COORD), through n$CLIENT: '$text'"
 [[ "$text" == *" "* ]] || fail "no text"
+FIRST_TEXT=$text
 
 # --- 2. Kill a non-coordinator during a stream.
 stream_and_break "$CLIENT" "SIGKILL n$VICTIM" kill -9 "${PIDS[$VICTIM]}"
@@ -231,4 +239,25 @@ for _ in $(seq 1 100); do
 done
 [ "$(json "$WORK/inst.json" "j.get('state')")" = unplaced ] || { cat "$WORK/inst.json"; fail "the instance should not fit on 2 nodes"; }
 echo "instance_netns_test: on 2 nodes it says: $(json "$WORK/inst.json" "j['reason']")"
+
+# --- 5. Only one node has the model file.
+stop_all
+EXTRA=()
+mkdir -p "$WORK/only-n1"
+cp "$MODEL" "$WORK/only-n1/"
+HIDE[2]="$WORK/only-n1"
+HIDE[3]="$WORK/only-n1"
+for i in $(seq 1 $N); do start_node "$i"; done
+wait_members 1 3
+curl -s --max-time 40 "$(api 1)/v1/instances" \
+  -d "{\"model\": \"$WORK/only-n1/$(basename "$MODEL")\", \"nodes\": 3, \"wait_s\": 30}" > "$WORK/created.json"
+[ "$(json "$WORK/created.json" "j.get('state')")" = ready ] || { cat "$WORK/created.json"; fail "instance from one node's file not ready"; }
+cp "$WORK/created.json" "$WORK/inst.json"
+[ "$(node_of "$(json "$WORK/inst.json" "j['coordinator']")")" = 1 ] || fail "the coordinator is not the node with the file"
+text=$(complete 2) || { cat "$WORK/complete.json"; fail "completion on the streamed instance"; }
+[ "$text" = "$FIRST_TEXT" ] || fail "streamed shares give '$text', local files gave '$FIRST_TEXT'"
+for i in 2 3; do
+  ls "$WORK/state-$i/cache/"*.gguf > /dev/null 2>&1 || fail "n$i has no streamed share in its cache"
+done
+echo "instance_netns_test: n2 and n3 were streamed their shares ($(du -c -B1 "$WORK"/state-2/cache/*.gguf | tail -1 | cut -f1) bytes on n2's disk of a $(stat -c %s "$MODEL")-byte file); same text: '$text'"
 echo "instance_netns_test: PASS"
