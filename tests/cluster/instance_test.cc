@@ -1,0 +1,155 @@
+// Instances as data: entries survive JSON, the placement puts rank 0 on a node holding the
+// file, honours the node count and each node's memory budget (the demo model under a budget
+// no single node meets lands on 3 nodes, each holding <= 40% of it), says why when nothing
+// fits, and the instance view follows the coordinator's report for the current epoch only.
+#include "cluster/instance.h"
+
+#include <gtest/gtest.h>
+
+#include "cluster/gguf_shape.h"
+
+namespace cohort::cluster {
+namespace {
+
+ModelEntry DemoModel() {
+  const std::string path = std::string(COHORT_SOURCE_DIR) + "/models/stories260K.gguf";
+  auto g = ReadGgufModel(path);
+  EXPECT_TRUE(g.ok()) << g.status().ToString();
+  ModelEntry m;
+  m.name = "stories260K";
+  m.path = path;
+  m.sha256 = "5a9d";
+  m.file_bytes = static_cast<int64_t>(g->file_bytes);
+  m.n_ctx_train = 512;
+  m.shape = g->shape;
+  m.quant = g->quant;
+  return m;
+}
+
+PlacementNode Node(int i, bool has_file, int64_t budget) {
+  PlacementNode n;
+  n.service.id = std::string(31, '0') + std::to_string(i);
+  n.service.name = "n" + std::to_string(i);
+  n.service.worker = "10.0.0." + std::to_string(i) + ":7070";
+  n.service.api = "10.0.0." + std::to_string(i) + ":8080";
+  n.service.max_memory_bytes = budget;
+  if (has_file) n.service.files["5a9d"] = "/models/n" + std::to_string(i) + ".gguf";
+  n.profile = BudgetProfile(n.service.name, 8e9, 4e9, 0, 0, budget);
+  return n;
+}
+
+PlacementInput Input(std::vector<PlacementNode> nodes, int want_nodes) {
+  PlacementInput in;
+  in.model = DemoModel();
+  in.layout = "tp";
+  in.nodes = want_nodes;
+  in.context_tokens = 128;
+  in.sequences = 4;
+  in.candidates = std::move(nodes);
+  in.link = {"lan", 100e-6, 1e9, false, "test"};
+  return in;
+}
+
+TEST(InstanceTest, EntriesRoundTripThroughJson) {
+  Instance i;
+  i.id = "demo";
+  i.model = "stories260K";
+  i.nodes = 3;
+  i.epoch = 7;
+  i.status = InstanceStatus::kPlaced;
+  i.coordinator = "abc";
+  i.model_path = "/m.gguf";
+  i.model_sha256 = "5a9d";
+  i.session_layout = "tp";
+  i.shares = {1, 2};
+  i.ranks = {{"abc", "n1", "h:1", 10, 20}, {"def", "n2", "h:2", 30, 40}};
+  auto back = InstanceFromJson(InstanceToJson(i));
+  ASSERT_TRUE(back.ok());
+  EXPECT_EQ(InstanceToJson(*back), InstanceToJson(i));
+  EXPECT_EQ(back->ranks[1].worker, "h:2");
+
+  const ModelEntry m = DemoModel();
+  auto m2 = ModelEntryFromJson(ModelEntryToJson(m));
+  ASSERT_TRUE(m2.ok());
+  EXPECT_EQ(ModelEntryToJson(*m2), ModelEntryToJson(m));
+
+  NodeService s = Node(1, true, 123).service;
+  auto s2 = NodeServiceFromJson(NodeServiceToJson(s));
+  ASSERT_TRUE(s2.ok());
+  EXPECT_EQ(*s2, s);
+  EXPECT_FALSE(NodeServiceFromJson(nlohmann::json{{"id", 1}}).ok());
+  EXPECT_FALSE(RunReportFromJson(nlohmann::json::array()).ok());
+}
+
+TEST(InstanceTest, PlacesOnTheAskedNodesWithTheFileHolderAsCoordinator) {
+  Instance out;
+  // Only n3 holds the file: it must be rank 0 wherever the planner ordered it.
+  ASSERT_TRUE(PlaceInstance(Input({Node(1, false, 0), Node(2, false, 0), Node(3, true, 0)}, 3), &out).ok());
+  EXPECT_EQ(out.status, InstanceStatus::kPlaced);
+  ASSERT_EQ(out.ranks.size(), 3u);
+  EXPECT_EQ(out.coordinator, Node(3, true, 0).service.id);
+  EXPECT_EQ(out.ranks[0].node, out.coordinator);
+  EXPECT_EQ(out.model_path, "/models/n3.gguf");
+  EXPECT_EQ(out.model_sha256, "5a9d");
+  EXPECT_EQ(out.session_layout, "tp");
+  EXPECT_EQ(out.shares.size(), 3u);
+  // Fewer live nodes than asked: all of them.
+  ASSERT_TRUE(PlaceInstance(Input({Node(1, true, 0), Node(2, false, 0)}, 3), &out).ok());
+  EXPECT_EQ(out.ranks.size(), 2u);
+}
+
+TEST(InstanceTest, NoFileHolderIsNotFound) {
+  Instance out;
+  const Status s = PlaceInstance(Input({Node(1, false, 0), Node(2, false, 0)}, 0), &out);
+  EXPECT_EQ(s.code(), StatusCode::kNotFound);
+}
+
+TEST(InstanceTest, BudgetNoNodeMeetsSpreadsOverThreeEachUnderFortyPercent) {
+  const ModelEntry m = DemoModel();
+  const int64_t budget = m.file_bytes * 55 / 100;
+  Instance out;
+  ASSERT_TRUE(PlaceInstance(Input({Node(1, true, budget), Node(2, true, budget), Node(3, true, budget)}, 0), &out).ok());
+  ASSERT_EQ(out.ranks.size(), 3u);
+  for (const RankPlacement& r : out.ranks) {
+    EXPECT_LE(r.weight_bytes, 0.4 * m.file_bytes) << r.name;
+    EXPECT_LE(r.weight_bytes + r.kv_bytes, budget) << r.name;
+  }
+  // Two such nodes cannot hold it: the reason names the closest try.
+  const Status s = PlaceInstance(Input({Node(1, true, budget), Node(2, true, budget)}, 0), &out);
+  EXPECT_EQ(s.code(), StatusCode::kResourceExhausted);
+  EXPECT_NE(s.message().find("fits on no layout of the 2 live node(s)"), std::string::npos) << s.message();
+  EXPECT_NE(s.message().find("its budget is"), std::string::npos) << s.message();
+}
+
+TEST(InstanceTest, ViewFollowsTheReportOfTheCurrentEpoch) {
+  ClusterState state;
+  Instance i;
+  i.id = "demo";
+  i.model = "stories260K";
+  i.epoch = 2;
+  i.status = InstanceStatus::kPlaced;
+  state.placements["demo"] = InstanceToJson(i);
+  Instance pending;
+  pending.id = "other";
+  pending.model = "other-model";
+  state.placements["other"] = InstanceToJson(pending);
+  state.models["run:demo"] = RunReportToJson({1, "ready", "", "h:9", "abc"});  // an old epoch
+  auto views = ListInstances(state);
+  ASSERT_EQ(views.size(), 2u);
+  EXPECT_EQ(views[0].state, "loading");
+  EXPECT_EQ(views[1].state, "pending");
+  state.models["run:demo"] = RunReportToJson({2, "ready", "", "h:9", "abc"});
+  views = ListInstances(state);
+  EXPECT_TRUE(views[0].ready());
+  EXPECT_EQ(InstanceViewToJson(views[0])["api"], "h:9");
+  // Requests find it by id, by model name, or as the first ready one.
+  EXPECT_EQ(FindInstance(views, "demo")->instance.id, "demo");
+  EXPECT_EQ(FindInstance(views, "other-model")->instance.id, "other");
+  EXPECT_EQ(FindInstance(views, "")->instance.id, "demo");
+  EXPECT_EQ(FindInstance(views, "nope"), nullptr);
+  state.models["run:demo"] = RunReportToJson({2, "failed", "rank 2 closed the connection", "", "abc"});
+  EXPECT_EQ(ListInstances(state)[0].state, "failed");
+}
+
+}  // namespace
+}  // namespace cohort::cluster
