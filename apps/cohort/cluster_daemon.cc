@@ -150,11 +150,6 @@ Result<cluster::ModelEntry> ClusterDaemon::ResolveModel(const std::string& path_
   return entry;
 }
 
-std::map<std::string, std::string> ClusterDaemon::KnownFiles() const {
-  std::lock_guard<std::mutex> lock(files_mutex_);
-  return known_files_;
-}
-
 void ClusterDaemon::Loop() {
   while (!stop_) {
     const cluster::ClusterSnapshot snap = node_.Snapshot();
@@ -182,10 +177,7 @@ void ClusterDaemon::PublishSelf(const cluster::ClusterSnapshot& snap, bool publi
     auto sha = Sha256Of(entry->path);
     if (sha.ok() && *sha == entry->sha256) want.files[entry->sha256] = entry->path;
   }
-  {
-    std::lock_guard<std::mutex> files_lock(files_mutex_);
-    known_files_ = want.files;
-  }
+  known_files_->Set(want.files);
   auto it = snap.state.models.find(cluster::kNodeKeyPrefix + self_);
   if (it != snap.state.models.end()) {
     auto have = cluster::NodeServiceFromJson(it->second);

@@ -24,6 +24,24 @@
 
 namespace cohort::app {
 
+// The model files a node holds and has verified (sha256 -> path): written by the daemon,
+// read by the worker service's threads, which may outlive the daemon at exit.
+class KnownFiles {
+ public:
+  std::map<std::string, std::string> Get() const {
+    std::lock_guard<std::mutex> lock(mutex_);
+    return files_;
+  }
+  void Set(std::map<std::string, std::string> files) {
+    std::lock_guard<std::mutex> lock(mutex_);
+    files_ = std::move(files);
+  }
+
+ private:
+  mutable std::mutex mutex_;
+  std::map<std::string, std::string> files_;
+};
+
 struct DaemonOptions {
   std::string name;
   std::string worker;              // this node's worker service host:port
@@ -48,8 +66,8 @@ class ClusterDaemon {
   // A GGUF path on this node (hashed and registered as a model) or the name of a model the
   // cluster knows.
   Result<cluster::ModelEntry> ResolveModel(const std::string& path_or_name);
-  // The model files this node holds and has verified (sha256 -> path), for its worker service.
-  std::map<std::string, std::string> KnownFiles() const;
+  // The model files this node holds and has verified, for its worker service.
+  std::shared_ptr<KnownFiles> known_files() const { return known_files_; }
 
  private:
   struct RunnerSlot {
@@ -88,8 +106,7 @@ class ClusterDaemon {
   std::map<std::string, uint64_t> pending_since_ms_;
   std::mutex publish_mutex_;
   uint64_t last_publish_ms_ = 0;  // guarded by publish_mutex_
-  mutable std::mutex files_mutex_;
-  std::map<std::string, std::string> known_files_;  // guarded by files_mutex_
+  std::shared_ptr<KnownFiles> known_files_ = std::make_shared<KnownFiles>();
 
   std::mutex hash_mutex_;
   std::map<std::string, std::pair<std::string, std::string>> hashes_;  // path -> (stamp, sha256)

@@ -58,17 +58,20 @@ std::string HostOf(const std::string& address) { return address.substr(0, addres
 // Shares of models this node lacks are streamed from the coordinator into `cache_dir`.
 std::vector<std::thread> StartWorkerService(std::shared_ptr<comm::TcpListener> listener, int slots,
                                             std::shared_ptr<std::atomic<bool>> stop,
-                                            const std::string& cache_dir, const ClusterDaemon& daemon,
-                                            Logger* log) {
+                                            const std::string& cache_dir,
+                                            std::shared_ptr<KnownFiles> known_files,
+                                            std::shared_ptr<Logger> log) {
   std::vector<std::thread> threads;
   for (int i = 0; i < slots; ++i) {
-    threads.emplace_back([listener, stop, cache_dir, &daemon, log] {
+    threads.emplace_back([listener, stop, cache_dir, known_files, log] {
       while (!*stop) {
         parallel::WorkerEnvironment env;
         env.cache_dir = cache_dir;
-        env.known_files = daemon.KnownFiles();
-        const Status st = parallel::ServeOneJob(listener->fd(), env, log);
-        if (!st.ok() && !*stop) log->Info("worker job ended: {}", st.ToString());
+        env.known_files = known_files->Get();
+        const Status st = parallel::ServeOneJob(listener->fd(), env, log.get());
+        // Several threads wait on one listener; those that lose the race to accept say so.
+        const bool lost_race = st.message().rfind("accept:", 0) == 0;
+        if (!st.ok() && !*stop && !lost_race) log->Info("worker job ended: {}", st.ToString());
       }
     });
   }
@@ -132,7 +135,9 @@ int ClusterServeCommand(const ServeOptions& options) {
   sigaddset(&stop_signals, SIGTERM);
   pthread_sigmask(SIG_BLOCK, &stop_signals, nullptr);
   signal(SIGPIPE, SIG_IGN);
-  Logger log(options.verbose ? LogLevel::kInfo : LogLevel::kWarn);
+  // Shared with the worker threads, which may outlive this function (see StartWorkerService).
+  auto log_owner = std::make_shared<Logger>(options.verbose ? LogLevel::kInfo : LogLevel::kWarn);
+  Logger& log = *log_owner;
 
   const int64_t max_memory = ParseByteSize(co.max_memory);
   if (max_memory < 0) return Fail(InvalidArgument("--max-memory: '" + co.max_memory + "' is not a size"));
@@ -199,7 +204,8 @@ int ClusterServeCommand(const ServeOptions& options) {
   auto workers_stop = std::make_shared<std::atomic<bool>>(false);
   std::vector<std::thread> worker_threads = StartWorkerService(
       workers, co.worker_slots, workers_stop,
-      !co.cache_dir.empty() ? co.cache_dir : (co.state_dir.empty() ? "" : co.state_dir + "/cache"), daemon, &log);
+      !co.cache_dir.empty() ? co.cache_dir : (co.state_dir.empty() ? "" : co.state_dir + "/cache"),
+      daemon.known_files(), log_owner);
   daemon.Start();
   std::thread api_thread([&] {
     const Status st = api.Serve();
