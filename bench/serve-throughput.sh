@@ -4,6 +4,12 @@
 # Runs each setting REPEAT times and prints the medians and their ratio.
 #   bench/serve-throughput.sh [BUILD_DIR] [MODEL] [REPEAT] [MAX_TOKENS]
 set -euo pipefail
+# The kernel shares the CPU between sessions first (sched_autogroup), so other sessions' builds
+# decide the result whatever `nice` says. As root: a session of our own at autogroup nice -20.
+if [[ -z ${SERVE_BENCH_SESSION:-} && -w /proc/self/autogroup ]]; then
+  SERVE_BENCH_SESSION=1 exec setsid -w bash "$0" "$@"
+fi
+[[ -w /proc/self/autogroup ]] && echo -20 >/proc/self/autogroup
 root=$(cd "$(dirname "$0")/.." && pwd)
 build=${1:-$root/build/release}
 model=${2:-/tmp/llama1b-q4_0.gguf}
@@ -30,10 +36,10 @@ base=http://127.0.0.1:$port
 echo "model $model, $threads threads, server $base, $max_tokens tokens per stream"
 
 node "$root/bench/serve-throughput.mjs" "$base" 1 8 >/dev/null  # warm-up (page in the weights)
-declare -A rates
-for c in 1 8; do
-  rates[$c]=""
-  for r in $(seq "$repeat"); do
+declare -A rates=([1]="" [8]="")
+# Alternating 1 and 8 streams, so a change in the machine's load hits both alike.
+for r in $(seq "$repeat"); do
+  for c in 1 8; do
     line=$(node "$root/bench/serve-throughput.mjs" "$base" "$c" "$max_tokens")
     echo "  run $r: $line"
     rates[$c]+="$(echo "$line" | sed 's/.*"tokens_per_second":\([0-9.]*\).*/\1/') "
@@ -42,4 +48,5 @@ done
 median() { printf '%s\n' $1 | sort -g | awk '{a[NR]=$1} END {print a[int((NR+1)/2)]}'; }
 m1=$(median "${rates[1]}")
 m8=$(median "${rates[8]}")
+echo "load: $(cut -d' ' -f1-3 /proc/loadavg)"
 echo "median tokens/s: 1 stream $m1, 8 streams $m8, ratio $(awk -v a="$m8" -v b="$m1" 'BEGIN {printf "%.2f", a / b}')x"

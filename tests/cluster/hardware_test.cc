@@ -57,6 +57,12 @@ TEST(ClusterSpec, RejectsBadSpecs) {
   auto one = ParseClusterSpec(R"({"nodes": [{"profile": "this-machine"}]})");
   ASSERT_TRUE(one.ok()) << one.status().ToString();
   EXPECT_EQ(one->nodes[0].memory_bandwidth_Bps, 40e9);
+  // cohort's pipeline returns f32 logits to the coordinator; a spec may say otherwise.
+  EXPECT_EQ(one->stack.logits_return_bytes, 4);
+  auto no_return = ParseClusterSpec(R"({"nodes": [{"profile": "this-machine"}], "stack": {"base": "cohort", "logits_return_bytes": 0}})");
+  ASSERT_TRUE(no_return.ok()) << no_return.status().ToString();
+  EXPECT_EQ(no_return->stack.logits_return_bytes, 0);
+  EXPECT_FALSE(ParseClusterSpec(R"({"nodes": [{"profile": "this-machine"}], "stack": {"base": "cohort", "logits_return_bytes": -4}})").ok());
 }
 
 double SumOfMatrices(const std::string& path) {
