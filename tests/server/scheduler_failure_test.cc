@@ -7,6 +7,7 @@
 #include <atomic>
 #include <chrono>
 #include <string>
+#include <thread>
 
 #include "engine/loaded_model.h"
 #include "engine/scheduler.h"
@@ -16,7 +17,8 @@ namespace {
 
 std::string ModelPath() { return std::string(COHORT_TEST_DATA) + "/fixtures/models/stories260K.gguf"; }
 
-// The real model, whose forward fails once: on the call numbered `fail_at` (from 1).
+// The real model, whose forward fails once: on the call numbered `fail_at` (from 1), and not
+// before Release(), so a test can queue requests first.
 class FailingModel final : public model::Model {
  public:
   FailingModel(model::Model& m, int fail_at) : m_(m), fail_at_(fail_at) {}
@@ -26,7 +28,10 @@ class FailingModel final : public model::Model {
   }
   Status Forward(const Context& ctx, const model::Batch& batch, model::KvCache& cache,
                  std::span<float> logits) override {
-    if (++calls_ == fail_at_) return IoError("tcp rank 0: rank 2 closed the connection");
+    if (++calls_ == fail_at_) {
+      while (!released_) std::this_thread::sleep_for(std::chrono::milliseconds(1));
+      return IoError("tcp rank 0: rank 2 closed the connection");
+    }
     return m_.Forward(ctx, batch, cache, logits);
   }
 
@@ -34,6 +39,12 @@ class FailingModel final : public model::Model {
   model::Model& m_;
   int fail_at_;
   std::atomic<int> calls_{0};
+
+ public:
+  void Release() { released_ = true; }
+
+ private:
+  std::atomic<bool> released_{false};
 };
 
 RequestOutput Collect(RequestHandle& handle, std::chrono::milliseconds limit) {
@@ -58,8 +69,9 @@ class SchedulerFailureTest : public ::testing::Test {
   std::unique_ptr<LoadedModel> Failing(int fail_at) {
     auto tokenizer = tokenizer::Tokenizer::FromGguf(*real_->file());
     EXPECT_TRUE(tokenizer.ok());
-    return LoadedModel::FromParts(nullptr, std::move(*tokenizer),
-                                  std::make_unique<FailingModel>(real_->model(), fail_at));
+    auto model = std::make_unique<FailingModel>(real_->model(), fail_at);
+    failing_ = model.get();
+    return LoadedModel::FromParts(nullptr, std::move(*tokenizer), std::move(model));
   }
 
   static SchedulerOptions Options(bool stop_on_error) {
@@ -80,6 +92,7 @@ class SchedulerFailureTest : public ::testing::Test {
   }
 
   ThreadPool pool_{1};
+  FailingModel* failing_ = nullptr;
   std::unique_ptr<LoadedModel> real_;
 };
 
@@ -90,6 +103,7 @@ TEST_F(SchedulerFailureTest, FailedForwardEndsRunningAndQueuedAndRefusesNew) {
   auto running = scheduler.Submit(Request(50));
   auto queued = scheduler.Submit(Request(50));
   ASSERT_TRUE(running.ok() && queued.ok());
+  failing_->Release();
   const RequestOutput a = Collect(**running, std::chrono::seconds(5));
   const RequestOutput b = Collect(**queued, std::chrono::seconds(5));
   ASSERT_TRUE(a.done);
@@ -113,6 +127,7 @@ TEST_F(SchedulerFailureTest, WithoutStopTheNextRequestsRun) {
   auto running = scheduler.Submit(Request(20));
   auto queued = scheduler.Submit(Request(20));
   ASSERT_TRUE(running.ok() && queued.ok());
+  failing_->Release();
   const RequestOutput a = Collect(**running, std::chrono::seconds(5));
   const RequestOutput b = Collect(**queued, std::chrono::seconds(5));
   ASSERT_TRUE(a.done && b.done);
