@@ -22,7 +22,8 @@ inline int32_t LoadInt(const void* p) {
 // 16 consecutive rows w + r * stride, r = 0..15.
 class WideRows {
  public:
-  COHORT_TARGET_AVX512 WideRows(const uint8_t* w, int64_t stride) : w_(w), stride_(stride) {
+  COHORT_TARGET_AVX512 WideRows(const uint8_t* w, int64_t stride)
+      : w_(w), stride_(stride), stride3_(3 * stride), quad_{w, w + 4 * stride, w + 8 * stride, w + 12 * stride} {
     index_ = _mm512_mullo_epi32(_mm512_set_epi32(15, 14, 13, 12, 11, 10, 9, 8, 7, 6, 5, 4, 3, 2, 1, 0),
                                 _mm512_set1_epi32(static_cast<int>(stride)));
   }
@@ -31,12 +32,16 @@ class WideRows {
   COHORT_TARGET_AVX512 void Load16x16(int64_t off, __m512i q[4]) const {
     // z[b]'s 128-bit lane a holds row 4a + b; a 4x4 transpose of 32-bit words within each
     // 128-bit lane then leaves word c of rows 4a..4a+3 in lane a of q[c].
+    // Masked broadcasts, not inserts: they run in the load and blend units, leaving the
+    // shuffle units (the bottleneck here) to the transpose.
+    const uint8_t* p[4];
+    for (int a = 0; a < 4; ++a) p[a] = quad_[a] + off;
     __m512i z[4];
     for (int b = 0; b < 4; ++b) {
-      __m512i v = _mm512_castsi128_si512(Load16(off, b));
-      v = _mm512_inserti32x4(v, Load16(off, 4 + b), 1);
-      v = _mm512_inserti32x4(v, Load16(off, 8 + b), 2);
-      z[b] = _mm512_inserti32x4(v, Load16(off, 12 + b), 3);
+      __m512i v = _mm512_broadcast_i32x4(Load16(p[0], b));
+      v = _mm512_mask_broadcast_i32x4(v, 0x00f0, Load16(p[1], b));
+      v = _mm512_mask_broadcast_i32x4(v, 0x0f00, Load16(p[2], b));
+      z[b] = _mm512_mask_broadcast_i32x4(v, 0xf000, Load16(p[3], b));
     }
     const __m512i t0 = _mm512_unpacklo_epi32(z[0], z[1]);
     const __m512i t1 = _mm512_unpackhi_epi32(z[0], z[1]);
@@ -56,14 +61,14 @@ class WideRows {
   // Lane r = the fp16 at byte off of row r, as a float (the same conversion as HalfToFloat).
   // Scalar loads into lanes: a gather of 16 lanes costs more than these 16 inserts.
   COHORT_TARGET_AVX512 __m512 Halves(int64_t off) const {
-    __m128i h[2];
-    for (int k = 0; k < 2; ++k) {
-      const uint8_t* p = w_ + off + 8 * k * stride_;
-      h[k] = _mm_setr_epi16(Half(p), Half(p + stride_), Half(p + 2 * stride_), Half(p + 3 * stride_),
-                            Half(p + 4 * stride_), Half(p + 5 * stride_), Half(p + 6 * stride_),
-                            Half(p + 7 * stride_));
+    // Four halves per 64-bit word in general registers, so only 4 words cross into vectors.
+    long long q[4];
+    for (int a = 0; a < 4; ++a) {
+      const uint8_t* p = quad_[a] + off;
+      q[a] = static_cast<long long>(Half(p) | Half(p + stride_) << 16 | Half(p + 2 * stride_) << 32 |
+                                    Half(p + stride3_) << 48);
     }
-    return _mm512_cvtph_ps(_mm256_set_m128i(h[1], h[0]));
+    return _mm512_cvtph_ps(_mm256_setr_epi64x(q[0], q[1], q[2], q[3]));
   }
 
   // Software prefetch into L2 of the next 16 rows (the caller's next tile), the share of them
@@ -76,17 +81,20 @@ class WideRows {
   }
 
  private:
-  static int16_t Half(const uint8_t* p) {
-    int16_t v;
+  static uint64_t Half(const uint8_t* p) {
+    uint16_t v;
     std::memcpy(&v, p, 2);
     return v;
   }
-  COHORT_TARGET_AVX512 __m128i Load16(int64_t off, int r) const {
-    return _mm_loadu_si128(reinterpret_cast<const __m128i*>(w_ + r * stride_ + off));
+  // Row k (0..3) of the quad of rows starting at p.
+  COHORT_TARGET_AVX512 __m128i Load16(const uint8_t* p, int k) const {
+    const int64_t step = k == 0 ? 0 : k == 1 ? stride_ : k == 2 ? 2 * stride_ : stride3_;
+    return _mm_loadu_si128(reinterpret_cast<const __m128i*>(p + step));
   }
 
   const uint8_t* w_;
-  int64_t stride_;
+  int64_t stride_, stride3_;
+  const uint8_t* quad_[4];  // rows 0, 4, 8, 12
   __m512i index_;
 };
 
