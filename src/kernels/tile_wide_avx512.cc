@@ -1,6 +1,8 @@
-// AVX-512 (VNNI) wide tile kernels (tile_wide.h): 16 rows as the 16 lanes of a zmm register.
-// Q4_0 against Q8_0 activations reproduces VecDotQ4_0 (vec_dot_avx512.cc) per lane: per block
-// the exact integer sum of (q - 8) * y, then acc = fma(float(sum), d_w * d_a, acc).
+// AVX-512 (VNNI) wide tile kernels (tile_wide.h) for Q4_0 and Q8_0 against Q8_0 activations.
+// Q4_0, 16 rows as the 16 lanes of a zmm register, reproduces VecDotQ4_0 (vec_dot_avx512.cc)
+// per lane: per block the exact integer sum of (q - 8) * y, then acc = fma(sum, d_w * d_a, acc).
+#include <cstring>
+
 #include "kernels/quant_blocks.h"
 #include "kernels/simd_x86.h"
 #include "kernels/tile_wide.h"
@@ -70,6 +72,80 @@ COHORT_TARGET_AVX512 void WideQ4_0(const uint8_t* w, int64_t w_stride, const uin
   for (int t = 0; t < T; ++t) _mm512_storeu_ps(out + t * out_stride, acc[t]);
 }
 
+// Q8_0 keeps 8 float lanes per (row, token) (vec_dot_avx512.cc's DotQ8_0Blocks): two rows
+// per zmm register, row 2p in lanes 0..7 and row 2p + 1 in lanes 8..15, each lane doing
+// exactly the vec-dot's steps. The signed weights go into dpbusd as q + 128 (unsigned), and
+// -128 * (the activation's sums of 4) seeds each sum, so every int32 lane is the vec-dot's.
+// Rows [8h, 8h + 8) of the 16; `step` is the prefetch step (see WideRows::PrefetchNext).
+template <int T>
+COHORT_TARGET_AVX512 void WideQ8_0Half(const uint8_t* w, int64_t w_stride, int h, const uint8_t* act,
+                                       int64_t act_stride, const float* side, int64_t side_stride,
+                                       int64_t n, float* out, int64_t out_stride) {
+  constexpr int kPairs = 4;
+  const int64_t nb = n / kQK;
+  const __m512i flip = _mm512_set1_epi8(static_cast<char>(0x80));
+  const uint8_t* rows = w + 8 * h * w_stride;
+  const uint8_t* next = w + 16 * w_stride + h * nb * 8 * static_cast<int64_t>(sizeof(BlockQ8_0));
+  __m512i pair_index[kPairs];  // float lanes 0..7 take row 2p's scale, 8..15 row 2p + 1's
+  for (int p = 0; p < kPairs; ++p) {
+    pair_index[p] = _mm512_mask_set1_epi32(_mm512_set1_epi32(2 * p), 0xff00, 2 * p + 1);
+  }
+  __m512 acc[kPairs][T];
+  for (int p = 0; p < kPairs; ++p) {
+    for (int t = 0; t < T; ++t) acc[p][t] = _mm512_setzero_ps();
+  }
+  for (int64_t i = 0; i < nb; ++i) {
+    const int64_t off = i * static_cast<int64_t>(sizeof(BlockQ8_0));
+    for (int64_t b = 0; b < 8 * static_cast<int64_t>(sizeof(BlockQ8_0)); b += 64) {
+      _mm_prefetch(reinterpret_cast<const char*>(next + 8 * off + b), _MM_HINT_T1);
+    }
+    uint64_t half_words[2] = {0, 0};
+    for (int r = 0; r < 8; ++r) {
+      uint16_t d;
+      std::memcpy(&d, rows + r * w_stride + off, 2);
+      half_words[r / 4] |= static_cast<uint64_t>(d) << (16 * (r % 4));
+    }
+    const __m512 dw = _mm512_zextps256_ps512(_mm256_cvtph_ps(
+        _mm_set_epi64x(static_cast<long long>(half_words[1]), static_cast<long long>(half_words[0]))));
+    __m512i q[kPairs];
+    __m512 dw_pair[kPairs];
+    for (int p = 0; p < kPairs; ++p) {
+      const uint8_t* a = rows + 2 * p * w_stride + off + 2;
+      const __m256i qa = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(a));
+      const __m256i qb = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(a + w_stride));
+      q[p] = _mm512_xor_si512(_mm512_mask_broadcast_i64x4(_mm512_zextsi256_si512(qa), 0xf0, qb), flip);
+      dw_pair[p] = _mm512_permutexvar_ps(pair_index[p], dw);
+    }
+    for (int t = 0; t < T; ++t) {
+      const uint8_t* y = act + t * act_stride + off + 2;
+      const __m512i yb = _mm512_broadcast_i64x4(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(y)));
+      const __m512i seed = _mm512_sub_epi32(_mm512_setzero_si512(), _mm512_dpbusd_epi32(_mm512_setzero_si512(), flip, yb));
+      const __m512 dy = _mm512_set1_ps(side[t * side_stride + 2 * i]);
+      for (int p = 0; p < kPairs; ++p) {
+        const __m512i sum = _mm512_dpbusd_epi32(seed, q[p], yb);
+        acc[p][t] = _mm512_fmadd_ps(_mm512_mul_ps(dw_pair[p], dy), _mm512_cvtepi32_ps(sum), acc[p][t]);
+      }
+    }
+  }
+  for (int p = 0; p < kPairs; ++p) {
+    for (int t = 0; t < T; ++t) {
+      float lanes[16];
+      _mm512_storeu_ps(lanes, acc[p][t]);
+      float* o = out + t * out_stride + 8 * h + 2 * p;
+      o[0] = x86::HorizontalSum(_mm256_loadu_ps(lanes));
+      o[1] = x86::HorizontalSum(_mm256_loadu_ps(lanes + 8));
+    }
+  }
+}
+
+template <int T>
+struct Q8_0Kernel {
+  static void Run(const uint8_t* w, int64_t w_stride, const uint8_t* act, int64_t act_stride,
+                  const float* side, int64_t side_stride, int64_t n, float* out, int64_t out_stride) {
+    for (int h = 0; h < 2; ++h) WideQ8_0Half<T>(w, w_stride, h, act, act_stride, side, side_stride, n, out, out_stride);
+  }
+};
+
 template <int T>
 struct Q4_0Kernel {
   static void Run(const uint8_t* w, int64_t w_stride, const uint8_t* act, int64_t act_stride,
@@ -83,6 +159,8 @@ struct Q4_0Kernel {
 WideTile GetWideTile(DType weight, bool grouped) {
   switch (weight) {
     case DType::kQ4_0: return {x86::WideRun<Q4_0Kernel, kWideTokens>, SideQ8_0, 16, kWideTokens};
+    // 4 tokens keep the 4 x 4 accumulators of an 8-row half in registers.
+    case DType::kQ8_0: return {x86::WideRun<Q8_0Kernel, 4>, SideQ8_0, 16, 4};
     default: return GetWideTileK(weight, grouped);
   }
 }
