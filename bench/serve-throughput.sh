@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Serving throughput with continuous batching: 8 concurrent streams vs 1 stream on a
 # Llama-3.2-1B-shaped Q4_0 model (random weights; made with `cohort synth` when missing).
-# Runs each setting REPEAT times and prints the medians and their ratio.
+# Runs each setting REPEAT times (alternating) and prints the medians and their ratios, end to
+# end and decode only (see serve-throughput.mjs).
 #   bench/serve-throughput.sh [BUILD_DIR] [MODEL] [REPEAT] [MAX_TOKENS]
 set -euo pipefail
 # The kernel shares the CPU between sessions first (sched_autogroup), so other sessions' builds
@@ -36,17 +37,21 @@ base=http://127.0.0.1:$port
 echo "model $model, $threads threads, server $base, $max_tokens tokens per stream"
 
 node "$root/bench/serve-throughput.mjs" "$base" 1 8 >/dev/null  # warm-up (page in the weights)
-declare -A rates=([1]="" [8]="")
+declare -A rates=([1]="" [8]="") decode=([1]="" [8]="")
 # Alternating 1 and 8 streams, so a change in the machine's load hits both alike.
 for r in $(seq "$repeat"); do
   for c in 1 8; do
     line=$(node "$root/bench/serve-throughput.mjs" "$base" "$c" "$max_tokens")
     echo "  run $r: $line"
     rates[$c]+="$(echo "$line" | sed 's/.*"tokens_per_second":\([0-9.]*\).*/\1/') "
+    decode[$c]+="$(echo "$line" | sed 's/.*"decode_tokens_per_second":\([0-9.]*\).*/\1/') "
   done
 done
 median() { printf '%s\n' $1 | sort -g | awk '{a[NR]=$1} END {print a[int((NR+1)/2)]}'; }
 m1=$(median "${rates[1]}")
 m8=$(median "${rates[8]}")
 echo "load: $(cut -d' ' -f1-3 /proc/loadavg)"
-echo "median tokens/s: 1 stream $m1, 8 streams $m8, ratio $(awk -v a="$m8" -v b="$m1" 'BEGIN {printf "%.2f", a / b}')x"
+d1=$(median "${decode[1]}")
+d8=$(median "${decode[8]}")
+echo "median tokens/s (first request to last token): 1 stream $m1, 8 streams $m8, ratio $(awk -v a="$m8" -v b="$m1" 'BEGIN {printf "%.2f", a / b}')x"
+echo "median decode tokens/s (first token to last):   1 stream $d1, 8 streams $d8, ratio $(awk -v a="$d8" -v b="$d1" 'BEGIN {printf "%.2f", a / b}')x"
