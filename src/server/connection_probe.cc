@@ -38,14 +38,15 @@ bool Matches(int fd, const ConnectionAddress& want) {
   socklen_t len = sizeof(addr);
   std::string host;
   int port = -1;
-  // Ports first: they rule out every other socket cheaply.
+  // The peer first: every connection of the server shares the local address, and a listener
+  // has no peer.
+  if (getpeername(fd, reinterpret_cast<sockaddr*>(&addr), &len) != 0) return false;
+  if (!HostAndPort(addr, len, host, port) || port != want.remote_port) return false;
+  if (!want.remote_addr.empty() && host != want.remote_addr) return false;
+  len = sizeof(addr);
   if (getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len) != 0) return false;
   if (!HostAndPort(addr, len, host, port) || port != want.local_port) return false;
-  if (!want.local_addr.empty() && host != want.local_addr) return false;
-  len = sizeof(addr);
-  if (getpeername(fd, reinterpret_cast<sockaddr*>(&addr), &len) != 0) return false;  // a listener
-  if (!HostAndPort(addr, len, host, port) || port != want.remote_port) return false;
-  return want.remote_addr.empty() || host == want.remote_addr;
+  return want.local_addr.empty() || host == want.local_addr;
 }
 
 }  // namespace
