@@ -124,7 +124,7 @@ struct Q6K {
   COHORT_TARGET_AVX512 static void Run(const uint8_t* w, int64_t w_stride, const uint8_t* act,
                                        int64_t act_stride, int64_t n, float* out, int64_t out_stride) {
     const __m256i low_mask = _mm256_set1_epi8(0x0f);
-    const __m256i two_bits = _mm256_set1_epi8(0x03);
+    const __m256i high_mask = _mm256_set1_epi8(0x30);
     // pair_index[j]: int16 lanes 0..7 take scale 2j, lanes 8..15 scale 2j + 1.
     __m256i pair_index[8];
     for (int j = 0; j < 8; ++j) {
@@ -162,10 +162,14 @@ struct Q6K {
           for (int t = 0; t < T; ++t) yq[t] = Load32(y[t]->qs + 128 * h + 32 * g);
           for (int r = 0; r < R; ++r) {
             const __m256i ql = Load32(x[r]->ql + 64 * h + 32 * (g & 1));
-            const __m256i low = _mm256_and_si256(g < 2 ? ql : _mm256_srli_epi16(ql, 4), low_mask);
             const __m256i qh = Load32(x[r]->qh + 32 * h);
-            const __m256i high = _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(qh, 2 * g), two_bits), 4);
-            const __m256i u = _mm256_or_si256(low, high);
+            // Bits 2g, 2g + 1 of each qh byte moved to bits 4, 5 by one 16-bit shift (the bits
+            // it carries across bytes are masked off), then u = (low nibble) | high in one
+            // ternary-logic op: fewer instructions for the single-token (memory-bound) case.
+            const __m256i high = _mm256_and_si256(
+                g == 0 ? _mm256_slli_epi16(qh, 4) : g == 1 ? _mm256_slli_epi16(qh, 2) : g == 2 ? qh : _mm256_srli_epi16(qh, 2),
+                high_mask);
+            const __m256i u = _mm256_ternarylogic_epi32(g < 2 ? ql : _mm256_srli_epi16(ql, 4), low_mask, high, 0xea);
             const __m256i sp = _mm256_permutexvar_epi16(pair_index[4 * h + g], scales16[r]);
             for (int t = 0; t < T; ++t) {
               sum[r][t] = _mm256_dpwssd_epi32(sum[r][t], _mm256_maddubs_epi16(u, yq[t]), sp);
