@@ -141,7 +141,7 @@ struct Q6K {
       const BlockQ6_K* x[R];
       for (int r = 0; r < R; ++r) {
         x[r] = reinterpret_cast<const BlockQ6_K*>(w + r * w_stride) + i;
-        const uint8_t* next = w + (r + R) * w_stride + i * sizeof(BlockQ6_K);  // the next tile
+        const uint8_t* next = w + (r + 2 * R) * w_stride + i * sizeof(BlockQ6_K);  // the next tile
         for (int line = 0; line < 4; ++line) x86::PrefetchNextTile(next + 64 * line);
       }
       // As vec_dot_avx2_k.cc: the -32 offset leaves lane m as 32 * (bsums[2m] * s[2m] +
