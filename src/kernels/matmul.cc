@@ -1,8 +1,10 @@
 // MatMul: activations quantized once per call to the weight's vec-dot type, then the dot
-// products by tile kernels (kTileRows rows x kTileTokens tokens at once, tile.h) where the
-// type has one, else one vec-dot per (token, weight row); tiled so each weight row is read
-// once per block of tokens, and split over the thread pool by tiles of weight rows (threads
-// never share an output element).
+// products by wide tiles (16 rows x up to 8 tokens, tile_wide.h) where the type has them,
+// by tile kernels (kTileRows rows x kTileTokens tokens, tile.h) for the rows left over, else
+// one vec-dot per (token, weight row); token tiles outermost so a block of quantized tokens
+// stays in cache while the rows pass, split over the thread pool by tiles of weight rows
+// (threads never share an output element). MatMulExpertsBatch runs many products this way
+// in one parallel pass.
 #include "kernels/matmul.h"
 
 #include <algorithm>
