@@ -247,11 +247,21 @@ double Sampler::Uniform() {
 }
 
 int32_t Sampler::Draw(float temperature) {
-  Softmax(temperature);
+  // Softmax(temperature) without its normalising pass: each probability is normalised only when
+  // the scan reaches it, the same float and the same running double sum as normalising every
+  // candidate first, but the tail past the drawn token (often most of a 10^5-token
+  // vocabulary) is never divided.
+  float max_logit = kNegInf;
+  for (const auto& c : candidates_) max_logit = std::max(max_logit, c.logit);
+  double sum = 0.0;
+  for (auto& c : candidates_) {
+    c.p = std::exp((c.logit - max_logit) / temperature);
+    sum += c.p;
+  }
   const double u = Uniform();
   double cum = 0.0;
   for (const auto& c : candidates_) {
-    cum += c.p;
+    cum += static_cast<float>(c.p / sum);
     if (u < cum) return c.id;
   }
   return candidates_.back().id;  // u within rounding of 1
