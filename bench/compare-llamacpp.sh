@@ -38,12 +38,14 @@ echo "STREAM-style read bandwidth, $threads threads: $bw GB/s" >&2
 median() { tr ',' '\n' | sort -g | awk '{v[NR]=$1} END {if (NR==0) print 0; else if (NR%2) print v[(NR+1)/2]; else print (v[NR/2]+v[NR/2+1])/2}'; }
 
 rows=()
+loads=()
 for entry in $all_models; do
   IFS=: read -r name shape type <<<"$entry"
   case " $want " in *" $name "*) ;; *) continue ;; esac
   file="$models_dir/$name.gguf"
   [ -f "$file" ] || "$cohort" -t "$threads" synth --shape "$shape" --type "$type" -o "$file" >&2
   cat "$file" >/dev/null  # into the page cache before either engine maps it
+  load_before=$(cut -d' ' -f1 /proc/loadavg)
   c_pp=() c_tg=() l_pp=() l_tg=() bytes=0 rss=0 limit=0
   for ((r = 0; r < rounds; ++r)); do
     echo "[$name] round $((r + 1))/$rounds" >&2
@@ -58,6 +60,8 @@ for entry in $all_models; do
     l_pp+=("$(jq -r '[.[] | select(.n_prompt > 0) | .avg_ts][0] // 0' <<<"$lj")")
     l_tg+=("$(jq -r '[.[] | select(.n_gen > 0) | .avg_ts][0] // 0' <<<"$lj")")
   done
+  echo "[$name] load average $load_before before, $(cut -d' ' -f1 /proc/loadavg) after" >&2
+  loads+=("$name: $load_before -> $(cut -d' ' -f1 /proc/loadavg)")
   cpp=$(IFS=,; echo "${c_pp[*]}" | median); ctg=$(IFS=,; echo "${c_tg[*]}" | median)
   lpp=$(IFS=,; echo "${l_pp[*]}" | median); ltg=$(IFS=,; echo "${l_tg[*]}" | median)
   rows+=("$(awk -v n="$name" -v cpp="$cpp" -v lpp="$lpp" -v ctg="$ctg" -v ltg="$ltg" \
@@ -74,3 +78,5 @@ echo "read bandwidth $bw GB/s (bench/stream_read); limit = bandwidth / weight by
 echo "| model        | pp$pp cohort | llama | ratio | tg$tg cohort | llama | ratio | limit t/s | cohort %lim | llama %lim | MiB/tok | RSS/(file+KV) |"
 echo "|--------------|----------|----------|--------|---------|---------|--------|--------|--------|--------|-------|-------|"
 printf '%s\n' "${rows[@]}"
+echo
+echo "1-minute load average (before -> after each model's rounds): ${loads[*]}"
