@@ -230,11 +230,9 @@ void ClusterDaemon::Lead(const cluster::ClusterSnapshot& snap) {
     bool place = false;
     if (inst->status == cluster::InstanceStatus::kPending) {
       // A node that just joined publishes its services a moment later: wait a little for
-      // them when the instance asks for more nodes than have published yet.
+      // every alive node to have published before placing.
       if (!pending_since_ms_.count(id)) pending_since_ms_[id] = now;
-      const bool waiting = inst->nodes > static_cast<int>(candidates.size()) &&
-                           static_cast<int>(alive_count) >= inst->nodes &&
-                           now - pending_since_ms_[id] < kServiceWaitMs;
+      const bool waiting = alive_count > candidates.size() && now - pending_since_ms_[id] < kServiceWaitMs;
       if (waiting) continue;
       pending_since_ms_.erase(id);
       place = true;
