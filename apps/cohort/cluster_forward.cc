@@ -117,7 +117,6 @@ void ForwardRequest(const std::string& upstream, const httplib::Request& req, ht
         std::deque<std::string> chunks;
         bool done = false;
         std::string error;
-        bool ended_cleanly = false;
         {
           std::unique_lock<std::mutex> l(relay->mutex);
           relay->changed.wait(l, [&] { return relay->done || !relay->chunks.empty(); });
@@ -133,8 +132,7 @@ void ForwardRequest(const std::string& upstream, const httplib::Request& req, ht
           }
         }
         if (!done) return true;
-        ended_cleanly = error.empty();
-        if (!ended_cleanly) {
+        if (!error.empty()) {
           // The coordinator went away mid-stream: say so in the stream, then end it.
           const std::string event =
               "data: " + ErrorBody("the instance's coordinator " + upstream + " went away: " + error) + "\n\n";

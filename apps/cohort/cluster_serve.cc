@@ -142,6 +142,10 @@ int ClusterServeCommand(const ServeOptions& options) {
   const int64_t max_memory = ParseByteSize(co.max_memory);
   if (max_memory < 0) return Fail(InvalidArgument("--max-memory: '" + co.max_memory + "' is not a size"));
   const std::string public_host = HostOf(co.advertise.empty() ? co.listen : co.advertise);
+  // Peers connect to this node's worker service and instance servers at this host.
+  if (public_host == "0.0.0.0" || public_host.empty()) {
+    return Fail(InvalidArgument("--listen " + co.listen + " is no address peers can reach: give --advertise HOST:PORT"));
+  }
   auto bound = comm::TcpListener::Bind(co.worker_listen.empty() ? public_host + ":0" : co.worker_listen);
   if (!bound.ok()) return Fail(bound.status().Annotate("worker service"));
   std::shared_ptr<comm::TcpListener> workers(std::move(*bound));
