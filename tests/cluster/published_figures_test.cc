@@ -53,13 +53,16 @@ Prediction PredictRow(const Row& row) {
 }
 
 TEST(PublishedFigures, AllTenWithinTwentyPercent) {
-  std::printf("%-16s %-18s %-5s %5s %9s %9s %7s\n", "model", "quant", "stack", "nodes",
-              "published", "predicted", "error");
+  std::printf("%-16s %-18s %-5s %5s %9s %9s %7s   %s\n", "model", "quant", "stack", "nodes",
+              "published", "predicted", "error", "weights / collectives / hops / overhead (ms)");
   for (const Row& row : kRows) {
     const Prediction p = PredictRow(row);
     const double error = p.gen_tok_s_b1 / row.published - 1;
-    std::printf("%-16s %-18s %-5s %5d %9.1f %9.1f %+6.1f%%\n", row.model, row.quant,
-                row.exo ? "exo" : "llama", row.nodes, row.published, p.gen_tok_s_b1, 100 * error);
+    const StepTime& t = p.step_b1;
+    std::printf("%-16s %-18s %-5s %5d %9.1f %9.1f %+6.1f%%   %.1f / %.1f / %.1f / %.1f\n", row.model,
+                row.quant, row.exo ? "exo" : "llama", row.nodes, row.published, p.gen_tok_s_b1,
+                100 * error, 1e3 * (t.weights_s + t.compute_s), 1e3 * t.collectives_s, 1e3 * t.hops_s,
+                1e3 * t.overhead_s);
     EXPECT_TRUE(p.fits) << row.model << " on " << row.nodes << " node(s)";
     EXPECT_LT(std::fabs(error), 0.20) << row.model << " " << row.nodes << " nodes, "
                                       << (row.exo ? "exo" : "llama.cpp");
