@@ -21,7 +21,7 @@ namespace {
 // A tile of weight rows is small enough (a few KB) to stay in L1 while every token of a
 // token block passes over it; a token block of quantized activations stays in L2.
 constexpr int64_t kRowTile = kTileRows;
-constexpr int64_t kTokenTile = 32;
+constexpr int64_t kTokenTile = 64;
 // MatMulRows relies on this: a token tile never straddles the grouped/ungrouped boundary.
 static_assert(kTileTokens == 4 && kTokenTile % kTileTokens == 0);
 
