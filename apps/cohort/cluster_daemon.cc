@@ -192,17 +192,13 @@ void ClusterDaemon::PublishSelf(const cluster::ClusterSnapshot& snap, bool publi
   if (!version.ok()) log_.Warn("publishing this node's services: {}", version.status().ToString());
 }
 
-void ClusterDaemon::Lead(const cluster::ClusterSnapshot& snap) {
-  if (snap.leader != snap.self) return;
-  std::set<std::string> present;  // not dead: may still hold a rank
-  std::vector<cluster::PlacementNode> candidates;  // alive and serving: may get a rank
-  std::string signature;
-  size_t alive_count = 0;
+ClusterDaemon::LiveSet ClusterDaemon::Live(const cluster::ClusterSnapshot& snap) {
+  LiveSet live;
   for (const cluster::MemberView& m : snap.members) {
     if (m.liveness == cluster::Liveness::kDead) continue;
-    present.insert(m.id.Hex());
+    live.present.insert(m.id.Hex());
     if (m.liveness != cluster::Liveness::kAlive) continue;
-    ++alive_count;
+    ++live.alive;
     auto it = snap.state.models.find(cluster::kNodeKeyPrefix + m.id.Hex());
     if (it == snap.state.models.end()) continue;
     auto service = cluster::NodeServiceFromJson(it->second);
@@ -212,10 +208,62 @@ void ClusterDaemon::Lead(const cluster::ClusterSnapshot& snap) {
     n.profile = cluster::BudgetProfile(m.name, m.profile.memory_total_bytes, m.profile.memory_available_bytes,
                                        m.profile.memory_bandwidth_Bps, m.profile.matmul_flops,
                                        service->max_memory_bytes);
-    // What placement depends on: who is alive and what each offers.
-    signature += it->second.dump() + ";";
-    candidates.push_back(std::move(n));
+    live.signature += it->second.dump() + ";";
+    live.candidates.push_back(std::move(n));
   }
+  return live;
+}
+
+std::optional<std::string> ClusterDaemon::WhyPlace(const cluster::Instance& inst,
+                                                   const std::optional<cluster::RunReport>& run,
+                                                   const LiveSet& live, uint64_t now) {
+  const std::string& id = inst.id;
+  const uint64_t last = last_try_ms_.count(id) ? last_try_ms_[id] : 0;
+  switch (inst.status) {
+    case cluster::InstanceStatus::kPending: {
+      // A node that just joined publishes its services a moment later: wait a little for
+      // every alive node to have published before placing.
+      if (!pending_since_ms_.count(id)) pending_since_ms_[id] = now;
+      if (live.alive > live.candidates.size() && now - pending_since_ms_[id] < kServiceWaitMs) return std::nullopt;
+      pending_since_ms_.erase(id);
+      return inst.reason;
+    }
+    case cluster::InstanceStatus::kPlaced:
+      for (const cluster::RankPlacement& r : inst.ranks) {
+        if (live.present.count(r.node) == 0) return "node " + r.name + " left the cluster";
+      }
+      if (run.has_value() && run->state == "failed" &&
+          now - last >= static_cast<uint64_t>(options_.replace_backoff_ms)) {
+        return "the coordinator reported: " + run->error;
+      }
+      return std::nullopt;
+    case cluster::InstanceStatus::kUnplaced:  // again when the live set changes, and now and then
+      if (tried_on_[id] != live.signature || now - last >= kUnplacedRetryMs) return std::string("the live nodes changed");
+      return std::nullopt;
+  }
+  return std::nullopt;
+}
+
+Status ClusterDaemon::PlaceOn(const cluster::ClusterSnapshot& snap, const LiveSet& live,
+                              cluster::Instance* next) {
+  auto m = snap.state.models.find(cluster::kModelKeyPrefix + next->model);
+  if (m == snap.state.models.end()) return NotFound("model '" + next->model + "' is not registered");
+  COHORT_ASSIGN_OR_RETURN(cluster::ModelEntry model, cluster::ModelEntryFromJson(m->second));
+  cluster::PlacementInput in;
+  in.model = model;
+  in.layout = next->layout;
+  in.nodes = next->nodes;
+  const int model_ctx = std::min(model.n_ctx_train > 0 ? model.n_ctx_train : kDefaultMaxCtx, kDefaultMaxCtx);
+  in.context_tokens = options_.context_tokens > 0 ? options_.context_tokens : model_ctx;
+  in.sequences = options_.sequences;
+  in.candidates = live.candidates;
+  in.link = LinkOf(snap);
+  return cluster::PlaceInstance(in, next);
+}
+
+void ClusterDaemon::Lead(const cluster::ClusterSnapshot& snap) {
+  if (snap.leader != snap.self) return;
+  const LiveSet live = Live(snap);
   const uint64_t now = NowMs();
   for (const auto& [id, value] : snap.state.placements) {
     auto inst = cluster::InstanceFromJson(value);
@@ -225,58 +273,13 @@ void ClusterDaemon::Lead(const cluster::ClusterSnapshot& snap) {
       auto parsed = cluster::RunReportFromJson(r->second);
       if (parsed.ok() && parsed->epoch == inst->epoch) run = *parsed;
     }
-    const uint64_t last = last_try_ms_.count(id) ? last_try_ms_[id] : 0;
-    std::string reason;
-    bool place = false;
-    if (inst->status == cluster::InstanceStatus::kPending) {
-      // A node that just joined publishes its services a moment later: wait a little for
-      // every alive node to have published before placing.
-      if (!pending_since_ms_.count(id)) pending_since_ms_[id] = now;
-      const bool waiting = alive_count > candidates.size() && now - pending_since_ms_[id] < kServiceWaitMs;
-      if (waiting) continue;
-      pending_since_ms_.erase(id);
-      place = true;
-      reason = inst->reason;
-    } else if (inst->status == cluster::InstanceStatus::kPlaced) {
-      for (const cluster::RankPlacement& r : inst->ranks) {
-        if (present.count(r.node) == 0) {
-          place = true;
-          reason = "node " + r.name + " left the cluster";
-          break;
-        }
-      }
-      if (!place && run.has_value() && run->state == "failed" &&
-          now - last >= static_cast<uint64_t>(options_.replace_backoff_ms)) {
-        place = true;
-        reason = "the coordinator reported: " + run->error;
-      }
-    } else {  // unplaced: try again when the live set changes, and now and then
-      place = tried_on_[id] != signature || now - last >= kUnplacedRetryMs;
-    }
-    if (!place) continue;
+    const std::optional<std::string> reason = WhyPlace(*inst, run, live, now);
+    if (!reason.has_value()) continue;
     cluster::Instance next = *inst;
     next.epoch = inst->epoch + 1;
-    Status placed = NotFound("model '" + inst->model + "' is not registered");
-    if (auto m = snap.state.models.find(cluster::kModelKeyPrefix + inst->model); m != snap.state.models.end()) {
-      auto model = cluster::ModelEntryFromJson(m->second);
-      if (model.ok()) {
-        cluster::PlacementInput in;
-        in.model = *model;
-        in.layout = inst->layout;
-        in.nodes = inst->nodes;
-        in.context_tokens = options_.context_tokens > 0
-                                ? options_.context_tokens
-                                : std::min(model->n_ctx_train > 0 ? model->n_ctx_train : kDefaultMaxCtx, kDefaultMaxCtx);
-        in.sequences = options_.sequences;
-        in.candidates = candidates;
-        in.link = LinkOf(snap);
-        placed = cluster::PlaceInstance(in, &next);
-      } else {
-        placed = model.status();
-      }
-    }
+    const Status placed = PlaceOn(snap, live, &next);
     last_try_ms_[id] = now;
-    tried_on_[id] = signature;
+    tried_on_[id] = live.signature;
     if (!placed.ok()) {
       next.status = cluster::InstanceStatus::kUnplaced;
       next.reason = placed.message();
@@ -285,7 +288,7 @@ void ClusterDaemon::Lead(const cluster::ClusterSnapshot& snap) {
       // Nothing new to say: do not write the same verdict again.
       if (inst->status == cluster::InstanceStatus::kUnplaced && inst->reason == next.reason) continue;
     } else {
-      next.reason = reason;
+      next.reason = *reason;
     }
     auto version = node_.ProposeChange({cluster::ChangeKind::kPutPlacement, id, cluster::InstanceToJson(next)},
                                        kProposeTimeoutMs);

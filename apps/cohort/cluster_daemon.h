@@ -12,6 +12,7 @@
 #include <map>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <set>
 #include <string>
 #include <thread>
@@ -83,6 +84,20 @@ class ClusterDaemon {
   // Proposes this node's NodeService when the state's differs (at most once a second unless
   // `now`); called by the loop and by ResolveModel.
   void PublishSelf(const cluster::ClusterSnapshot& snap, bool now);
+  // The leader's view of the members: who may still hold a rank (not dead), who may get one
+  // (alive, services published), and a signature of what placement depends on.
+  struct LiveSet {
+    std::set<std::string> present;
+    std::vector<cluster::PlacementNode> candidates;
+    size_t alive = 0;
+    std::string signature;
+  };
+  static LiveSet Live(const cluster::ClusterSnapshot& snap);
+  // Why `inst` should be (re)placed now, or nothing.
+  std::optional<std::string> WhyPlace(const cluster::Instance& inst,
+                                      const std::optional<cluster::RunReport>& run,
+                                      const LiveSet& live, uint64_t now);
+  Status PlaceOn(const cluster::ClusterSnapshot& snap, const LiveSet& live, cluster::Instance* next);
   void Lead(const cluster::ClusterSnapshot& snap);
   void Coordinate(const cluster::ClusterSnapshot& snap);
   bool Report(const std::string& id, const cluster::RunReport& report);
