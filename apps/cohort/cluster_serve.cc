@@ -78,6 +78,80 @@ std::vector<std::thread> StartWorkerService(std::shared_ptr<comm::TcpListener> l
   return threads;
 }
 
+Result<cluster::ClusterOptions> ClusterOptionsOf(const ClusterServeOptions& co) {
+  cluster::ClusterOptions c;
+  c.listen = co.listen;
+  c.advertise = co.advertise;
+  c.peers = SplitList(co.peers);
+  COHORT_ASSIGN_OR_RETURN(c.secret, ReadSecret(co));
+  c.state_dir = co.state_dir;
+  c.name = co.name;
+  c.multicast = !co.no_multicast;
+  c.heartbeat_ms = co.heartbeat_ms;
+  c.timeouts.suspect_ms = static_cast<uint64_t>(co.suspect_ms);
+  c.timeouts.dead_ms = static_cast<uint64_t>(co.dead_ms);
+  c.profile.run_benchmarks = !co.no_benchmarks;
+  return c;
+}
+
+// What instances this node coordinates run with: serve's own options.
+DaemonOptions DaemonOptionsOf(const ServeOptions& options, const std::string& name, const std::string& host) {
+  DaemonOptions d;
+  d.name = name;
+  d.context_tokens = options.ctx;
+  d.sequences = options.parallel;
+  d.runner.host = host;
+  d.runner.threads = options.threads;
+  d.runner.worker_threads = options.dist.worker_threads > 0 ? options.dist.worker_threads : options.threads;
+  d.runner.parallel = options.parallel;
+  d.runner.ctx = options.ctx;
+  d.runner.chat_template = options.chat_template;
+  d.runner.http.api_keys = options.api_keys;
+  d.runner.http.max_body_bytes = options.max_body_bytes;
+  d.runner.http.max_tokens_limit = options.max_tokens;
+  d.runner.http.timeout_s = options.timeout_s;
+  d.runner.http.http_threads = options.http_threads;
+  d.runner.comm_timeout = std::chrono::milliseconds(options.cluster.comm_timeout_ms);
+  d.runner.link_latency_us = options.dist.link_latency_us;
+  d.runner.link_bandwidth_Bps = static_cast<int64_t>(options.dist.link_gbit * 1e9 / 8);
+  return d;
+}
+
+ClusterApiOptions ApiOptionsOf(const ServeOptions& options) {
+  ClusterApiOptions a;
+  a.host = options.host;
+  a.port = options.port;
+  a.http_threads = options.http_threads;
+  a.max_body_bytes = options.max_body_bytes;
+  a.forward_read_timeout_s = options.cluster.forward_timeout_s;
+  a.default_nodes = options.cluster.nodes;
+  a.default_layout = options.dist.layout;
+  return a;
+}
+
+// -m: this node's model becomes an instance (the same id from every node that names it);
+// retried for a while, since the cluster may still be forming.
+void ProposeStartupModel(const ServeOptions& options, cluster::ClusterNode& node, ClusterDaemon& daemon,
+                         Logger& log) {
+  for (int attempt = 0; attempt < 20; ++attempt) {
+    auto entry = daemon.ResolveModel(options.model);
+    if (entry.ok()) {
+      if (node.Snapshot().state.placements.count(entry->name) != 0) return;
+      cluster::Instance instance;
+      instance.id = entry->name;
+      instance.model = entry->name;
+      instance.layout = options.dist.layout;
+      instance.nodes = options.cluster.nodes;
+      if (node.ProposeChange({cluster::ChangeKind::kPutPlacement, instance.id, cluster::InstanceToJson(instance)}).ok()) {
+        return;
+      }
+    } else {
+      log.Warn("-m {}: {}", options.model, entry.status().ToString());
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(500));
+  }
+}
+
 }  // namespace
 
 int64_t ParseByteSize(const std::string& text) {
@@ -150,54 +224,17 @@ int ClusterServeCommand(const ServeOptions& options) {
   if (!bound.ok()) return Fail(bound.status().Annotate("worker service"));
   std::shared_ptr<comm::TcpListener> workers(std::move(*bound));
 
-  cluster::ClusterOptions c;
-  c.listen = co.listen;
-  c.advertise = co.advertise;
-  c.peers = SplitList(co.peers);
-  auto secret = ReadSecret(co);
-  if (!secret.ok()) return Fail(secret.status());
-  c.secret = *secret;
-  c.state_dir = co.state_dir;
-  c.name = co.name;
-  c.multicast = !co.no_multicast;
-  c.heartbeat_ms = co.heartbeat_ms;
-  c.timeouts.suspect_ms = static_cast<uint64_t>(co.suspect_ms);
-  c.timeouts.dead_ms = static_cast<uint64_t>(co.dead_ms);
-  c.profile.run_benchmarks = !co.no_benchmarks;
-  auto started = cluster::ClusterNode::Start(c, &log);
+  auto c = ClusterOptionsOf(co);
+  if (!c.ok()) return Fail(c.status());
+  auto started = cluster::ClusterNode::Start(*c, &log);
   if (!started.ok()) return Fail(started.status());
   cluster::ClusterNode& node = **started;
   const std::string name = node.Snapshot().members.front().name;
 
-  DaemonOptions d;
-  d.name = name;
+  DaemonOptions d = DaemonOptionsOf(options, name, public_host);
   d.worker = workers->address();
   d.max_memory_bytes = max_memory;
-  d.context_tokens = options.ctx;
-  d.sequences = options.parallel;
-  d.runner.host = public_host;
-  d.runner.threads = options.threads;
-  d.runner.worker_threads = options.dist.worker_threads > 0 ? options.dist.worker_threads : options.threads;
-  d.runner.parallel = options.parallel;
-  d.runner.ctx = options.ctx;
-  d.runner.chat_template = options.chat_template;
-  d.runner.http.api_keys = options.api_keys;
-  d.runner.http.max_body_bytes = options.max_body_bytes;
-  d.runner.http.max_tokens_limit = options.max_tokens;
-  d.runner.http.timeout_s = options.timeout_s;
-  d.runner.http.http_threads = options.http_threads;
-  d.runner.comm_timeout = std::chrono::milliseconds(co.comm_timeout_ms);
-  d.runner.link_latency_us = options.dist.link_latency_us;
-  d.runner.link_bandwidth_Bps = static_cast<int64_t>(options.dist.link_gbit * 1e9 / 8);
-
-  ClusterApiOptions a;
-  a.host = options.host;
-  a.port = options.port;
-  a.http_threads = options.http_threads;
-  a.max_body_bytes = options.max_body_bytes;
-  a.forward_read_timeout_s = co.forward_timeout_s;
-  a.default_nodes = co.nodes;
-  a.default_layout = options.dist.layout;
+  ClusterApiOptions a = ApiOptionsOf(options);
   ClusterDaemon* daemon_ptr = nullptr;
   ClusterApi api(node, [&](const std::string& m) { return daemon_ptr->ResolveModel(m); }, a, log);
   auto port = api.Bind();
@@ -220,27 +257,9 @@ int ClusterServeCommand(const ServeOptions& options) {
                d.api.c_str());
   std::fflush(stderr);
 
-  // -m: this node's model becomes an instance (the same id from every node that names it).
   std::thread startup_model;
   if (co.model_flag != nullptr && co.model_flag->count() > 0) {
-    startup_model = std::thread([&] {
-      for (int attempt = 0; attempt < 20; ++attempt) {
-        auto entry = daemon.ResolveModel(options.model);
-        if (entry.ok()) {
-          const auto snap = node.Snapshot();
-          if (snap.state.placements.count(entry->name) != 0) return;
-          cluster::Instance instance;
-          instance.id = entry->name;
-          instance.model = entry->name;
-          instance.layout = options.dist.layout;
-          instance.nodes = co.nodes;
-          if (node.ProposeChange({cluster::ChangeKind::kPutPlacement, instance.id, cluster::InstanceToJson(instance)}).ok()) return;
-        } else {
-          log.Warn("-m {}: {}", options.model, entry.status().ToString());
-        }
-        std::this_thread::sleep_for(std::chrono::milliseconds(500));
-      }
-    });
+    startup_model = std::thread([&] { ProposeStartupModel(options, node, daemon, log); });
   }
 
   int signal_number = 0;
