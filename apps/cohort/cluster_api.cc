@@ -62,6 +62,17 @@ ClusterApi::ClusterApi(cluster::ClusterNode& node, ModelResolver resolve,
   http_->set_payload_max_length(options_.max_body_bytes);
   http_->set_read_timeout(10, 0);
   http_->set_write_timeout(10, 0);
+  // One check for every route: the cluster's own routes change what the cluster runs.
+  http_->set_pre_routing_handler([this](const httplib::Request& req, httplib::Response& res) {
+    if (options_.api_keys.empty() || req.path == "/health") return httplib::Server::HandlerResponse::Unhandled;
+    const std::string auth = req.get_header_value("Authorization");
+    for (const std::string& key : options_.api_keys) {
+      if (auth == "Bearer " + key) return httplib::Server::HandlerResponse::Unhandled;
+    }
+    SendJson(res, 401, {{"error", {{"message", "a valid API key is required (Authorization: Bearer KEY)"},
+                                   {"type", "authentication_error"}, {"param", nullptr}, {"code", "invalid_api_key"}}}});
+    return httplib::Server::HandlerResponse::Handled;
+  });
   AddRoutes();
 }
 

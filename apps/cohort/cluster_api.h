@@ -8,6 +8,7 @@
 #include <functional>
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "cluster/cluster_node.h"
 #include "cluster/instance.h"
@@ -30,6 +31,7 @@ struct ClusterApiOptions {
   int forward_read_timeout_s = 30;  // a coordinator silent this long ends the request (503)
   int default_nodes = 0;            // POST /v1/instances without "nodes"
   std::string default_layout = "tp";
+  std::vector<std::string> api_keys;  // accepted Bearer keys on every route but /health (none: open)
 };
 
 class ClusterApi {

@@ -126,6 +126,7 @@ ClusterApiOptions ApiOptionsOf(const ServeOptions& options) {
   a.forward_read_timeout_s = options.cluster.forward_timeout_s;
   a.default_nodes = options.cluster.nodes;
   a.default_layout = options.dist.layout;
+  a.api_keys = options.api_keys;
   return a;
 }
 
