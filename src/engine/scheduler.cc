@@ -31,6 +31,8 @@ struct Scheduler::Slot {
   int32_t next_token = -1;   // sampled and not yet fed (-1: still in the prompt)
   int32_t n_generated = 0;
   int logits_row = -1;       // this step's row of logits_, or -1
+  int32_t sampled = -1;      // this step's token, drawn by SampleSlot (maybe on a pool thread)
+  Logprobs logprobs;         // and its logprobs, when the request wants them
   std::string clean;         // scratch: sanitized decoder output
   std::string shown;         // scratch: what the stop matcher releases
 
@@ -282,17 +284,21 @@ void Scheduler::EmitText(Slot& slot, std::string_view piece, RequestOutput& out)
   out.text.append(slot.shown);
 }
 
-void Scheduler::StepSlot(Slot& slot, std::span<const float> logits) {
+void Scheduler::SampleSlot(Slot& slot, std::span<const float> logits) {
   const GenerateOptions& options = slot.request.options;
   const bool want_logprobs = options.top_logprobs >= 0;
+  slot.logprobs = Logprobs{};
+  slot.sampled = slot.sampler->Sample(logits, want_logprobs ? &slot.logprobs : nullptr, options.top_logprobs);
+  slot.sampler->Accept(slot.sampled);
+}
+
+void Scheduler::StepSlot(Slot& slot) {
+  const GenerateOptions& options = slot.request.options;
   RequestOutput out;
-  Logprobs logprobs;
-  const int32_t token =
-      slot.sampler->Sample(logits, want_logprobs ? &logprobs : nullptr, options.top_logprobs);
-  slot.sampler->Accept(token);
+  const int32_t token = slot.sampled;
   ++slot.n_generated;
   out.tokens.push_back(token);
-  if (want_logprobs) out.logprobs.push_back(std::move(logprobs));
+  if (options.top_logprobs >= 0) out.logprobs.push_back(std::move(slot.logprobs));
   {
     std::lock_guard<std::mutex> lock(mutex_);
     ++stats_.completion_tokens;
@@ -353,11 +359,26 @@ void Scheduler::FinishSlot(Slot& slot, FinishReason reason, RequestOutput&& out,
 
 void Scheduler::ProcessLogits() {
   const size_t n_vocab = static_cast<size_t>(model_.config().n_vocab);
+  std::vector<Slot*>& sampling = sampling_;
+  sampling.clear();
   for (auto& s : slots_) {
-    Slot& slot = *s;
-    if (!slot.active || slot.logits_row < 0) continue;
-    StepSlot(slot, std::span<const float>(logits_.data() + slot.logits_row * n_vocab, n_vocab));
+    if (s->active && s->logits_row >= 0) sampling.push_back(s.get());
   }
+  auto sample = [&](int64_t begin, int64_t end) {
+    for (int64_t i = begin; i < end; ++i) {
+      Slot& slot = *sampling[static_cast<size_t>(i)];
+      SampleSlot(slot, std::span<const float>(logits_.data() + slot.logits_row * n_vocab, n_vocab));
+    }
+  };
+  // Each slot's sampler, RNG and logits row are its own, so slots sample independently and
+  // the tokens do not depend on which thread drew them; only the bookkeeping after it (text,
+  // stop strings, the handles, the stats) stays on this thread, in slot order.
+  if (sampling.size() > 1 && ctx_.pool->size() > 1) {
+    ctx_.pool->ParallelFor(static_cast<int64_t>(sampling.size()), sample);
+  } else {
+    sample(0, static_cast<int64_t>(sampling.size()));
+  }
+  for (Slot* slot : sampling) StepSlot(*slot);
 }
 
 void Scheduler::FailAll(const Status& status) {

@@ -130,8 +130,11 @@ class Scheduler {
   void StartSlot(Slot& slot, Queued&& queued);
   void BuildBatch();
   void ProcessLogits();
-  // Samples one token for the slot from its row of logits.
-  void StepSlot(Slot& slot, std::span<const float> logits);
+  // Draws the slot's next token (and logprobs) from its row of logits and accepts it into
+  // its sampler; touches nothing but the slot, so slots may sample on different threads.
+  void SampleSlot(Slot& slot, std::span<const float> logits);
+  // The engine thread's part of a step: records the sampled token, emits text, finishes.
+  void StepSlot(Slot& slot);
   void EmitText(Slot& slot, std::string_view piece, RequestOutput& out);
   void FinishSlot(Slot& slot, FinishReason reason, RequestOutput&& out, Status status = {});
   void FailAll(const Status& status);
@@ -146,6 +149,7 @@ class Scheduler {
   std::vector<std::unique_ptr<Slot>> slots_;
   model::Batch batch_;
   std::vector<float> logits_;  // [n_parallel][n_vocab]
+  std::vector<Slot*> sampling_;  // scratch: the slots sampled this step
   std::thread thread_;
 
   mutable std::mutex mutex_;   // guards queue_, stopping_, stats_

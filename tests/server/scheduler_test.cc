@@ -50,7 +50,10 @@ class SchedulerTest : public ::testing::TestWithParam<std::string> {
   }
 
   GenerateResult Alone(const std::vector<int32_t>& prompt, const GenerateOptions& options) {
-    Generator generator(*model_, ctx_);
+    return Alone(prompt, options, ctx_);
+  }
+  GenerateResult Alone(const std::vector<int32_t>& prompt, const GenerateOptions& options, const Context& ctx) {
+    Generator generator(*model_, ctx);
     auto result = generator.Generate(prompt, options);
     EXPECT_TRUE(result.ok()) << result.status().ToString();
     return result.ok() ? *result : GenerateResult{};
@@ -82,6 +85,9 @@ class SchedulerTest : public ::testing::TestWithParam<std::string> {
     EXPECT_EQ(batched.prompt_tokens, alone.prompt_tokens);
     EXPECT_EQ(batched.completion_tokens, alone.completion_tokens);
   }
+
+  // Four seeded samplers (penalties, logprobs) batched under `ctx` give what each gives alone.
+  void ExpectSeededSamplingEqualsAlone(const Context& ctx);
 
   ThreadPool pool_{1};  // inline: deterministic and fast on a busy machine
   Logger log_{LogLevel::kWarn};
@@ -138,7 +144,7 @@ TEST_P(SchedulerTest, JoiningWhileOthersRunEqualsAlone) {
   }
 }
 
-TEST_P(SchedulerTest, SeededSamplingEqualsAlone) {
+void SchedulerTest::ExpectSeededSamplingEqualsAlone(const Context& ctx) {
   const auto prompts = Prompts(4);
   std::vector<GenerateOptions> options;
   for (int i = 0; i < 4; ++i) {
@@ -151,8 +157,8 @@ TEST_P(SchedulerTest, SeededSamplingEqualsAlone) {
     options.push_back(o);
   }
   std::vector<GenerateResult> references;
-  for (size_t i = 0; i < prompts.size(); ++i) references.push_back(Alone(prompts[i], options[i]));
-  Scheduler scheduler(*model_, ctx_, Sched(4));
+  for (size_t i = 0; i < prompts.size(); ++i) references.push_back(Alone(prompts[i], options[i], ctx));
+  Scheduler scheduler(*model_, ctx, Sched(4));
   ASSERT_TRUE(scheduler.Start().ok());
   std::vector<std::shared_ptr<RequestHandle>> handles;
   for (size_t i = 0; i < prompts.size(); ++i) handles.push_back(*scheduler.Submit({prompts[i], options[i]}));
@@ -170,6 +176,15 @@ TEST_P(SchedulerTest, SeededSamplingEqualsAlone) {
       EXPECT_EQ(out.logprobs[t].top.size(), static_cast<size_t>(i));
     }
   }
+}
+
+TEST_P(SchedulerTest, SeededSamplingEqualsAlone) { ExpectSeededSamplingEqualsAlone(ctx_); }
+
+// With a pool of several threads the slots of a step sample on different threads: each
+// slot's sampler (its RNG, penalties) is its own, so the tokens are still each one's alone.
+TEST_P(SchedulerTest, SeededSamplingOnAPoolEqualsAlone) {
+  ThreadPool pool(4);
+  ExpectSeededSamplingEqualsAlone(Context{&pool, &log_});
 }
 
 TEST_P(SchedulerTest, StopStringEndsTheText) {
