@@ -219,7 +219,31 @@ void ClusterApi::Forward(const httplib::Request& req, httplib::Response& res) {
     if (target->run.has_value() && !target->run->error.empty()) why += ": " + target->run->error;
     return SendError(res, 503, why);
   }
-  ForwardRequest(target->run->api, req, res, options_.forward_read_timeout_s);
+  ForwardOptions forward;
+  forward.read_timeout_s = options_.forward_read_timeout_s;
+  const std::string coordinator = target->instance.coordinator;
+  if (coordinator != node_.id().Hex()) forward.coordinator_lost = [this, coordinator] { return WhyLost(coordinator); };
+  ForwardRequest(target->run->api, req, res, forward);
+}
+
+std::string ClusterApi::WhyLost(const std::string& node) const {
+  const cluster::ClusterSnapshot snap = node_.Snapshot();
+  for (const cluster::MemberView& m : snap.members) {
+    if (m.id.Hex() != node) continue;
+    if (m.liveness == cluster::Liveness::kAlive) return "";
+    std::string why = "node ";
+    why += m.name;
+    why += " is ";
+    why += cluster::LivenessName(m.liveness);
+    why += " (no heartbeat for ";
+    why += std::to_string(m.silent_ms);
+    why += " ms)";
+    return why;
+  }
+  std::string why = "node ";
+  why += node;
+  why += " left the cluster";
+  return why;
 }
 
 }  // namespace cohort::app

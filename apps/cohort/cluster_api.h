@@ -55,6 +55,9 @@ class ClusterApi {
   void Rebalance(const std::string& id, httplib::Response& res);
   void Models(httplib::Response& res);
   void Forward(const httplib::Request& req, httplib::Response& res);
+  // Why a forwarded request should give up on `node` (id hex): the membership sees it
+  // suspect, dead or gone; "" while it is alive.
+  std::string WhyLost(const std::string& node) const;
 
   cluster::ClusterNode& node_;
   ModelResolver resolve_;
@@ -63,10 +66,20 @@ class ClusterApi {
   std::unique_ptr<httplib::Server> http_;
 };
 
+struct ForwardOptions {
+  int read_timeout_s = 30;  // a coordinator silent this long ends the request
+  // Why the coordinator should be given up on ("" while the membership sees it alive):
+  // asked every poll_ms once nothing came from it for quiet_ms. Unset: only the timeout.
+  std::function<std::string()> coordinator_lost;
+  int quiet_ms = 1000;
+  int poll_ms = 200;
+};
+
 // Relays `req` to http://`upstream` and its answer into `res`: plain answers whole with their
-// status, event streams chunk by chunk. A coordinator that cannot be reached gives 503; one
-// that goes away mid-stream gives an SSE error event and the end of the stream.
+// status, event streams chunk by chunk. A coordinator that cannot be reached, or that the
+// membership gives up on before it answers, gives 503; one that goes away mid-stream gives
+// an SSE error event and the end of the stream.
 void ForwardRequest(const std::string& upstream, const httplib::Request& req, httplib::Response& res,
-                    int read_timeout_s);
+                    const ForwardOptions& options);
 
 }  // namespace cohort::app

@@ -1,9 +1,12 @@
 // ForwardRequest: one node relays an API request to the instance's coordinator; see
 // cluster_api.h. The upstream request runs on its own thread and hands what it receives to the
 // client's handler through a Relay, so the status line is chosen only once the coordinator's
-// is known, and an event stream is passed on as it arrives.
+// is known, and an event stream is passed on as it arrives. While it waits, the client's side
+// asks the membership whether the coordinator is still there, so a coordinator cut off the
+// network fails the request within the suspect timeout, not the read timeout.
 #include <httplib.h>
 
+#include <algorithm>
 #include <chrono>
 #include <condition_variable>
 #include <deque>
@@ -32,7 +35,41 @@ struct Relay {
   bool done = false;         // the upstream request ended
   std::string error;         // why it ended early ("" when it completed)
   bool abandoned = false;    // the client went away: stop reading upstream
+  std::chrono::steady_clock::time_point last_heard = std::chrono::steady_clock::now();
+  std::shared_ptr<httplib::Client> client;  // while the upstream request runs (to stop it)
 };
+
+// Ends the upstream request: the client left, or the coordinator is given up on.
+void Abandon(Relay& relay, std::unique_lock<std::mutex>& lock) {
+  relay.abandoned = true;
+  std::shared_ptr<httplib::Client> client = relay.client;
+  lock.unlock();
+  if (client != nullptr) client->stop();  // wakes a read blocked on a silent socket
+  lock.lock();
+}
+
+// Waits with `lock` until `ready`, or until the coordinator is given up on: the membership
+// says it is suspect or dead AND nothing came from it for options.quiet_ms (bytes arriving
+// mean it is alive, whatever its heartbeats say). Returns why it was given up on, or "".
+template <typename Ready>
+std::string WaitUpstream(Relay& relay, std::unique_lock<std::mutex>& lock, const ForwardOptions& options,
+                         Ready ready) {
+  if (!options.coordinator_lost) {
+    relay.changed.wait(lock, ready);
+    return "";
+  }
+  const auto poll = std::chrono::milliseconds(std::max(options.poll_ms, 10));
+  const auto quiet = std::chrono::milliseconds(options.quiet_ms);
+  while (!relay.changed.wait_for(lock, poll, ready)) {
+    if (std::chrono::steady_clock::now() - relay.last_heard < quiet) continue;
+    lock.unlock();
+    std::string why = options.coordinator_lost();  // takes the node's lock: not under ours
+    lock.lock();
+    if (ready()) return "";
+    if (!why.empty() && std::chrono::steady_clock::now() - relay.last_heard >= quiet) return why;
+  }
+  return "";
+}
 
 std::string ErrorBody(const std::string& message) {
   return nlohmann::json{{"error", {{"message", message}, {"type", "server_error"}, {"param", nullptr},
@@ -40,14 +77,40 @@ std::string ErrorBody(const std::string& message) {
       .dump();
 }
 
+std::string UpstreamUrl(const std::string& upstream) {
+  std::string url = "http://";
+  url += upstream;
+  return url;
+}
+
+// "the instance's coordinator HOST:PORT went away: why"
+std::string Why(const std::string& upstream, const char* what, const std::string& why) {
+  std::string text = "the instance's coordinator ";
+  text += upstream;
+  text += ' ';
+  text += what;
+  text += ": ";
+  text += why;
+  return text;
+}
+
 void RunUpstream(std::shared_ptr<Relay> relay, std::string upstream, httplib::Request up,
                  int read_timeout_s) {
-  httplib::Client client("http://" + upstream);
-  client.set_connection_timeout(3, 0);
-  client.set_read_timeout(read_timeout_s, 0);
-  client.set_write_timeout(10, 0);
+  auto client = std::make_shared<httplib::Client>(UpstreamUrl(upstream));
+  client->set_connection_timeout(3, 0);
+  client->set_read_timeout(read_timeout_s, 0);
+  client->set_write_timeout(10, 0);
+  {
+    std::lock_guard<std::mutex> lock(relay->mutex);
+    if (relay->abandoned) {
+      relay->done = true;
+      return;
+    }
+    relay->client = client;
+  }
   up.response_handler = [relay](const httplib::Response& r) {
     std::lock_guard<std::mutex> lock(relay->mutex);
+    relay->last_heard = std::chrono::steady_clock::now();
     relay->status = r.status;
     relay->content_type = r.get_header_value("Content-Type");
     relay->headers = true;
@@ -57,14 +120,16 @@ void RunUpstream(std::shared_ptr<Relay> relay, std::string upstream, httplib::Re
   up.content_receiver = [relay](const char* data, size_t n, uint64_t, uint64_t) {
     std::lock_guard<std::mutex> lock(relay->mutex);
     if (relay->abandoned) return false;
+    relay->last_heard = std::chrono::steady_clock::now();
     relay->chunks.emplace_back(data, n);
     relay->changed.notify_all();
     return true;
   };
   httplib::Response response;
   httplib::Error error = httplib::Error::Success;
-  const bool ok = client.send(up, response, error);
+  const bool ok = client->send(up, response, error);
   std::lock_guard<std::mutex> lock(relay->mutex);
+  relay->client.reset();
   relay->done = true;
   if (!ok) relay->error = httplib::to_string(error);
   relay->changed.notify_all();
@@ -73,7 +138,7 @@ void RunUpstream(std::shared_ptr<Relay> relay, std::string upstream, httplib::Re
 }  // namespace
 
 void ForwardRequest(const std::string& upstream, const httplib::Request& req, httplib::Response& res,
-                    int read_timeout_s) {
+                    const ForwardOptions& options) {
   httplib::Request up;
   up.method = req.method;
   up.path = req.path;
@@ -87,24 +152,28 @@ void ForwardRequest(const std::string& upstream, const httplib::Request& req, ht
   up.body = req.body;
   auto relay = std::make_shared<Relay>();
   // The thread holds only the relay; a client that leaves early does not wait for it.
-  std::thread(RunUpstream, relay, upstream, std::move(up), read_timeout_s).detach();
+  std::thread(RunUpstream, relay, upstream, std::move(up), options.read_timeout_s).detach();
 
   std::unique_lock<std::mutex> lock(relay->mutex);
-  relay->changed.wait(lock, [&] { return relay->headers || relay->done; });
-  if (!relay->headers) {
+  std::string lost = WaitUpstream(*relay, lock, options, [&] { return relay->headers || relay->done; });
+  if (!lost.empty() || !relay->headers) {
+    if (!lost.empty()) Abandon(*relay, lock);
     res.status = 503;
-    res.set_content(ErrorBody("the instance's coordinator " + upstream + " cannot be reached: " + relay->error), kJson);
+    res.set_content(ErrorBody(lost.empty() ? Why(upstream, "cannot be reached", relay->error)
+                                           : Why(upstream, "went away", lost)),
+                    kJson);
     return;
   }
   if (relay->status != 200 || relay->content_type.rfind("text/event-stream", 0) != 0) {
-    relay->changed.wait(lock, [&] { return relay->done; });
-    std::string body;
-    for (const std::string& c : relay->chunks) body += c;
-    if (!relay->error.empty()) {
+    lost = WaitUpstream(*relay, lock, options, [&] { return relay->done; });
+    if (!lost.empty()) Abandon(*relay, lock);
+    if (!lost.empty() || !relay->error.empty()) {
       res.status = 503;
-      res.set_content(ErrorBody("the instance's coordinator " + upstream + " went away: " + relay->error), kJson);
+      res.set_content(ErrorBody(Why(upstream, "went away", lost.empty() ? relay->error : lost)), kJson);
       return;
     }
+    std::string body;
+    for (const std::string& c : relay->chunks) body += c;
     res.status = relay->status;
     res.set_content(body, relay->content_type.empty() ? kJson : relay->content_type);
     return;
@@ -113,37 +182,43 @@ void ForwardRequest(const std::string& upstream, const httplib::Request& req, ht
   res.set_header("Cache-Control", "no-cache");
   res.set_chunked_content_provider(
       "text/event-stream",
-      [relay, upstream](size_t, httplib::DataSink& sink) {
+      [relay, upstream, options](size_t, httplib::DataSink& sink) {
         std::deque<std::string> chunks;
         bool done = false;
         std::string error;
         {
           std::unique_lock<std::mutex> l(relay->mutex);
-          relay->changed.wait(l, [&] { return relay->done || !relay->chunks.empty(); });
-          chunks.swap(relay->chunks);
-          done = relay->done;
-          error = relay->error;
+          error = WaitUpstream(*relay, l, options, [&] { return relay->done || !relay->chunks.empty(); });
+          if (!error.empty()) {
+            Abandon(*relay, l);
+            done = true;
+          } else {
+            chunks.swap(relay->chunks);
+            done = relay->done;
+            error = relay->error;
+          }
         }
         for (const std::string& c : chunks) {
           if (!sink.write(c.data(), c.size())) {
-            std::lock_guard<std::mutex> l(relay->mutex);
-            relay->abandoned = true;
+            std::unique_lock<std::mutex> l(relay->mutex);
+            Abandon(*relay, l);
             return false;
           }
         }
         if (!done) return true;
         if (!error.empty()) {
           // The coordinator went away mid-stream: say so in the stream, then end it.
-          const std::string event =
-              "data: " + ErrorBody("the instance's coordinator " + upstream + " went away: " + error) + "\n\n";
+          std::string event = "data: ";
+          event += ErrorBody(Why(upstream, "went away", error));
+          event += "\n\n";
           sink.write(event.data(), event.size());
         }
         sink.done();
         return true;
       },
       [relay](bool) {
-        std::lock_guard<std::mutex> l(relay->mutex);
-        relay->abandoned = true;
+        std::unique_lock<std::mutex> l(relay->mutex);
+        if (!relay->done) Abandon(*relay, l);
       });
 }
 

@@ -8,6 +8,11 @@
 #      request succeeds (re-placed on the survivors); the node restarts, rejoins, and a
 #      rebalance spreads the model over 3 nodes again.
 #   3. Link cut: the same with that node's veth set down (and up again).
+#   3b. Coordinator cut: with a stream through one other node and a plain (non-streaming)
+#      request through the third, the coordinator's veth is set down: the forwarding nodes
+#      give up on it once the membership marks it suspect (an SSE error event, a 503), both
+#      within 5 s; within 30 s a request succeeds on the survivors under a new coordinator;
+#      the link comes back, the node rejoins, and a rebalance spreads the model over 3 again.
 #   4. --max-memory so the model fits on no single node (nor on two): it loads on 3 nodes,
 #      each holding <= 40% of the file's bytes, and generates; with a node gone, the instance
 #      says why it cannot be placed.
@@ -161,6 +166,7 @@ stream_and_break() {
     sleep 0.05
   done
   local t0; t0=$(date +%s%N)
+  T_BREAK=$t0
   "$@"
   wait "$curl_pid" || true
   local ms=$(( ($(date +%s%N) - t0) / 1000000 ))
@@ -209,6 +215,34 @@ echo "instance_netns_test: n$VICTIM's link is back and it rejoined"
 curl -s -X POST -d '' "$(api "$CLIENT")/v1/instances/stories260K/rebalance" > /dev/null
 wait_instance "$CLIENT" 3 30
 complete "$CLIENT" > /dev/null || fail "completion after the rebalance"
+echo "instance_netns_test: rebalanced onto 3 nodes again"
+
+# --- 3b. Cut the coordinator's link while two other nodes forward requests to it.
+roles
+OLD_COORD=$COORD
+plain_t0=$(date +%s%N)
+curl -s -o "$WORK/plain.out" -w '%{http_code} %{time_total}\n' --max-time 60 "$(api "$VICTIM")/v1/completions" \
+  -d '{"prompt": "Once upon a time", "max_tokens": 120, "temperature": 0.8, "ignore_eos": true}' > "$WORK/plain.code" &
+plain_pid=$!
+stream_and_break "$CLIENT" "link of the coordinator n$COORD down" ip link set "civ$TAG-$COORD" down
+wait "$plain_pid" || true
+read -r plain_code plain_s < "$WORK/plain.code"
+plain_ms=$(python3 -c "print(int(($plain_t0 + $plain_s * 1e9 - $T_BREAK) / 1e6))")
+[ "$plain_code" = 503 ] || { cat "$WORK/plain.out"; fail "plain request through n$VICTIM: HTTP $plain_code, not 503"; }
+[ "$plain_ms" -le 5000 ] || fail "plain request through n$VICTIM took $plain_ms ms after the cut to fail"
+echo "instance_netns_test: plain request through n$VICTIM: 503 $plain_ms ms after the cut: $(head -c 200 "$WORK/plain.out")"
+wait_complete "$CLIENT" 30
+wait_instance "$CLIENT" 2 5
+roles
+[ "$COORD" != "$OLD_COORD" ] || fail "the cut node n$OLD_COORD is still the coordinator"
+echo "instance_netns_test: re-placed on 2 nodes, coordinator n$COORD"
+ip link set "civ$TAG-$OLD_COORD" up
+wait_members "$CLIENT" 3
+wait_members "$OLD_COORD" 3
+echo "instance_netns_test: n$OLD_COORD's link is back and it rejoined"
+curl -s -X POST -d '' "$(api "$OLD_COORD")/v1/instances/stories260K/rebalance" > /dev/null
+wait_instance "$OLD_COORD" 3 30
+complete "$OLD_COORD" > /dev/null || { cat "$WORK/complete.json"; fail "completion through n$OLD_COORD after the rebalance"; }
 echo "instance_netns_test: rebalanced onto 3 nodes again"
 
 # --- 4. A memory budget no single node (nor two) can meet.
