@@ -33,9 +33,10 @@ struct TcpOptions {
   uint64_t group_id = 0;               // peers of another group are refused at hello
   std::chrono::milliseconds connect_timeout{10000};  // the whole rendezvous, retries included
   std::chrono::milliseconds retry_interval{20};      // between connect attempts to a peer
-  // Blocking in recv() at once is fastest for TCP: the kernel has to wake us on the socket
-  // anyway, and yielding only delays that (measured: 21 µs vs 30 µs per 16 KB exchange).
-  WaitPolicy wait{.spin_us = 0, .yield_us = 0};
+  // Blocking in recv() at once is fastest for one exchange alone (21 µs vs 30 µs per 16 KB on
+  // loopback), but a whole model step pays an idle CPU's wake-up at every late peer: see
+  // WaitPolicy for the end-to-end figures that chose yielding first.
+  WaitPolicy wait;
   bool socket_busy_poll = false;  // also ask the kernel to busy-poll the NIC (SO_BUSY_POLL)
   int socket_buffer_bytes = 0;    // SO_SNDBUF/SO_RCVBUF; 0 keeps the kernel's autotuning
   LinkEmulation link;

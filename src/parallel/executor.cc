@@ -5,7 +5,6 @@
 
 #include <fmt/format.h>
 
-#include "comm/all_gather.h"
 #include "comm/all_reduce.h"
 #include "comm/broadcast.h"
 #include "comm/point_to_point.h"
@@ -17,6 +16,7 @@ namespace {
 
 constexpr uint32_t kActivationTag = 1;  // hidden states from one stage to the next
 constexpr uint32_t kLogitsTag = 2;      // the last stage's logits to rank 0
+constexpr uint32_t kHeadTag = 3;        // a rank's LM-head rows to its stage's first rank
 
 // Joins a tensor-parallel group's partial sums with the comm all-reduce.
 class GroupReducer final : public model::PartialSumReducer {
@@ -41,6 +41,7 @@ Executor::Executor(std::unique_ptr<model::Model> model, const ShardPlan& plan,
 
 Executor::~Executor() {
   if (rank() == 0 && !stopped_) (void)Stop();
+  EndKeepAlive();
 }
 
 Result<std::unique_ptr<Executor>> Executor::Create(std::unique_ptr<model::Model> model,
@@ -81,7 +82,42 @@ Status Executor::Init() {
         std::make_unique<SubgroupTransport>(world_.transport(), members), world_.options());
     reducer_ = std::make_unique<GroupReducer>(*group_);
   }
+  if (rank() == 0 && world_.size() > 1) {
+    last_sent_ = std::chrono::steady_clock::now();
+    keepalive_ = std::thread([this] { KeepAliveLoop(); });
+  }
   return Status::Ok();
+}
+
+void Executor::KeepAliveLoop() {
+  std::unique_lock lock(step_mutex_);
+  while (!keepalive_quit_ && !stopped_) {
+    const auto due = last_sent_ + options_.keepalive_interval;
+    if (std::chrono::steady_clock::now() < due) {
+      keepalive_wake_.wait_until(lock, due);
+      continue;
+    }
+    StepHeader h;
+    h.command = StepCommand::kKeepAlive;
+    std::array<std::byte, StepHeader::kBytes> bytes;
+    h.Encode(bytes);
+    const Status st = comm::Broadcast(world_, 0, bytes);
+    last_sent_ = std::chrono::steady_clock::now();
+    if (!st.ok()) {
+      keepalive_failure_ = st.Annotate("keeping the idle workers");
+      stopped_ = true;  // the ranks may be out of step: the group is unusable from now on
+    }
+  }
+}
+
+void Executor::EndKeepAlive() {
+  if (!keepalive_.joinable()) return;
+  {
+    std::lock_guard lock(step_mutex_);
+    keepalive_quit_ = true;
+  }
+  keepalive_wake_.notify_all();
+  keepalive_.join();
 }
 
 Result<std::unique_ptr<model::KvCache>> Executor::NewKvCache(
@@ -92,6 +128,8 @@ Result<std::unique_ptr<model::KvCache>> Executor::NewKvCache(
 Status Executor::Forward(const Context& ctx, const model::Batch& batch, model::KvCache& cache,
                          std::span<float> logits) {
   if (rank() != 0) return InvalidArgument("only rank 0 (the coordinator) calls Forward");
+  std::lock_guard lock(step_mutex_);
+  if (!keepalive_failure_.ok()) return keepalive_failure_;
   if (stopped_) return InvalidArgument("the executor was stopped");
   COHORT_RETURN_IF_ERROR(decoder_->CheckStageBatch(batch, cache));
   const size_t need = static_cast<size_t>(batch.n_logits()) * config().n_vocab;
@@ -116,6 +154,7 @@ Status Executor::Forward(const Context& ctx, const model::Batch& batch, model::K
     st = comm::Broadcast(world_, 0, payload);
   }
   if (st.ok()) st = RunStep(ctx, batch, cache, logits);
+  last_sent_ = std::chrono::steady_clock::now();
   // A failed step leaves the ranks out of step for good: the group is unusable from now on.
   if (!st.ok()) stopped_ = true;
   return st.Annotate("distributed forward");
@@ -123,23 +162,35 @@ Status Executor::Forward(const Context& ctx, const model::Batch& batch, model::K
 
 Status Executor::Stop() {
   if (rank() != 0) return InvalidArgument("only rank 0 (the coordinator) stops the workers");
-  if (stopped_) return Status::Ok();
-  stopped_ = true;
-  StepHeader h;
-  h.command = StepCommand::kStop;
-  std::array<std::byte, StepHeader::kBytes> bytes;
-  h.Encode(bytes);
-  return comm::Broadcast(world_, 0, bytes).Annotate("stopping the workers");
+  Status st;
+  {
+    std::lock_guard lock(step_mutex_);
+    if (stopped_) return Status::Ok();
+    stopped_ = true;
+    StepHeader h;
+    h.command = StepCommand::kStop;
+    std::array<std::byte, StepHeader::kBytes> bytes;
+    h.Encode(bytes);
+    st = comm::Broadcast(world_, 0, bytes).Annotate("stopping the workers");
+  }
+  EndKeepAlive();
+  return st;
 }
 
 Status Executor::Serve(const Context& ctx) {
   if (rank() == 0) return InvalidArgument("rank 0 is the coordinator; workers serve");
   std::array<std::byte, StepHeader::kBytes> bytes;
   for (;;) {
-    COHORT_RETURN_IF_ERROR(comm::Broadcast(world_, 0, bytes, {options_.idle_timeout})
-                               .Annotate("waiting for the coordinator"));
+    const Status heard = comm::Broadcast(world_, 0, bytes, {options_.idle_timeout});
+    if (heard.code() == StatusCode::kTimeout) {
+      return Timeout(fmt::format("rank {}: no word from the coordinator for {} ms (no step, no "
+                                 "keep-alive: its process or its link is gone); leaving the job",
+                                 rank(), options_.idle_timeout.count()));
+    }
+    COHORT_RETURN_IF_ERROR(heard.Annotate("waiting for the coordinator"));
     COHORT_ASSIGN_OR_RETURN(StepHeader h, StepHeader::Decode(bytes));
     if (h.command == StepCommand::kStop) return Status::Ok();
+    if (h.command == StepCommand::kKeepAlive) continue;
     message_.resize(h.PayloadBytes());
     COHORT_RETURN_IF_ERROR(comm::Broadcast(world_, 0, message_).Annotate("receiving a step"));
     COHORT_RETURN_IF_ERROR(DecodePayload(h, message_, &payload_));
@@ -229,30 +280,62 @@ Status Executor::LeaveLastStage(const Context& ctx, const model::Batch& batch,
   const Range mine = plan_.Rank(rank()).output_rows;
   if (group_ == nullptr) {
     decoder_->HeadRows(batch, ctx.pool, x_.data(), mine.begin, mine.end, full);
-  } else {
-    // Slices may be uneven: gather equal padded blocks, then place each rank's rows.
-    const auto& ranks = plan_.stages[stage_].ranks;
-    int64_t rows_max = 0;
-    for (const RankShard& r : ranks) rows_max = std::max<int64_t>(rows_max, r.output_rows.size());
-    const size_t block = static_cast<size_t>(n_out) * rows_max;
-    head_local_.resize(block);
-    head_all_.resize(block * ranks.size());
+  } else if (!first_in_stage) {
+    // Only the stage's first rank needs the logits: a gather, not an all-gather.
+    head_local_.resize(static_cast<size_t>(n_out) * mine.size());
     decoder_->HeadRows(batch, ctx.pool, x_.data(), mine.begin, mine.end, head_local_.data());
-    COHORT_RETURN_IF_ERROR(comm::AllGather(*group_, std::as_bytes(std::span(head_local_)),
-                                           Bytes(head_all_))
-                               .Annotate("gathering logits"));
-    if (full != nullptr) {
-      for (size_t g = 0; g < ranks.size(); ++g) {
-        const Range rows = ranks[g].output_rows;
-        for (int t = 0; t < n_out; ++t) {
-          const float* src = head_all_.data() + g * block + static_cast<size_t>(t) * rows.size();
-          std::copy(src, src + rows.size(), full + t * n_vocab + rows.begin);
-        }
-      }
-    }
+    return comm::SendTo(world_, stage_first_rank_[stage_], std::as_bytes(std::span(head_local_)),
+                        kHeadTag)
+        .Annotate("sending logits rows to the stage's first rank");
+  } else {
+    COHORT_RETURN_IF_ERROR(GatherHead(ctx, batch, full));
   }
   if (first_in_stage && rank() != 0) {
     return comm::SendTo(world_, 0, Bytes(full_logits_), kLogitsTag).Annotate("sending logits");
+  }
+  return Status::Ok();
+}
+
+// The stage's first rank: its own LM-head rows and every other rank's, received at once; with
+// one row of logits each rank's slice lands in place, else it goes through head_all_.
+Status Executor::GatherHead(const Context& ctx, const model::Batch& batch, float* full) {
+  const int n_out = batch.n_logits();
+  const int64_t n_vocab = config().n_vocab;
+  const auto& ranks = plan_.stages[stage_].ranks;
+  const Range mine = plan_.Rank(rank()).output_rows;
+  const bool in_place = n_out == 1;
+  size_t offset = 0;
+  std::vector<size_t> offsets;  // [group] where each slice lands in head_all_
+  for (const RankShard& r : ranks) {
+    offsets.push_back(offset);
+    offset += static_cast<size_t>(n_out) * r.output_rows.size();
+  }
+  if (!in_place) head_all_.resize(offset);
+  std::vector<comm::RecvOp>& recvs = world_.RecvOps();
+  for (size_t g = 0; g < ranks.size(); ++g) {
+    if (ranks[g].rank == rank()) continue;
+    const Range rows = ranks[g].output_rows;
+    float* dst = in_place ? full + rows.begin : head_all_.data() + offsets[g];
+    recvs.push_back({ranks[g].rank, kHeadTag,
+                     std::as_writable_bytes(std::span(dst, static_cast<size_t>(n_out) * rows.size()))});
+  }
+  float* own = full + mine.begin;
+  if (!in_place) {
+    head_local_.resize(static_cast<size_t>(n_out) * mine.size());
+    own = head_local_.data();
+  }
+  decoder_->HeadRows(batch, ctx.pool, x_.data(), mine.begin, mine.end, own);
+  COHORT_RETURN_IF_ERROR(world_.transport()
+                             .Exchange({}, recvs, world_.DeadlineFor(std::chrono::milliseconds(0)))
+                             .Annotate("gathering logits"));
+  if (in_place) return Status::Ok();
+  for (size_t g = 0; g < ranks.size(); ++g) {
+    const Range rows = ranks[g].output_rows;
+    const float* slice = ranks[g].rank == rank() ? head_local_.data() : head_all_.data() + offsets[g];
+    for (int t = 0; t < n_out; ++t) {
+      const float* src = slice + static_cast<size_t>(t) * rows.size();
+      std::copy(src, src + rows.size(), full + t * n_vocab + rows.begin);
+    }
   }
   return Status::Ok();
 }

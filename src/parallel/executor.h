@@ -10,8 +10,11 @@
 #pragma once
 
 #include <chrono>
+#include <condition_variable>
 #include <memory>
+#include <mutex>
 #include <span>
+#include <thread>
 #include <vector>
 
 #include "comm/communicator.h"
@@ -25,9 +28,14 @@
 namespace cohort::parallel {
 
 struct ExecutorOptions {
-  // How long a worker waits for the coordinator's next step (a peer that dies is noticed at
-  // once regardless; this bounds a coordinator that hangs without closing its connections).
-  std::chrono::milliseconds idle_timeout{std::chrono::hours(24)};
+  // Worker: how long it waits for the coordinator's next message (a step or a keep-alive)
+  // before it ends its job. A peer that dies is noticed at once regardless; this bounds a
+  // coordinator that goes silent without closing its connections (its link cut, its process
+  // stopped), so the worker frees its shard instead of holding it for good.
+  std::chrono::milliseconds idle_timeout{10000};
+  // Coordinator: after this long without a step it sends the workers a keep-alive, so an
+  // alive but idle coordinator keeps them. Must stay well below the workers' idle_timeout.
+  std::chrono::milliseconds keepalive_interval{1000};
 };
 
 class Executor final : public model::Model {
@@ -54,6 +62,7 @@ class Executor final : public model::Model {
                  std::span<float> logits) override;
 
   // Coordinator: tells every worker to leave Serve(). Called by the destructor if needed.
+  // Forward and Stop may be called from any thread (one at a time is enforced here).
   Status Stop();
   // Worker: runs steps until the coordinator stops it (Ok) or something fails.
   Status Serve(const Context& ctx);
@@ -67,8 +76,12 @@ class Executor final : public model::Model {
                  std::span<float> logits);
   Status EnterStage(const model::Batch& batch);
   Status LeaveLastStage(const Context& ctx, const model::Batch& batch, std::span<float> logits);
+  Status GatherHead(const Context& ctx, const model::Batch& batch, float* full);
   // Worker: makes its cache match the coordinator's options and lengths.
   Status SyncCache(const StepHeader& header, std::span<const int32_t> lengths);
+  // Coordinator: the keep-alive thread's loop, and ending it.
+  void KeepAliveLoop();
+  void EndKeepAlive();
 
   std::unique_ptr<model::Model> model_;
   model::Decoder* decoder_ = nullptr;  // model_, as the decoder it is
@@ -82,10 +95,20 @@ class Executor final : public model::Model {
   bool stopped_ = false;
   int64_t copied_bytes_ = 0;
 
+  // Coordinator: one step (or keep-alive) on the group at a time. The keep-alive thread sends
+  // when nothing went out for keepalive_interval; a keep-alive that fails (a worker gone while
+  // idle) is kept in keepalive_failure_ and ends the group like a failed step.
+  std::mutex step_mutex_;
+  std::condition_variable keepalive_wake_;
+  bool keepalive_quit_ = false;
+  std::chrono::steady_clock::time_point last_sent_;
+  Status keepalive_failure_;
+  std::thread keepalive_;
+
   // Buffers grown to the largest step and reused.
   std::vector<float> x_;           // [n_tokens][n_embd]
-  std::vector<float> head_local_;  // [n_logits][max rows] this rank's logits slice (padded)
-  std::vector<float> head_all_;    // [group][n_logits][max rows]
+  std::vector<float> head_local_;  // [n_logits][rows] this rank's logits slice
+  std::vector<float> head_all_;    // the other ranks' slices, one after another
   std::vector<float> full_logits_; // [n_logits][n_vocab] on the last stage's first rank
   std::vector<std::byte> message_;
   std::vector<int32_t> lengths_;

@@ -8,6 +8,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <chrono>
 #include <cstdio>
@@ -30,7 +31,9 @@
 namespace cohort::parallel {
 namespace {
 
-constexpr int kJobVersion = 2;  // 2: the model travels by sha256 and size
+// 2: the model travels by sha256 and size; 3: workers leave a coordinator silent for
+// idle_timeout_ms (it sends keep-alives while idle).
+constexpr int kJobVersion = 3;
 
 const char* TransportName(DataTransport t) {
   switch (t) {
@@ -68,7 +71,7 @@ Result<std::unique_ptr<comm::Transport>> ConnectData(const nlohmann::json& job, 
     o.rank = rank;
     o.n_ranks = n_ranks;
     o.name = job.at("shm_name").get<std::string>();
-    o.connect_timeout = std::chrono::milliseconds(job.at("setup_timeout_ms").get<int64_t>());
+      o.connect_timeout = std::chrono::milliseconds(job.at("setup_timeout_ms").get<int64_t>());
     return comm::ConnectShmGroup(o);
   }
   comm::TcpOptions o;
@@ -90,6 +93,13 @@ Result<std::unique_ptr<comm::Transport>> ConnectData(const nlohmann::json& job, 
   return comm::ConnectTcpGroup(o, std::move(listener));
 }
 
+ExecutorOptions ExecutorOptionsOf(std::chrono::milliseconds idle_timeout) {
+  ExecutorOptions o;
+  o.idle_timeout = idle_timeout;
+  o.keepalive_interval = std::min(o.keepalive_interval, idle_timeout / 4);
+  return o;
+}
+
 comm::CommOptions CommOptionsOf(const nlohmann::json& job) {
   comm::CommOptions o;
   o.timeout = std::chrono::milliseconds(job.at("comm_timeout_ms").get<int64_t>());
@@ -102,6 +112,9 @@ Status SessionOptions::Validate() const {
   if (model_path.empty()) return InvalidArgument("no model path");
   if (workers.empty()) return InvalidArgument("a distributed instance needs at least one worker");
   if (worker_threads <= 0) return InvalidArgument("worker threads must be positive");
+  if (worker_idle_timeout < std::chrono::milliseconds(100)) {
+    return InvalidArgument("the worker idle timeout must be at least 100 ms");
+  }
   if (transport != DataTransport::kTcp && link.enabled()) {
     return InvalidArgument("link emulation applies to the TCP transport only");
   }
@@ -177,6 +190,7 @@ nlohmann::json MakeJob(const SessionOptions& options, const ShardPlan& plan,
           {"link_bandwidth", options.link.bandwidth_bytes_per_s},
           {"setup_timeout_ms", options.setup_timeout.count()},
           {"comm_timeout_ms", options.comm_timeout.count()},
+          {"idle_timeout_ms", options.worker_idle_timeout.count()},
           {"transfer_timeout_ms", options.transfer.total_timeout.count()}};
 }
 
@@ -250,7 +264,9 @@ Result<std::unique_ptr<Session>> Session::Start(const SessionOptions& options,
   }
   COHORT_ASSIGN_OR_RETURN(auto transport, ConnectData(job, 0, addresses, std::move(listener)));
   session->world_ = std::make_unique<comm::Communicator>(std::move(transport), CommOptionsOf(job));
-  COHORT_ASSIGN_OR_RETURN(session->executor_, Executor::Create(std::move(*model), plan, *session->world_));
+  COHORT_ASSIGN_OR_RETURN(session->executor_,
+                          Executor::Create(std::move(*model), plan, *session->world_,
+                                           ExecutorOptionsOf(options.worker_idle_timeout)));
   return session;
 }
 
@@ -302,8 +318,9 @@ Result<std::unique_ptr<gguf::File>> OpenJobModel(ControlChannel& channel, const 
 }
 
 // Everything of one job after its first message; errors go back to the coordinator.
+// *serving is set once the job's executor runs (a failure after that is not the setup's).
 Status RunJob(ControlChannel& channel, const nlohmann::json& job, const WorkerEnvironment& env,
-              Logger* log) {
+              Logger* log, bool* serving) {
   if (job.value("version", 0) != kJobVersion) {
     return InvalidArgument(fmt::format("job version {} (this worker speaks {})",
                                        job.value("version", 0), kJobVersion));
@@ -329,7 +346,11 @@ Status RunJob(ControlChannel& channel, const nlohmann::json& job, const WorkerEn
   const auto addresses = go.at("addresses").get<std::vector<std::string>>();
   COHORT_ASSIGN_OR_RETURN(auto transport, ConnectData(job, rank, addresses, std::move(listener)));
   comm::Communicator world(std::move(transport), CommOptionsOf(job));
-  COHORT_ASSIGN_OR_RETURN(auto executor, Executor::Create(std::move(model), plan, world));
+  const std::chrono::milliseconds idle(job.at("idle_timeout_ms").get<int64_t>());
+  if (idle.count() <= 0) return InvalidArgument("the job's idle timeout is not positive");
+  COHORT_ASSIGN_OR_RETURN(auto executor,
+                          Executor::Create(std::move(model), plan, world, ExecutorOptionsOf(idle)));
+  *serving = true;
   if (log != nullptr) log->Info("rank {} of {}: serving {} ({})", rank, plan.n_ranks(), path, plan.ToString());
   ThreadPool pool(job.at("threads").get<int>());
   Context ctx{&pool, log};
@@ -370,12 +391,14 @@ Status ServeOneJob(int listen_fd, const WorkerEnvironment& env, Logger* log) {
   auto job = channel.Receive(comm::DeadlineAfter(std::chrono::seconds(60)));
   if (!job.ok()) return job.status().Annotate("reading the job");
   Status st;
+  bool serving = false;
   try {
-    st = RunJob(channel, *job, env, log);
+    st = RunJob(channel, *job, env, log, &serving);
   } catch (const nlohmann::json::exception& e) {
     st = Corrupt(std::string("malformed job: ") + e.what());
   }
-  if (!st.ok()) {
+  // A coordinator gone silent reads nothing: no report, no wait for its close.
+  if (!st.ok() && !(serving && st.code() == StatusCode::kTimeout)) {
     (void)channel.Send({{"error", st.ToString()}}, comm::DeadlineAfter(std::chrono::seconds(1)));
     // The coordinator may still be sending (share frames): let it read this before we hang up.
     channel.DrainUntilClosed(comm::DeadlineAfter(std::chrono::seconds(2)));

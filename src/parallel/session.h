@@ -51,6 +51,10 @@ struct SessionOptions {
   // Every collective's bound. A peer that dies is seen at once (closed connection); this
   // bounds one that hangs.
   std::chrono::milliseconds comm_timeout{30000};
+  // A worker that hears nothing from the coordinator this long (no step, no keep-alive: the
+  // coordinator's process stopped or its link cut without a close) ends its job and frees its
+  // share. The coordinator sends keep-alives while idle, every min(1 s, this / 4).
+  std::chrono::milliseconds worker_idle_timeout{10000};
   // Streaming shares to workers without the file: frame size, stall and total bounds.
   TransferOptions transfer;
 

@@ -14,7 +14,8 @@
 
 namespace cohort::parallel {
 
-enum class StepCommand : uint16_t { kForward = 1, kStop = 2 };
+// kKeepAlive: no step; the coordinator is alive but idle (workers restart their idle clock).
+enum class StepCommand : uint16_t { kForward = 1, kStop = 2, kKeepAlive = 3 };
 
 // Fixed-size header broadcast first; it says how long the payload that follows is.
 struct StepHeader {
