@@ -40,7 +40,7 @@ Executor::Executor(std::unique_ptr<model::Model> model, const ShardPlan& plan,
     : model_(std::move(model)), plan_(plan), world_(world), options_(options) {}
 
 Executor::~Executor() {
-  if (rank() == 0 && !stopped_) (void)Stop();
+  if (rank() == 0) (void)Stop();  // checks stopped_ under the step mutex
   EndKeepAlive();
 }
 

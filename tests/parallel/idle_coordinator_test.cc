@@ -26,6 +26,17 @@ namespace {
 
 using Clock = std::chrono::steady_clock;
 
+// A worker the coordinator never reached still waits in accept: a connection that closes at
+// once wakes it (harmless when it has already returned).
+void WakeWorker(const std::string& address) {
+  (void)ControlChannel::Connect(address, std::chrono::milliseconds(500));
+}
+
+struct WakeOnExit {
+  std::string address;
+  ~WakeOnExit() { WakeWorker(address); }
+};
+
 SessionOptions Options(const std::string& worker, std::chrono::milliseconds idle) {
   SessionOptions o;
   o.model_path = FixtureModel("tiny-llama-f32");
@@ -36,17 +47,19 @@ SessionOptions Options(const std::string& worker, std::chrono::milliseconds idle
   return o;
 }
 
-// Idle for five idle timeouts between two traces: the worker stays, the second trace (on a
+// Idle for three idle timeouts between two traces: the worker stays, the second trace (on a
 // fresh cache) equals the first, and the worker leaves cleanly when the session ends.
 TEST(IdleCoordinatorTest, AliveIdleCoordinatorKeepsItsWorker) {
   auto listener = comm::TcpListener::Bind("127.0.0.1:0");
   ASSERT_TRUE(listener.ok()) << listener.status().ToString();
   auto file = gguf::File::Open(FixtureModel("tiny-llama-f32"));
   ASSERT_TRUE(file.ok()) << file.status().ToString();
-  Status worker_status = Unavailable("not run");
-  std::thread worker([&] { worker_status = ServeOneJob((*listener)->fd(), nullptr); });
+  // The future outlives the session (an early ASSERT return closes the session first, which
+  // ends the worker, and then waits for it).
+  auto served = std::async(std::launch::async, [&] { return ServeOneJob((*listener)->fd(), nullptr); });
   {
-    const auto idle = std::chrono::milliseconds(400);
+    const WakeOnExit wake{(*listener)->address()};
+    const auto idle = std::chrono::milliseconds(1000);  // keep-alives every 250 ms
     auto session = Session::Start(Options((*listener)->address(), idle), **file);
     ASSERT_TRUE(session.ok()) << session.status().ToString();
     ThreadPool pool(1);
@@ -58,14 +71,14 @@ TEST(IdleCoordinatorTest, AliveIdleCoordinatorKeepsItsWorker) {
     ASSERT_TRUE(cache.ok());
     Status st = RunTrace((*session)->executor(), ctx, **cache, 2, &first);
     ASSERT_TRUE(st.ok()) << st.ToString();
-    std::this_thread::sleep_for(5 * idle);
+    std::this_thread::sleep_for(3 * idle);
     cache = (*session)->executor().NewKvCache(o);
     ASSERT_TRUE(cache.ok());
     st = RunTrace((*session)->executor(), ctx, **cache, 2, &second);
     ASSERT_TRUE(st.ok()) << st.ToString();
     ExpectSameTrace(second, first, 0.0f);
   }
-  worker.join();
+  const Status worker_status = served.get();
   EXPECT_TRUE(worker_status.ok()) << worker_status.ToString();
 }
 
@@ -116,6 +129,7 @@ TEST(IdleCoordinatorTest, StoppedCoordinatorIsLeftWithinTheIdleTimeout) {
   ::kill(child, SIGKILL);  // also wakes a worker still waiting (its peer's sockets close)
   int wstatus = 0;
   ::waitpid(child, &wstatus, 0);
+  WakeWorker(address);
   const Status st = served.get();
   ASSERT_TRUE(coordinator_ready) << "coordinator child failed, status " << wstatus << ": "
                                  << st.ToString();
