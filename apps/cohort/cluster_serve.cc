@@ -194,7 +194,7 @@ void AddClusterServeOptions(CLI::App* cmd, ClusterServeOptions* o) {
   cmd->add_option("--max-memory", o->max_memory, "cluster: this node's budget for shards + KV (bytes; K/M/G)");
   cmd->add_option("--nodes", o->nodes, "cluster: nodes of -m's instance (0: as the planner finds best)")->check(CLI::Range(0, 64));
   cmd->add_option("--heartbeat-ms", o->heartbeat_ms, "cluster: heartbeat interval")->check(CLI::Range(10, 60000));
-  cmd->add_option("--suspect-ms", o->suspect_ms, "cluster: silence before a node is suspect")->check(CLI::Range(10, 600000));
+  cmd->add_option("--suspect-ms", o->suspect_ms, "cluster: silence before a node is suspect (forwards to it fail)")->check(CLI::Range(10, 600000));
   cmd->add_option("--dead-ms", o->dead_ms, "cluster: silence before a node is dead")->check(CLI::Range(10, 600000));
   cmd->add_option("--comm-timeout-ms", o->comm_timeout_ms, "cluster: a collective's bound (a cut link)")->check(CLI::Range(100, 600000));
   cmd->add_option("--forward-timeout", o->forward_timeout_s, "cluster: seconds a forwarded request waits on a silent coordinator")->check(CLI::Range(1, 3600));
@@ -227,6 +227,13 @@ int ClusterServeCommand(const ServeOptions& options) {
 
   auto c = ClusterOptionsOf(co);
   if (!c.ok()) return Fail(c.status());
+  // A request forwarded to a coordinator cut off the network ends once the coordinator is
+  // suspect and has been quiet for a second (cluster_api.h): say when that exceeds 5 s.
+  if (co.suspect_ms + ForwardOptions{}.quiet_ms > 5000) {
+    log.Warn("--suspect-ms {}: requests through this node to a coordinator cut off the network fail only ~{} ms "
+             "after the cut",
+             co.suspect_ms, co.suspect_ms + ForwardOptions{}.quiet_ms);
+  }
   auto started = cluster::ClusterNode::Start(*c, &log);
   if (!started.ok()) return Fail(started.status());
   cluster::ClusterNode& node = **started;

@@ -78,7 +78,12 @@ std::string NodeSummary(const cluster::ClusterSpec& c) {
   }
   std::string out;
   for (const std::string& name : order) {
-    out += (out.empty() ? "" : ", ") + std::to_string(counts[name]) + " x " + name;
+    // Appended piece by piece: GCC 12 flags `(cond ? "" : ", ") + std::to_string(..)` with a
+    // false -Werror=restrict under some flag sets.
+    if (!out.empty()) out += ", ";
+    out += std::to_string(counts[name]);
+    out += " x ";
+    out += name;
   }
   return out;
 }
