@@ -19,8 +19,9 @@
 #   5. Only the coordinator has the file (the others' view of its directory is an empty
 #      tmpfs): the other two are streamed their shares, and the model generates the same
 #      text as in 1.
-# Generation is slowed with 2 ms of emulated link latency, so a stream lasts long enough to
-# be cut. Needs root; exits 77 (skipped) without it. Cleans up on any exit.
+# Takes ~50 s (80 s on a loaded machine). Generation is slowed with 2 ms of emulated link
+# latency, so a stream lasts long enough to be cut. Needs root; exits 77 (skipped) without
+# it. Cleans up on any exit.
 #
 # usage: instance_netns_test.sh PATH/TO/cohort PATH/TO/model.gguf
 set -euo pipefail
