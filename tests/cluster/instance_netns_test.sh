@@ -19,7 +19,7 @@
 #   5. Only the coordinator has the file (the others' view of its directory is an empty
 #      tmpfs): the other two are streamed their shares, and the model generates the same
 #      text as in 1.
-# Takes ~50 s (80 s on a loaded machine). Generation is slowed with 2 ms of emulated link
+# Takes 35–80 s by the load. Generation is slowed with 2 ms of emulated link
 # latency, so a stream lasts long enough to be cut. Needs root; exits 77 (skipped) without
 # it. Cleans up on any exit.
 #
