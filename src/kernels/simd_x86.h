@@ -12,6 +12,10 @@
 #define COHORT_TARGET_AVX2 __attribute__((target("avx2,fma,f16c")))
 #define COHORT_TARGET_AVX512 \
   __attribute__((target("avx2,fma,f16c,avx512f,avx512bw,avx512vl,avx512vnni")))
+// The AVX-512 level plus GFNI (not part of the level: Cascade Lake has VNNI without it); its
+// users check __builtin_cpu_supports("gfni") at run time.
+#define COHORT_TARGET_AVX512_GFNI \
+  __attribute__((target("avx2,fma,f16c,avx512f,avx512bw,avx512vl,avx512vnni,gfni")))
 
 namespace cohort::kernels::x86 {
 

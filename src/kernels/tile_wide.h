@@ -2,8 +2,9 @@
 // register. The rows' block bytes are transposed in registers (no repacking of the stored
 // weights), so the integer dot products of 16 rows come out of dpbusd already one per lane,
 // with no horizontal reduction, and one vector FMA advances 16 rows' float accumulators.
-// Only for the types whose float sum is one scalar per (row, token) in llama.cpp's repacked
-// order (Q4_0, Q4_K): lane r does exactly the scalar steps of the vec-dot for row r, so the
+// For the types whose float sum is one scalar per (row, token) in llama.cpp's repacked order
+// (Q4_0, Q4_K), lane r does exactly the scalar steps of the vec-dot for row r; Q8_0 and Q6_K,
+// whose vec-dots keep 8 float lanes per row, keep them in 8 register lanes. Either way the
 // results are bit-identical to GetVecDot / GetVecDotGrouped. Internal to src/kernels.
 #pragma once
 

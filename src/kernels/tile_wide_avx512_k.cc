@@ -1,8 +1,9 @@
-// AVX-512 (VNNI) wide tile kernels (tile_wide.h) for Q4_K against Q8_K activations, 16 rows as
-// the lanes of a zmm register. Per lane they reproduce VecDotQ4_KRepacked (vec_dot_avx2_k.cc):
-// the same exact integer sums (scaled quants; mins times the activation's sums of 16), then
-// acc = fma(sum, d_w * d_a, acc) and acc_min = fma(min_sum, dmin_w * d_a, acc_min) once per
-// super-block (GEMV order) or once per 64 elements (kPerPair, the repacked GEMM's order).
+// AVX-512 (VNNI) wide tile kernels (tile_wide.h) for Q4_K and Q6_K against Q8_K activations.
+// Q4_K, 16 rows as the lanes of a zmm register, reproduces VecDotQ4_KRepacked
+// (vec_dot_avx2_k.cc) per lane: the same exact integer sums (scaled quants; mins times the
+// activation's sums of 16), then acc = fma(sum, d_w * d_a, acc) and acc_min = fma(min_sum,
+// dmin_w * d_a, acc_min) once per super-block (GEMV order) or once per 64 elements (kPerPair,
+// the repacked GEMM's order). Q6_K keeps VecDotQ6_K's 8 lanes per row (see WideQ6KPass).
 #include "kernels/quant_blocks.h"
 #include "kernels/simd_x86.h"
 #include "kernels/tile_wide.h"
@@ -13,6 +14,7 @@ namespace cohort::kernels::avx512 {
 #if defined(__x86_64__) || defined(__i386__)
 namespace {
 
+using x86::HalfToFloat;
 using x86::LoadInt;
 
 // Side data of a Q8_K row: per super-block 4 words, word k = the int16 pair (bsum pair 2k,
@@ -158,9 +160,117 @@ struct Q4KKernel {
 // Tokens per call: 4 keeps the per-token integer sums in registers.
 constexpr int kQ4KTokens = 4;
 
+// Q6_K: VecDotQ6_K (vec_dot_avx2_k.cc) keeps 8 int32 / float lanes per row (lane m: bytes
+// 4m..4m+3 of every 32-element group), so its rows are not split into 16 lanes; instead one
+// zmm holds two groups of one row (64 contiguous ql bytes, the activation's 64 matching
+// bytes as one plain load), lane m and lane m + 8 both being the vec-dot's lane m. Their
+// integer sums meet (exactly) once per super-block, before the vec-dot's one FMA per
+// super-block into 8 float lanes; the end is its HorizontalSum. Compared with the 4-row
+// tile, each zmm op does two groups' work, no insert builds the operands, and GFNI's
+// gf2p8affine moves each group's two high bits into place in one op (was a shift and an and).
+struct Q6KConsts {
+  __m512i low_mask, high01, high23, high_nibble;  // GF(2) bit matrices (gf2p8affine)
+  __m512i scale_index[4];  // int16 lanes 8b..8b+7 take scale 4q + b, q = 0..3
+};
+
+COHORT_TARGET_AVX512_GFNI inline Q6KConsts MakeQ6KConsts() {
+  Q6KConsts c;
+  c.low_mask = _mm512_set1_epi8(0x0f);
+  // Matrix byte 7 - i selects the input bits that make output bit i, so one gf2p8affine
+  // moves and isolates bits within every byte. Group 0 (1) of a 64-element half takes qh
+  // bits 0, 1 (2, 3) to bits 4, 5, group 2 (3) bits 4, 5 (6, 7): the groups' two 32-byte
+  // halves take different matrices (qwords 0..3, 4..7). The high nibble of ql to bits 0..3.
+  c.high01 = _mm512_mask_set1_epi64(_mm512_set1_epi64(0x01020000), 0xf0, 0x04080000);
+  c.high23 = _mm512_mask_set1_epi64(_mm512_set1_epi64(0x10200000), 0xf0, 0x40800000);
+  c.high_nibble = _mm512_set1_epi64(0x1020408000000000);
+  for (int q = 0; q < 4; ++q) {
+    c.scale_index[q] = _mm512_setzero_si512();
+    for (int b = 0; b < 4; ++b) {
+      c.scale_index[q] = _mm512_mask_set1_epi16(c.scale_index[q], 0xffu << (8 * b), static_cast<int16_t>(4 * q + b));
+    }
+  }
+  return c;
+}
+
+// Rows [r0, r0 + R) of the tile, all n elements, T tokens.
+template <int R, int T>
+COHORT_TARGET_AVX512_GFNI void WideQ6KPass(const uint8_t* w, int64_t w_stride, int r0, const uint8_t* act,
+                                      int64_t act_stride, int64_t n, float* out, int64_t out_stride) {
+  const Q6KConsts c = MakeQ6KConsts();
+  __m256 acc[R][T];
+  for (int r = 0; r < R; ++r) {
+    for (int t = 0; t < T; ++t) acc[r][t] = _mm256_setzero_ps();
+  }
+  for (int64_t i = 0; i < n / kQK_K; ++i) {
+    const int64_t off = i * static_cast<int64_t>(sizeof(BlockQ6_K));
+    const BlockQ8_K* y[T];
+    for (int t = 0; t < T; ++t) y[t] = reinterpret_cast<const BlockQ8_K*>(act + t * act_stride) + i;
+    for (int r = 0; r < R; ++r) {
+      const uint8_t* row = w + (r0 + r) * w_stride + off;
+      // The same row of the next tile (the caller's next call): 8 rows ahead, the next
+      // pass's rows, is too short a distance to cover DRAM latency at 1 token.
+      for (int line = 0; line < 4; ++line) {
+        _mm_prefetch(reinterpret_cast<const char*>(row + kWideRows * w_stride + 64 * line), _MM_HINT_T1);
+      }
+      const auto* x = reinterpret_cast<const BlockQ6_K*>(row);
+      const __m256i scales16 = _mm256_cvtepi8_epi16(_mm_loadu_si128(reinterpret_cast<const __m128i*>(x->scales)));
+      const __m512i scales = _mm512_castsi256_si512(scales16);
+      __m512i sum[T];  // lanes 0..7: the -32 offset's term (see VecDotQ6_K), lanes 8..15: 0
+      for (int t = 0; t < T; ++t) {
+        const __m256i bsums = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(y[t]->bsums));
+        const __m256i bias = _mm256_slli_epi32(_mm256_madd_epi16(bsums, scales16), 5);
+        sum[t] = _mm512_zextsi256_si512(_mm256_sub_epi32(_mm256_setzero_si256(), bias));
+      }
+      for (int h = 0; h < 2; ++h) {  // 128 elements: groups 0, 1 (low nibbles), 2, 3 (high)
+        const __m512i ql = _mm512_loadu_si512(x->ql + 64 * h);
+        const __m512i qh = _mm512_broadcast_i64x4(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(x->qh + 32 * h)));
+        const __m512i high01 = _mm512_gf2p8affine_epi64_epi8(qh, c.high01, 0);
+        const __m512i high23 = _mm512_gf2p8affine_epi64_epi8(qh, c.high23, 0);
+        const __m512i u01 = _mm512_ternarylogic_epi32(ql, c.low_mask, high01, 0xea);  // (a & b) | c
+        const __m512i u23 = _mm512_or_si512(_mm512_gf2p8affine_epi64_epi8(ql, c.high_nibble, 0), high23);
+        const __m512i s01 = _mm512_permutexvar_epi16(c.scale_index[2 * h], scales);
+        const __m512i s23 = _mm512_permutexvar_epi16(c.scale_index[2 * h + 1], scales);
+        for (int t = 0; t < T; ++t) {
+          const int8_t* yq = y[t]->qs + 128 * h;
+          sum[t] = _mm512_dpwssd_epi32(sum[t], _mm512_maddubs_epi16(u01, _mm512_loadu_si512(yq)), s01);
+          sum[t] = _mm512_dpwssd_epi32(sum[t], _mm512_maddubs_epi16(u23, _mm512_loadu_si512(yq + 64)), s23);
+        }
+      }
+      const float d = HalfToFloat(x->d);
+      for (int t = 0; t < T; ++t) {
+        const __m256i s8 = _mm256_add_epi32(_mm512_castsi512_si256(sum[t]), _mm512_extracti64x4_epi64(sum[t], 1));
+        acc[r][t] = _mm256_fmadd_ps(_mm256_set1_ps(y[t]->d * d), _mm256_cvtepi32_ps(s8), acc[r][t]);
+      }
+    }
+  }
+  for (int r = 0; r < R; ++r) {
+    for (int t = 0; t < T; ++t) out[t * out_stride + r0 + r] = x86::HorizontalSum(acc[r][t]);
+  }
+}
+
+template <int T>
+struct Q6KKernel {
+  static void Run(const uint8_t* w, int64_t w_stride, const uint8_t* act, int64_t act_stride,
+                  const float*, int64_t, int64_t n, float* out, int64_t out_stride) {
+    // R * T float accumulators stay in registers.
+    constexpr int kRows = T <= 2 ? 8 : 4;
+    for (int r0 = 0; r0 < kWideRows; r0 += kRows) {
+      WideQ6KPass<kRows, T>(w, w_stride, r0, act, act_stride, n, out, out_stride);
+    }
+  }
+};
+
+constexpr int kQ6KTokens = 4;
+
 }  // namespace
 
 WideTile GetWideTileK(DType weight, bool grouped) {
+  if (weight == DType::kQ6_K) {
+    // GFNI is not part of the AVX-512 level (Cascade Lake has VNNI without it): without it
+    // the 4-row tile, with the same results, does Q6_K.
+    if (!__builtin_cpu_supports("gfni")) return {};
+    return {x86::WideRun<Q6KKernel, kQ6KTokens>, nullptr, 0, kQ6KTokens};
+  }
   if (weight != DType::kQ4_K) return {};
   const WideTileFn fn = grouped ? x86::WideRun<Q4KKernel<true>::Shape, kQ4KTokens>
                                 : x86::WideRun<Q4KKernel<false>::Shape, kQ4KTokens>;

@@ -1,6 +1,7 @@
 // Every wide tile kernel (16 rows as register lanes) against the vec-dot kernel of the same
-// order, which the vec-dot tests hold to the scalar reference: every token count, odd block
-// counts, rows and activations at odd byte offsets and odd strides. Equality is exact.
+// order, which the vec-dot tests hold to the scalar reference: every token count up to the
+// kernel's maximum, odd block counts (for the K-quants 1, 3, 7 super-blocks), rows and
+// activations at odd byte offsets and odd strides. Equality is exact.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -82,7 +83,7 @@ TEST(WideTileKernels, EqualVecDotForEveryTokenCountSizeAndAlignment) {
   }
   RecordProperty("checked_wide_tiles", checked);
   if (BestSimdLevel() == SimdLevel::kAvx512) {
-    for (DType type : {DType::kQ4_0, DType::kQ4_K}) {
+    for (DType type : {DType::kQ4_0, DType::kQ8_0, DType::kQ4_K, DType::kQ6_K}) {
       for (bool grouped : {false, true}) EXPECT_NE(GetWideTile(type, SimdLevel::kAvx512, grouped).fn, nullptr);
     }
   }
