@@ -133,7 +133,10 @@ Result<cluster::ModelEntry> ClusterDaemon::ResolveModel(const std::string& path_
   auto it = state.models.find(cluster::kModelKeyPrefix + entry.name);
   if (it != state.models.end()) {
     auto known = cluster::ModelEntryFromJson(it->second);
-    if (known.ok() && known->sha256 == entry.sha256) return *known;
+    if (known.ok() && known->sha256 == entry.sha256) {
+      PublishHolding(*known);
+      return *known;
+    }
     if (known.ok()) {
       return InvalidArgument("a different file (sha256 " + known->sha256.substr(0, 12) +
                              ") is already registered as '" + entry.name + "'");
@@ -145,9 +148,29 @@ Result<cluster::ModelEntry> ClusterDaemon::ResolveModel(const std::string& path_
                                              kProposeTimeoutMs)
                              .status());
   log_.Info("registered model {} ({} bytes, sha256 {})", entry.name, entry.file_bytes, entry.sha256);
-  // Say at once that this node holds it, so the placement that follows can use it.
-  PublishSelf(node_.Snapshot(), /*now=*/true);
+  PublishHolding(entry);
   return entry;
+}
+
+// Says that this node holds `entry`'s file and waits until the agreed state carries it, so a
+// placement proposed next finds a holder. Proposing through a follower returns before the
+// follower has adopted the new state: publishing from that stale snapshot would leave the
+// file out, and the leader would place the instance on no holder.
+void ClusterDaemon::PublishHolding(const cluster::ModelEntry& entry) {
+  const std::string model_key = cluster::kModelKeyPrefix + entry.name;
+  node_.WaitForState([&](const cluster::ClusterState& st) { return st.models.count(model_key) > 0; },
+                     kProposeTimeoutMs);
+  PublishSelf(node_.Snapshot(), /*now=*/true);
+  const std::string self_key = cluster::kNodeKeyPrefix + self_;
+  const bool held = node_.WaitForState(
+      [&](const cluster::ClusterState& st) {
+        auto it = st.models.find(self_key);
+        if (it == st.models.end()) return false;
+        auto service = cluster::NodeServiceFromJson(it->second);
+        return service.ok() && service->files.count(entry.sha256) > 0;
+      },
+      kProposeTimeoutMs);
+  if (!held) log_.Warn("the cluster does not yet know that this node holds {}", entry.name);
 }
 
 void ClusterDaemon::Loop() {

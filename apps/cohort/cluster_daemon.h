@@ -84,6 +84,9 @@ class ClusterDaemon {
   // Proposes this node's NodeService when the state's differs (at most once a second unless
   // `now`); called by the loop and by ResolveModel.
   void PublishSelf(const cluster::ClusterSnapshot& snap, bool now);
+  // PublishSelf for a just-resolved model, waiting until the agreed state lists this node as
+  // a holder of its file.
+  void PublishHolding(const cluster::ModelEntry& entry);
   // The leader's view of the members: who may still hold a rank (not dead), who may get one
   // (alive, services published), and a signature of what placement depends on.
   struct LiveSet {
