@@ -1,5 +1,6 @@
 // InstanceRunner; see cluster_runner.h.
 #include "cluster_runner.h"
+#include "app_common.h"
 
 #include <algorithm>
 #include <fstream>
@@ -16,33 +17,6 @@ namespace cohort::app {
 namespace {
 
 constexpr int kDefaultMaxCtx = 4096;
-
-// Lends the session's executor to a LoadedModel, which wants to own its model.
-class BorrowedModel final : public model::Model {
- public:
-  explicit BorrowedModel(model::Model& m) : m_(m) {}
-  const model::ModelConfig& config() const override { return m_.config(); }
-  Result<std::unique_ptr<model::KvCache>> NewKvCache(const model::KvCacheOptions& o) const override {
-    return m_.NewKvCache(o);
-  }
-  Status Forward(const Context& ctx, const model::Batch& batch, model::KvCache& cache,
-                 std::span<float> logits) override {
-    return m_.Forward(ctx, batch, cache, logits);
-  }
-
- private:
-  model::Model& m_;
-};
-
-Result<tokenizer::ChatTemplate> LoadTemplate(const std::string& name_or_file) {
-  auto builtin = tokenizer::ChatTemplate::Builtin(name_or_file);
-  if (builtin.ok()) return builtin;
-  std::ifstream in(name_or_file, std::ios::binary);
-  if (!in) return NotFound("chat template '" + name_or_file + "' is neither built in nor a readable file");
-  std::stringstream source;
-  source << in.rdbuf();
-  return tokenizer::ChatTemplate::Parse(source.str());
-}
 
 }  // namespace
 
@@ -88,7 +62,7 @@ Status InstanceRunner::StartServing(const cluster::Instance& instance, const Run
                                     Logger& log) {
   engine::LoadedModel& model = dist_model_ != nullptr ? *dist_model_ : *file_model_;
   if (!options.chat_template.empty()) {
-    COHORT_ASSIGN_OR_RETURN(auto parsed, LoadTemplate(options.chat_template));
+    COHORT_ASSIGN_OR_RETURN(auto parsed, LoadChatTemplate(options.chat_template));
     chat_template_ = std::make_unique<tokenizer::ChatTemplate>(std::move(parsed));
   }
   pool_ = std::make_unique<ThreadPool>(std::max(1, options.threads));

@@ -1,6 +1,7 @@
 // `cohort serve --cluster`; see cluster_serve.h. Signals are blocked in every thread and
 // taken by sigwait in the main thread, as in plain `serve`.
 #include "cluster_serve.h"
+#include "app_common.h"
 
 #include <pthread.h>
 #include <signal.h>
@@ -28,26 +29,6 @@ namespace {
 int Fail(const Status& status) {
   std::fprintf(stderr, "cohort serve --cluster: %s\n", status.ToString().c_str());
   return 1;
-}
-
-std::vector<std::string> SplitList(const std::string& text) {
-  std::vector<std::string> out;
-  std::stringstream in(text);
-  std::string item;
-  while (std::getline(in, item, ',')) {
-    if (!item.empty()) out.push_back(item);
-  }
-  return out;
-}
-
-Result<std::string> ReadSecret(const ClusterServeOptions& o) {
-  if (!o.secret.empty() && !o.secret_file.empty()) return InvalidArgument("give --secret or --secret-file, not both");
-  if (o.secret_file.empty()) return o.secret;
-  std::ifstream in(o.secret_file);
-  if (!in) return IoError("cannot read " + o.secret_file);
-  std::string secret;
-  std::getline(in, secret);
-  return secret;
 }
 
 std::string HostOf(const std::string& address) { return address.substr(0, address.rfind(':')); }
@@ -82,8 +63,8 @@ Result<cluster::ClusterOptions> ClusterOptionsOf(const ClusterServeOptions& co) 
   cluster::ClusterOptions c;
   c.listen = co.listen;
   c.advertise = co.advertise;
-  c.peers = SplitList(co.peers);
-  COHORT_ASSIGN_OR_RETURN(c.secret, ReadSecret(co));
+  c.peers = SplitCommaList(co.peers);
+  COHORT_ASSIGN_OR_RETURN(c.secret, ReadSecret(co.secret, co.secret_file));
   c.state_dir = co.state_dir;
   c.name = co.name;
   c.multicast = !co.no_multicast;

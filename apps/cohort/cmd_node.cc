@@ -1,6 +1,7 @@
 // `cohort node`: a ClusterNode plus a small HTTP endpoint (GET /v1/cluster, POST
 // /v1/cluster/changes), stopped by SIGINT/SIGTERM taken with sigwait as in `cohort serve`.
 #include "cmd_node.h"
+#include "app_common.h"
 
 #include <httplib.h>
 #include <pthread.h>
@@ -24,28 +25,6 @@ namespace {
 int Fail(const Status& s) {
   std::fprintf(stderr, "cohort node: %s\n", s.ToString().c_str());
   return 1;
-}
-
-std::vector<std::string> SplitPeers(const std::string& text) {
-  std::vector<std::string> out;
-  std::stringstream in(text);
-  std::string item;
-  while (std::getline(in, item, ',')) {
-    if (!item.empty()) out.push_back(item);
-  }
-  return out;
-}
-
-Result<std::string> ReadSecret(const NodeOptions& o) {
-  if (!o.secret.empty() && !o.secret_file.empty()) {
-    return InvalidArgument("give --secret or --secret-file, not both");
-  }
-  if (o.secret_file.empty()) return o.secret;
-  std::ifstream in(o.secret_file);
-  if (!in) return IoError("cannot read " + o.secret_file);
-  std::string secret;
-  std::getline(in, secret);  // the first line; a trailing newline is not part of it
-  return secret;
 }
 
 void PrintLine(const std::string& line) {
@@ -85,8 +64,8 @@ int NodeCommand(const NodeOptions& o) {
   cluster::ClusterOptions c;
   c.listen = o.listen;
   c.advertise = o.advertise;
-  c.peers = SplitPeers(o.peers);
-  auto secret = ReadSecret(o);
+  c.peers = SplitCommaList(o.peers);
+  auto secret = ReadSecret(o.secret, o.secret_file);
   if (!secret.ok()) return Fail(secret.status());
   c.secret = *secret;
   c.state_dir = o.state_dir;

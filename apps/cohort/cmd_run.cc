@@ -7,6 +7,7 @@
 #include <sstream>
 
 #include "commands.h"
+#include "app_common.h"
 #include "core/context.h"
 #include "engine/generator.h"
 #include "engine/loaded_model.h"
@@ -20,25 +21,6 @@ int Fail(const Status& status) {
   return 1;
 }
 
-// The template --chat-template names: a built-in family name or a Jinja file.
-Result<tokenizer::ChatTemplate> LoadTemplate(const std::string& name_or_file) {
-  auto builtin = tokenizer::ChatTemplate::Builtin(name_or_file);
-  if (builtin.ok()) return builtin;
-  std::ifstream in(name_or_file, std::ios::binary);
-  if (!in) {
-    std::string names;
-    for (const std::string& n : tokenizer::ChatTemplate::BuiltinNames()) {
-      names += " ";
-      names += n;
-    }
-    return NotFound("--chat-template '" + name_or_file +
-                    "' is neither a built-in template (" + names.substr(1) + ") nor a readable file");
-  }
-  std::stringstream source;
-  source << in.rdbuf();
-  return tokenizer::ChatTemplate::Parse(source.str());
-}
-
 Result<std::string> RenderPrompt(const engine::LoadedModel& model, const RunOptions& options) {
   std::vector<tokenizer::ChatMessage> messages;
   if (!options.system_prompt.empty()) messages.push_back({"system", options.system_prompt});
@@ -50,7 +32,7 @@ Result<std::string> RenderPrompt(const engine::LoadedModel& model, const RunOpti
     }
     return rendered;
   }
-  COHORT_ASSIGN_OR_RETURN(tokenizer::ChatTemplate chat, LoadTemplate(options.chat_template));
+  COHORT_ASSIGN_OR_RETURN(tokenizer::ChatTemplate chat, LoadChatTemplate(options.chat_template));
   return model.RenderChat(messages, true, &chat);
 }
 

@@ -2,6 +2,7 @@
 // blocked in every thread and taken by one waiter thread with sigwait, so stopping runs as
 // ordinary code rather than inside a signal handler.
 #include "cmd_serve.h"
+#include "app_common.h"
 
 #include <CLI/CLI.hpp>
 #include <pthread.h>
@@ -29,17 +30,6 @@ constexpr int kDefaultMaxCtx = 4096;
 int Fail(const Status& status) {
   std::fprintf(stderr, "cohort serve: %s\n", status.ToString().c_str());
   return 1;
-}
-
-// A built-in template family name or a Jinja file.
-Result<tokenizer::ChatTemplate> LoadChatTemplate(const std::string& name_or_file) {
-  auto builtin = tokenizer::ChatTemplate::Builtin(name_or_file);
-  if (builtin.ok()) return builtin;
-  std::ifstream in(name_or_file, std::ios::binary);
-  if (!in) return NotFound("--chat-template '" + name_or_file + "' is neither a built-in template nor a readable file");
-  std::stringstream source;
-  source << in.rdbuf();
-  return tokenizer::ChatTemplate::Parse(source.str());
 }
 
 }  // namespace

@@ -1,5 +1,6 @@
 // `cohort worker`, --local-ranks spawning, and DistributedModel; see cmd_worker.h.
 #include "cmd_worker.h"
+#include "app_common.h"
 
 #include <fcntl.h>
 #include <poll.h>
@@ -44,16 +45,6 @@ Result<std::vector<double>> ParseShares(const std::string& text) {
     } catch (const std::exception&) {
       return InvalidArgument("--shares: '" + item + "' is not a positive number");
     }
-  }
-  return out;
-}
-
-std::vector<std::string> SplitList(const std::string& text) {
-  std::vector<std::string> out;
-  std::stringstream in(text);
-  std::string item;
-  while (std::getline(in, item, ',')) {
-    if (!item.empty()) out.push_back(item);
   }
   return out;
 }
@@ -173,7 +164,7 @@ Result<std::unique_ptr<DistributedModel>> DistributedModel::Start(const DistOpti
       s.workers.push_back(*address);
     }
   } else {
-    s.workers = SplitList(options.workers);
+    s.workers = SplitCommaList(options.workers);
     if (s.transport == parallel::DataTransport::kShm) {
       return InvalidArgument("--transport shm needs --local-ranks (every rank on this host)");
     }
@@ -223,27 +214,6 @@ DistributedModel::~DistributedModel() {
 }
 
 model::Model& DistributedModel::model() { return session_->executor(); }
-
-namespace {
-
-// Lends a model to an owner that wants a unique_ptr (engine::LoadedModel).
-class BorrowedModel final : public model::Model {
- public:
-  explicit BorrowedModel(model::Model& m) : m_(m) {}
-  const model::ModelConfig& config() const override { return m_.config(); }
-  Result<std::unique_ptr<model::KvCache>> NewKvCache(const model::KvCacheOptions& o) const override {
-    return m_.NewKvCache(o);
-  }
-  Status Forward(const Context& ctx, const model::Batch& batch, model::KvCache& cache,
-                 std::span<float> logits) override {
-    return m_.Forward(ctx, batch, cache, logits);
-  }
-
- private:
-  model::Model& m_;
-};
-
-}  // namespace
 
 Result<std::unique_ptr<engine::LoadedModel>> DistributedModel::AsLoadedModel(const gguf::File& file) {
   COHORT_ASSIGN_OR_RETURN(auto tokenizer, tokenizer::Tokenizer::FromGguf(file));
