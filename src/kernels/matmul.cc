@@ -194,9 +194,11 @@ void RunUnit(const Plan& p, int64_t unit, int64_t t0, int64_t t1) {
   const Kernels& k = p.k;
   if (unit < p.n_wide) {
     const int64_t r0 = unit * kWideRows;
+    // A call stays on one side of n_grouped, unless both sides take the same kernel (most
+    // types): a batch of 6 is then one pass over the weights, not a 4-token and a 2-token one.
+    const bool split = k.wide_grouped.fn != k.wide.fn;
     for (int64_t t = t0; t < t1;) {
-      // A call stays on one side of n_grouped.
-      const int64_t stop = t < p.n_grouped ? std::min(t1, p.n_grouped) : t1;
+      const int64_t stop = split && t < p.n_grouped ? std::min(t1, p.n_grouped) : t1;
       const int tokens = static_cast<int>(std::min<int64_t>(k.wide.max_tokens, stop - t));
       const WideTile& f = t < p.n_grouped ? k.wide_grouped : k.wide;
       f.fn(p.w_rows + r0 * p.row_bytes, p.row_bytes, p.act + t * p.act_stride, p.act_stride,

@@ -114,7 +114,7 @@ void QuantizeRow(DType type, const float* src, void* dst, int64_t n) {
   COHORT_CHECK_EQ(n % Traits(type).block_size, 0);
   if (ref::IsKType(type)) {
     ref::QuantizeKRow(type, src, dst, n);
-  } else {
+  } else if (BestSimdLevel() < SimdLevel::kAvx512 || !avx512::QuantizeRow(type, src, dst, n)) {
     ref::QuantizeLegacyRow(type, src, dst, n);
   }
 }

@@ -44,6 +44,8 @@ VecDotFn GetKVecDotGrouped(DType weight);  // the same, in llama.cpp's repacked-
 }
 namespace avx512 {
 VecDotFn GetVecDot(DType weight);
+// quantize_avx512.cc: Q8_0 and Q8_1 rows (ref::QuantizeLegacyRow's bytes); false for others.
+bool QuantizeRow(DType type, const float* src, void* dst, int64_t n);
 }
 
 }  // namespace cohort::kernels

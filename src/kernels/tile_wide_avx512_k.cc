@@ -215,11 +215,13 @@ COHORT_TARGET_AVX512_GFNI void WideQ6KPass(const uint8_t* w, int64_t w_stride, i
       const auto* x = reinterpret_cast<const BlockQ6_K*>(row);
       const __m256i scales16 = _mm256_cvtepi8_epi16(_mm_loadu_si128(reinterpret_cast<const __m128i*>(x->scales)));
       const __m512i scales = _mm512_castsi256_si512(scales16);
+      // -32 * scale fits int16, and madd by it is exactly -32 * madd(bsums, scales): the
+      // shift and negation leave the per-token work.
+      const __m256i neg32_scales = _mm256_mullo_epi16(scales16, _mm256_set1_epi16(-32));
       __m512i sum[T];  // lanes 0..7: the -32 offset's term (see VecDotQ6_K), lanes 8..15: 0
       for (int t = 0; t < T; ++t) {
         const __m256i bsums = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(y[t]->bsums));
-        const __m256i bias = _mm256_slli_epi32(_mm256_madd_epi16(bsums, scales16), 5);
-        sum[t] = _mm512_zextsi256_si512(_mm256_sub_epi32(_mm256_setzero_si256(), bias));
+        sum[t] = _mm512_zextsi256_si512(_mm256_madd_epi16(bsums, neg32_scales));
       }
       for (int h = 0; h < 2; ++h) {  // 128 elements: groups 0, 1 (low nibbles), 2, 3 (high)
         const __m512i ql = _mm512_loadu_si512(x->ql + 64 * h);
@@ -253,7 +255,7 @@ struct Q6KKernel {
   static void Run(const uint8_t* w, int64_t w_stride, const uint8_t* act, int64_t act_stride,
                   const float*, int64_t, int64_t n, float* out, int64_t out_stride) {
     // R * T float accumulators stay in registers.
-    constexpr int kRows = T <= 2 ? 8 : 4;
+    constexpr int kRows = T <= 2 ? 8 : T <= 4 ? 4 : 2;
     for (int r0 = 0; r0 < kWideRows; r0 += kRows) {
       WideQ6KPass<kRows, T>(w, w_stride, r0, act, act_stride, n, out, out_stride);
     }

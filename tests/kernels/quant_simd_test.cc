@@ -5,6 +5,7 @@
 #include <cstring>
 
 #include "kernels/quant.h"
+#include "kernels/quant_internal.h"
 #include "test_util.h"
 
 namespace cohort::kernels {
@@ -53,6 +54,32 @@ TEST(VecDotSimd, MatchesScalarOnOddSizesAndMisalignedRows) {
     EXPECT_NE(GetVecDot(DType::kQ8_0, BestSimdLevel()), GetVecDot(DType::kQ8_0, SimdLevel::kScalar));
     EXPECT_NE(GetVecDot(DType::kQ4_K, BestSimdLevel()), GetVecDot(DType::kQ4_K, SimdLevel::kScalar));
     EXPECT_NE(GetVecDot(DType::kQ6_K, BestSimdLevel()), GetVecDot(DType::kQ6_K, SimdLevel::kScalar));
+  }
+}
+
+// The activation quantizers: the AVX-512 Q8_0/Q8_1 rows byte for byte as the reference, on
+// unaligned input, zero blocks, ties (x * 127 / amax landing on k + 0.5) and wide ranges.
+TEST(QuantizeSimd, Q8RowsMatchTheReferenceByteForByte) {
+  if (BestSimdLevel() < SimdLevel::kAvx512) GTEST_SKIP() << "no AVX-512 on this CPU";
+  for (DType type : {DType::kQ8_0, DType::kQ8_1}) {
+    for (int64_t n_blocks : {1, 3, 7, 64}) {
+      const int64_t n = n_blocks * 32;
+      std::vector<float> x(static_cast<size_t>(n + 1));
+      const std::vector<float> r = testing::RandomRow(n, static_cast<uint32_t>(n_blocks + 11), 3.0f);
+      for (int64_t j = 0; j < n; ++j) {
+        const int64_t b = j / 32;
+        // Block 1: zeros; block 2: 127 and halves (exact ties); others: random, scaled widely.
+        x[static_cast<size_t>(j + 1)] = b == 1 ? 0.0f
+                                      : b == 2 ? (j % 32 == 0 ? 127.0f : static_cast<float>(j % 32) + 0.5f)
+                                               : r[static_cast<size_t>(j)] * static_cast<float>(1 << (b % 9));
+      }
+      const float* src = x.data() + 1;  // 4 bytes past the vector's alignment
+      const int64_t bytes = RowBytes(type, n);
+      std::vector<uint8_t> want(static_cast<size_t>(bytes)), got(static_cast<size_t>(bytes));
+      ref::QuantizeLegacyRow(type, src, want.data(), n);
+      ASSERT_TRUE(avx512::QuantizeRow(type, src, got.data(), n));
+      EXPECT_EQ(want, got) << DTypeName(type) << " n=" << n;
+    }
   }
 }
 
