@@ -49,4 +49,11 @@ inline constexpr int kMaxExpertProducts = 64;
 void MatMulExpertsBatch(std::span<const ExpertProduct> products, ThreadPool* pool,
                         std::vector<uint8_t>* scratch);
 
+// MatMul for up to kMaxExpertProducts products at once (a layer's q, k and v; gate and up),
+// each with MatMul's results (the batch picks each token's order, as MatMul does): inputs
+// shared by several products are quantized once, and all rows are split over the pool in one
+// pass, so a decode step pays one synchronisation where it paid one per matrix.
+void MatMulBatch(std::span<const ExpertProduct> products, ThreadPool* pool,
+                 std::vector<uint8_t>* scratch);
+
 }  // namespace cohort::kernels

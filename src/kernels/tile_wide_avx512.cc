@@ -59,14 +59,27 @@ COHORT_TARGET_AVX512 void WideQ4_0(const uint8_t* w, int64_t w_stride, const uin
       const auto& y = reinterpret_cast<const BlockQ8_0*>(act + t * act_stride)[i];
       const auto& s = reinterpret_cast<const Q8_0Side*>(side + t * side_stride)[i];
       const int32_t* y32 = reinterpret_cast<const int32_t*>(y.qs);
-      __m512i sum_lo = _mm512_set1_epi32(s.neg8_sum);
-      __m512i sum_hi = _mm512_setzero_si512();
-      for (int c = 0; c < 4; ++c) {
-        sum_lo = _mm512_dpbusd_epi32(sum_lo, lo[c], _mm512_set1_epi32(x86::LoadInt(y32 + c)));
-        sum_hi = _mm512_dpbusd_epi32(sum_hi, hi[c], _mm512_set1_epi32(x86::LoadInt(y32 + 4 + c)));
+      // The integer sum is exact in any order. With many tokens one chain per token saves
+      // the second chain's zeroing and the final add; alone, a token needs more chains to
+      // hide dpbusd's latency.
+      __m512i sum;
+      if constexpr (T >= 8) {
+        sum = _mm512_set1_epi32(s.neg8_sum);
+        for (int c = 0; c < 4; ++c) {
+          sum = _mm512_dpbusd_epi32(sum, lo[c], _mm512_set1_epi32(x86::LoadInt(y32 + c)));
+          sum = _mm512_dpbusd_epi32(sum, hi[c], _mm512_set1_epi32(x86::LoadInt(y32 + 4 + c)));
+        }
+      } else {
+        __m512i sum_lo = _mm512_set1_epi32(s.neg8_sum);
+        __m512i sum_hi = _mm512_setzero_si512();
+        for (int c = 0; c < 4; ++c) {
+          sum_lo = _mm512_dpbusd_epi32(sum_lo, lo[c], _mm512_set1_epi32(x86::LoadInt(y32 + c)));
+          sum_hi = _mm512_dpbusd_epi32(sum_hi, hi[c], _mm512_set1_epi32(x86::LoadInt(y32 + 4 + c)));
+        }
+        sum = _mm512_add_epi32(sum_lo, sum_hi);
       }
       const __m512 d = _mm512_mul_ps(dw, _mm512_set1_ps(s.d));
-      acc[t] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(_mm512_add_epi32(sum_lo, sum_hi)), d, acc[t]);
+      acc[t] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(sum), d, acc[t]);
     }
   }
   for (int t = 0; t < T; ++t) _mm512_storeu_ps(out + t * out_stride, acc[t]);

@@ -13,8 +13,9 @@ void DenseFfn(ThreadPool* pool, std::vector<uint8_t>* matmul_scratch, const Dens
   const int64_t width = cols.size();
   s.gate.resize(n_tokens * width);
   s.up.resize(n_tokens * width);
-  kernels::MatMul(w.gate.Rows(cols.begin, cols.end), x, n_tokens, s.gate.data(), pool, matmul_scratch);
-  kernels::MatMul(w.up.Rows(cols.begin, cols.end), x, n_tokens, s.up.data(), pool, matmul_scratch);
+  const kernels::ExpertProduct gate_up[] = {{w.gate.Rows(cols.begin, cols.end), x, n_tokens, s.gate.data()},
+                                            {w.up.Rows(cols.begin, cols.end), x, n_tokens, s.up.data()}};
+  kernels::MatMulBatch(gate_up, pool, matmul_scratch);
   // Row by row: the op's SIMD-chunk/tail split is per row, as in ggml.
   for (int t = 0; t < n_tokens; ++t) {
     kernels::SwiGlu(s.gate.data() + t * width, s.up.data() + t * width, width, s.gate.data() + t * width);

@@ -56,9 +56,10 @@ void GqaAttention(const BlockEnv& env, const GqaWeights& w, const GqaParams& p, 
   s.rope_cache.resize(p.rope.n_rot);
   const int64_t q0 = heads.begin * hd;
   const int64_t kv0 = kv_begin * hd;
-  kernels::MatMul(w.wq.Rows(q0, q0 + q_width), x, n_tokens, s.q.data(), env.pool, env.matmul_scratch);
-  kernels::MatMul(w.wk.Rows(kv0, kv0 + kv_width), x, n_tokens, s.k.data(), env.pool, env.matmul_scratch);
-  kernels::MatMul(w.wv.Rows(kv0, kv0 + kv_width), x, n_tokens, s.v.data(), env.pool, env.matmul_scratch);
+  const kernels::ExpertProduct qkv[] = {{w.wq.Rows(q0, q0 + q_width), x, n_tokens, s.q.data()},
+                                        {w.wk.Rows(kv0, kv0 + kv_width), x, n_tokens, s.k.data()},
+                                        {w.wv.Rows(kv0, kv0 + kv_width), x, n_tokens, s.v.data()}};
+  kernels::MatMulBatch(qkv, env.pool, env.matmul_scratch);
   AddBias(w.bq ? w.bq + q0 : nullptr, q_width, n_tokens, s.q.data());
   AddBias(w.bk ? w.bk + kv0 : nullptr, kv_width, n_tokens, s.k.data());
   AddBias(w.bv ? w.bv + kv0 : nullptr, kv_width, n_tokens, s.v.data());

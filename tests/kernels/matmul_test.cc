@@ -175,5 +175,35 @@ TEST(MatMul, ExpertsBatchEqualsOneCallPerProduct) {
   }
 }
 
+// MatMulBatch (a layer's q, k, v or gate, up in one pass) gives every product exactly MatMul's
+// result, the batch's grouped order included: 6 tokens take Q4_K's 4-token GEMM order for the
+// first 4 (matmul.cc must not split or merge a product's tokens differently from MatMul).
+TEST(MatMul, BatchOfProductsEqualsSeparateMatMuls) {
+  ThreadPool pool2(2);
+  const int64_t n_in = 512;
+  const Weights q = MakeWeights(DType::kQ4_K, n_in, 37, 800);
+  const Weights k = MakeWeights(DType::kQ4_K, n_in, 16, 900);
+  const Weights v = MakeWeights(DType::kQ6_K, n_in, 16, 1000);
+  const Weights u = MakeWeights(DType::kQ4_0, n_in, 21, 1100);
+  for (int64_t n_tokens : {1, 4, 6, 8}) {
+    SCOPED_TRACE(::testing::Message() << "tokens=" << n_tokens);
+    const std::vector<float> x = testing::RandomRow(n_in * n_tokens, 51 + static_cast<uint32_t>(n_tokens));
+    std::vector<uint8_t> scratch;
+    std::vector<std::vector<float>> want, got;
+    std::vector<ExpertProduct> products;
+    for (const Weights* w : {&q, &k, &v, &u}) {
+      want.emplace_back(static_cast<size_t>(n_tokens * w->view.n_rows()));
+      MatMul(w->view, x.data(), n_tokens, want.back().data(), &pool2, &scratch);
+      got.emplace_back(want.back().size(), -1.0f);
+    }
+    const Weights* ws[] = {&q, &k, &v, &u};
+    for (size_t i = 0; i < got.size(); ++i) products.push_back({ws[i]->view, x.data(), n_tokens, got[i].data()});
+    MatMulBatch(products, &pool2, &scratch);
+    for (size_t i = 0; i < got.size(); ++i) {
+      for (size_t j = 0; j < got[i].size(); ++j) ASSERT_EQ(got[i][j], want[i][j]) << "product " << i << " j=" << j;
+    }
+  }
+}
+
 }  // namespace
 }  // namespace cohort::kernels
