@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # cohort vs llama.cpp on the same synthetic models, threads and machine: builds llama.cpp from
 # node-llama-cpp@3.22.1's git bundle into build/llama.cpp (bench/build-llamacpp.sh), makes the
-# benchmark models with `cohort synth`, measures STREAM-style read bandwidth, then runs
+# benchmark models with `cohort synth`, measures STREAM-style read bandwidth (every round), runs
 # `cohort bench` and `llama-bench` in alternation (one repetition each per round, so machine
 # load hits both alike) and prints one table: medians, ratios, fraction of the bandwidth limit.
 #
@@ -32,13 +32,16 @@ want=${MODELS:-"l1b-q4_0 l1b-q8_0 l1b-q4_k_m q17b-q4_k_m moe-q4_k_m"}
 [ -x "$cohort" ] || cmake --build "$bdir" -j2 --target cohort
 
 c++ -O2 -std=c++20 -pthread "$root/bench/stream_read.cc" -o "$root/build/bench/stream_read"
-bw=$("$root/build/bench/stream_read" "$threads" 1024 10 2>/dev/null)
-echo "STREAM-style read bandwidth, $threads threads: $bw GB/s" >&2
+# This VM's read bandwidth swings between about 30 and 60 GB/s within minutes (other guests on
+# the host), so it is measured in every round, just before that round's runs, and each
+# round's generation rates are set against the bandwidth of their own round.
+read_bw() { "$root/build/bench/stream_read" "$threads" 512 3 2>/dev/null; }
 
 median() { tr ',' '\n' | sort -g | awk '{v[NR]=$1} END {if (NR==0) print 0; else if (NR%2) print v[(NR+1)/2]; else print (v[NR/2]+v[NR/2+1])/2}'; }
 
 rows=()
 loads=()
+bw_all=()
 for entry in $all_models; do
   IFS=: read -r name shape type <<<"$entry"
   case " $want " in *" $name "*) ;; *) continue ;; esac
@@ -46,9 +49,10 @@ for entry in $all_models; do
   [ -f "$file" ] || "$cohort" -t "$threads" synth --shape "$shape" --type "$type" -o "$file" >&2
   cat "$file" >/dev/null  # into the page cache before either engine maps it
   load_before=$(cut -d' ' -f1 /proc/loadavg)
-  c_pp=() c_tg=() l_pp=() l_tg=() bytes=0 rss=0 limit=0
+  c_pp=() c_tg=() l_pp=() l_tg=() bws=() c_frac=() l_frac=() bytes=0 rss=0 limit=0
   for ((r = 0; r < rounds; ++r)); do
-    echo "[$name] round $((r + 1))/$rounds" >&2
+    bws+=("$(read_bw)")
+    echo "[$name] round $((r + 1))/$rounds, read bandwidth ${bws[-1]} GB/s" >&2
     cj=$("$cohort" bench -m "$file" -p "$pp" -n "$tg" -t "$threads" -r 1 --json)
     echo "$cj" >>"$out/$name.cohort.jsonl"
     c_pp+=("$(jq -r .pp_tokens_per_s <<<"$cj")")
@@ -59,24 +63,32 @@ for entry in $all_models; do
     echo "$lj" | jq -c . >>"$out/$name.llama.jsonl"
     l_pp+=("$(jq -r '[.[] | select(.n_prompt > 0) | .avg_ts][0] // 0' <<<"$lj")")
     l_tg+=("$(jq -r '[.[] | select(.n_gen > 0) | .avg_ts][0] // 0' <<<"$lj")")
+    # Fractions of this round's limit (bandwidth / bytes per token).
+    c_frac+=("$(awk -v t="${c_tg[-1]}" -v b="$bytes" -v bw="${bws[-1]}" 'BEGIN {print 100 * t * b / (bw * 1e9)}')")
+    l_frac+=("$(awk -v t="${l_tg[-1]}" -v b="$bytes" -v bw="${bws[-1]}" 'BEGIN {print 100 * t * b / (bw * 1e9)}')")
   done
   echo "[$name] load average $load_before before, $(cut -d' ' -f1 /proc/loadavg) after" >&2
   loads+=("$name: $load_before -> $(cut -d' ' -f1 /proc/loadavg)")
   cpp=$(IFS=,; echo "${c_pp[*]}" | median); ctg=$(IFS=,; echo "${c_tg[*]}" | median)
   lpp=$(IFS=,; echo "${l_pp[*]}" | median); ltg=$(IFS=,; echo "${l_tg[*]}" | median)
+  bw=$(IFS=,; echo "${bws[*]}" | median)
+  cfrac=$(IFS=,; echo "${c_frac[*]}" | median); lfrac=$(IFS=,; echo "${l_frac[*]}" | median)
+  bw_all+=("${bws[@]}")
   rows+=("$(awk -v n="$name" -v cpp="$cpp" -v lpp="$lpp" -v ctg="$ctg" -v ltg="$ltg" \
-             -v b="$bytes" -v bw="$bw" -v rss="$rss" 'BEGIN {
+             -v b="$bytes" -v bw="$bw" -v rss="$rss" -v cf="$cfrac" -v lf="$lfrac" 'BEGIN {
     lim = bw * 1e9 / b;
-    printf "| %-12s | %8.2f | %8.2f | %5.2fx | %7.2f | %7.2f | %5.2fx | %6.1f | %5.0f%% | %5.0f%% | %5.1f | %5.3f |",
-      n, cpp, lpp, (lpp > 0 ? cpp / lpp : 0), ctg, ltg, (ltg > 0 ? ctg / ltg : 0), lim,
-      100 * ctg / lim, 100 * ltg / lim, b / 1048576, rss }')")
+    printf "| %-12s | %8.2f | %8.2f | %5.2fx | %7.2f | %7.2f | %5.2fx | %5.1f | %6.1f | %5.0f%% | %5.0f%% | %5.1f | %5.3f |",
+      n, cpp, lpp, (lpp > 0 ? cpp / lpp : 0), ctg, ltg, (ltg > 0 ? ctg / ltg : 0), bw, lim,
+      cf, lf, b / 1048576, rss }')")
 done
 
 echo
 echo "cohort vs llama.cpp (llama-bench), $threads threads, medians of $rounds alternating rounds;"
-echo "read bandwidth $bw GB/s (bench/stream_read); limit = bandwidth / weight bytes per token"
-echo "| model        | pp$pp cohort | llama | ratio | tg$tg cohort | llama | ratio | limit t/s | cohort %lim | llama %lim | MiB/tok | RSS/(file+KV) |"
-echo "|--------------|----------|----------|--------|---------|---------|--------|--------|--------|--------|-------|-------|"
+echo "read bandwidth (bench/stream_read) measured before every round: $(printf '%s ' "${bw_all[@]}")GB/s;"
+echo "limit = the model's median bandwidth / weight bytes per token; %lim = median over rounds of"
+echo "each round's tg against its own round's bandwidth"
+echo "| model        | pp$pp cohort | llama | ratio | tg$tg cohort | llama | ratio | GB/s | limit t/s | cohort %lim | llama %lim | MiB/tok | RSS/(file+KV) |"
+echo "|--------------|----------|----------|--------|---------|---------|--------|-------|--------|--------|--------|-------|-------|"
 printf '%s\n' "${rows[@]}"
 echo
 echo "1-minute load average (before -> after each model's rounds): ${loads[*]}"
