@@ -93,7 +93,6 @@ COHORT_TARGET_AVX512 void WideQ4K(const uint8_t* w, int64_t w_stride, const uint
   for (int t = 0; t < T; ++t) acc[t] = acc_min[t] = _mm512_setzero_ps();
   for (int64_t i = 0; i < nb; ++i) {
     const int64_t off = i * static_cast<int64_t>(sizeof(BlockQ4_K));
-    rows.PrefetchNext(i, sizeof(BlockQ4_K));
     Q4KHead h;
     LoadHead(rows, off, &h);
     const BlockQ8_K* y[T];
@@ -105,6 +104,7 @@ COHORT_TARGET_AVX512 void WideQ4K(const uint8_t* w, int64_t w_stride, const uint
     __m512i sum[T];
     for (int t = 0; t < T; ++t) sum[t] = _mm512_setzero_si512();
     for (int c = 0; c < 4; ++c) {  // 64 elements: sub-blocks 2c (low nibbles), 2c + 1 (high)
+      rows.PrefetchNextPart(i, sizeof(BlockQ4_K), c, 4);
       __m512i sub_lo[T], sub_hi[T];
       for (int t = 0; t < T; ++t) sub_lo[t] = sub_hi[t] = _mm512_setzero_si512();
       for (int half = 0; half < 2; ++half) {

@@ -73,10 +73,15 @@ class WideRows {
 
   // Software prefetch into L2 of the next 16 rows (the caller's next tile), the share of them
   // that goes with block i: 16 row streams at once defeat the hardware prefetcher.
-  void PrefetchNext(int64_t i, int64_t block_bytes) const {
+  void PrefetchNext(int64_t i, int64_t block_bytes) const { PrefetchNextPart(i, block_bytes, 0, 1); }
+
+  // Part `part` of `parts` of PrefetchNext's lines: a large block's loop spreads them over
+  // its steps, as a burst of dozens of prefetches overflows the core's queue of misses.
+  void PrefetchNextPart(int64_t i, int64_t block_bytes, int part, int parts) const {
     const uint8_t* next = w_ + 16 * stride_ + 16 * block_bytes * i;
-    for (int64_t b = 0; b < 16 * block_bytes; b += 64) {
-      _mm_prefetch(reinterpret_cast<const char*>(next + b), _MM_HINT_T1);
+    const int64_t lines = (16 * block_bytes + 63) / 64;
+    for (int64_t l = lines * part / parts; l < lines * (part + 1) / parts; ++l) {
+      _mm_prefetch(reinterpret_cast<const char*>(next + 64 * l), _MM_HINT_T1);
     }
   }
 
