@@ -7,6 +7,8 @@
 #include <limits>
 #include <string>
 
+#include "kernels/ops.h"
+
 namespace cohort::engine {
 namespace {
 
@@ -105,6 +107,7 @@ Sampler::Sampler(const SamplingParams& params, int32_t n_vocab)
   const Status status = params.Validate(n_vocab);
   COHORT_CHECK(status.ok());  // callers validate user input first; this is the backstop
   adjusted_.resize(n_vocab);
+  probs_.resize(n_vocab);
   candidates_.reserve(n_vocab);
   counts_.assign(n_vocab, 0);
   listed_.assign(n_vocab, 0);
@@ -267,12 +270,53 @@ int32_t Sampler::Draw(float temperature) {
   return candidates_.back().id;  // u within rounding of 1
 }
 
+bool Sampler::Truncates() const {
+  return (params_.top_k > 0 && params_.top_k < n_vocab_) || params_.top_p < 1.0f || params_.min_p > 0.0f;
+}
+
+int32_t Sampler::DrawFromAll(float temperature) {
+  // No stage truncates (the OpenAI API's default): every token is a candidate, so the
+  // distribution is the vectorised softmax of the whole row, in id order as the candidate
+  // list would be, without building the list. Banned (-inf) tokens get probability 0.
+  bool any = false;
+  for (int32_t id = 0; id < n_vocab_; ++id) any |= adjusted_[id] != kNegInf;
+  if (!any) return -1;
+  for (int32_t id = 0; id < n_vocab_; ++id) probs_[id] = adjusted_[id] / temperature;
+  kernels::Softmax(probs_.data(), n_vocab_);
+  // The running sum skips whole blocks before the drawn token on their sums (four chains of
+  // float adds, not one long chain of double adds), then walks the block that holds it.
+  constexpr int32_t kBlock = 64;
+  const double u = Uniform();
+  double cum = 0.0;
+  int32_t id = 0;
+  for (; id + kBlock <= n_vocab_; id += kBlock) {
+    float part[4] = {0.0f, 0.0f, 0.0f, 0.0f};
+    for (int32_t k = 0; k < kBlock; k += 4) {
+      for (int32_t j = 0; j < 4; ++j) part[j] += probs_[id + k + j];
+    }
+    const double block = static_cast<double>(part[0] + part[1]) + static_cast<double>(part[2] + part[3]);
+    if (u < cum + block) break;
+    cum += block;
+  }
+  for (; id < n_vocab_; ++id) {
+    cum += probs_[id];
+    if (probs_[id] > 0.0f && u < cum) return id;
+  }
+  // u within rounding of 1: the last token with any probability.
+  for (id = n_vocab_ - 1; id > 0 && probs_[id] == 0.0f; --id) {
+  }
+  return id;
+}
+
 int32_t Sampler::Sample(std::span<const float> logits, Logprobs* logprobs, int top_n) {
   COHORT_CHECK_EQ(logits.size(), static_cast<size_t>(n_vocab_));
   ApplyBiasAndPenalties(logits);
   int32_t token;
   if (params_.greedy()) {
     token = Argmax();
+  } else if (!Truncates()) {
+    token = DrawFromAll(params_.temperature);
+    if (token < 0) token = Argmax();  // every token banned: nothing to draw from, keep determinism
   } else {
     FillCandidates();
     if (candidates_.empty()) {

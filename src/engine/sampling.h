@@ -99,6 +99,8 @@ class Sampler {
   void TopP(float p);
   void MinP(float p);
   int32_t Draw(float temperature);
+  int32_t DrawFromAll(float temperature);
+  bool Truncates() const;
   void Softmax(float temperature);
   void SortCandidates(size_t n);
   double Uniform();
@@ -107,6 +109,7 @@ class Sampler {
   int32_t n_vocab_;
   std::mt19937_64 rng_;
   std::vector<float> adjusted_;        // [n_vocab] logits after bias and penalties
+  std::vector<float> probs_;           // [n_vocab] DrawFromAll's distribution
   std::vector<Candidate> candidates_;  // [<= n_vocab] the surviving tokens
   bool sorted_ = false;                // candidates_ sorted by logit, best first
   std::vector<int32_t> counts_;        // [n_vocab] occurrences in the penalty window

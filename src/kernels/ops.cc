@@ -123,7 +123,11 @@ float ExpPoly(float x) {
 void Softmax(float* x, int64_t n) {
   COHORT_CHECK_GT(n, 0);
   float max = -std::numeric_limits<float>::infinity();
-  for (int64_t i = 0; i < n; ++i) max = std::max(max, x[i]);
+  if (UseAvx512()) {
+    max = avx512::Max(x, n);
+  } else {
+    for (int64_t i = 0; i < n; ++i) max = std::max(max, x[i]);
+  }
   COHORT_CHECK(max > -std::numeric_limits<float>::infinity());
   double sum = 0.0;
   int64_t i = 0;

@@ -7,8 +7,10 @@
 // vector and then warns about it (a false positive); keep -Werror for everything else.
 #pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
 
+#include <algorithm>
 #include <climits>
 #include <cstdint>
+#include <limits>
 
 #include "kernels/ops_internal.h"
 #include "kernels/simd_x86.h"
@@ -99,6 +101,20 @@ COHORT_TARGET_AVX512 inline float PairwiseSum16(__m512 v) {
   return x86::HorizontalSum(_mm256_add_ps(lo, hi));
 }
 
+COHORT_TARGET_AVX512 float MaxImpl(const float* x, int64_t n) {
+  // max_ps returns its second operand when either is NaN: a NaN x leaves acc as it was.
+  __m512 acc = _mm512_set1_ps(-std::numeric_limits<float>::infinity());
+  int64_t i = 0;
+  for (; i + 16 <= n; i += 16) acc = _mm512_max_ps(_mm512_loadu_ps(x + i), acc);
+  // Reduced through memory: GCC 12 warns (falsely) inside _mm512_reduce_max_ps.
+  float lanes[16];
+  _mm512_storeu_ps(lanes, acc);
+  float max = lanes[0];
+  for (int k = 1; k < 16; ++k) max = std::max(max, lanes[k]);
+  for (; i < n; ++i) max = std::max(max, x[i]);
+  return max;
+}
+
 COHORT_TARGET_AVX512 double ExpChunksImpl(float* x, int64_t n_chunks, float max) {
   const __m512 vmax = _mm512_set1_ps(max);
   double sum = 0.0;
@@ -122,6 +138,7 @@ COHORT_TARGET_AVX512 void SwiGluChunksImpl(const float* gate, const float* up, i
 
 }  // namespace
 
+float Max(const float* x, int64_t n) { return MaxImpl(x, n); }
 double ExpChunks(float* x, int64_t n_chunks, float max) { return ExpChunksImpl(x, n_chunks, max); }
 void SwiGluChunks(const float* gate, const float* up, int64_t n_chunks, float* out) {
   SwiGluChunksImpl(gate, up, n_chunks, out);

@@ -11,6 +11,8 @@ float Dot(const float* a, const float* b, int64_t n);
 float DotF16(const uint16_t* a, const float* b, int64_t n);
 void AddScaled(const float* x, float s, int64_t n, float* y);
 void AddScaledF16(const uint16_t* x, float s, int64_t n, float* y);
+// max(x[0..n)), NaNs ignored as std::max(acc, x) ignores them: Softmax's first pass.
+float Max(const float* x, int64_t n);
 // Softmax's chunked part: x[0..16 * n_chunks) = ExpPoly(x - max), returning the sum of the
 // chunks' pairwise sums in double, as the scalar loop does.
 double ExpChunks(float* x, int64_t n_chunks, float max);

@@ -230,6 +230,20 @@ TEST(Sampler, LogitBiasAddsAndBans) {
   EXPECT_EQ(Observed(t, {10.0f, 0.0f, 0.0f}, 2000), (std::set<int32_t>{1, 2}));
 }
 
+// Every token banned: nothing to draw from, with or without truncation; the draw falls back
+// to the (deterministic) argmax instead of reading an empty or NaN distribution.
+TEST(Sampler, EveryTokenBannedFallsBackToTheArgmax) {
+  const float ban = -std::numeric_limits<float>::infinity();
+  const std::vector<float> logits = {0.5f, 2.0f, 1.0f, 0.0f};
+  for (int32_t top_k : {0, 2}) {
+    SamplingParams p = Plain(1.0f, 3);
+    p.top_k = top_k;
+    p.logit_bias = {{0, ban}, {1, ban}, {2, ban}, {3, ban}};
+    Sampler s(p, 4);
+    EXPECT_EQ(s.Sample(logits), 0) << "top_k=" << top_k;
+  }
+}
+
 TEST(Sampler, SameSeedSameSequenceDifferentSeedsDiffer) {
   std::vector<float> logits(50);
   for (int i = 0; i < 50; ++i) logits[i] = 0.1f * static_cast<float>(i % 7);
