@@ -256,14 +256,14 @@ void MatMulImpl(const TensorView& w, int64_t row_begin, int64_t row_end, const f
   RunPlans(&plan, 1, pool);
 }
 
-void MatMulProducts(std::span<const ExpertProduct> products, ThreadPool* pool,
+void MatMulProducts(std::span<const MatMulProduct> products, ThreadPool* pool,
                     std::vector<uint8_t>* scratch, bool batch_orders) {
   if (products.empty()) return;
-  COHORT_CHECK_LE(products.size(), static_cast<size_t>(kMaxExpertProducts));
-  std::array<Plan, kMaxExpertProducts> plans;
+  COHORT_CHECK_LE(products.size(), static_cast<size_t>(kMaxMatMulProducts));
+  std::array<Plan, kMaxMatMulProducts> plans;
   const int count = static_cast<int>(products.size());
   for (int i = 0; i < count; ++i) {
-    const ExpertProduct& e = products[i];
+    const MatMulProduct& e = products[i];
     plans[i] = MakePlan(e.w, 0, e.w.n_rows(), e.x, e.n_tokens, e.y, e.w.n_rows(), batch_orders);
   }
   PrepareActivations(plans.data(), count, pool, scratch);
@@ -272,12 +272,12 @@ void MatMulProducts(std::span<const ExpertProduct> products, ThreadPool* pool,
 
 }  // namespace
 
-void MatMulExpertsBatch(std::span<const ExpertProduct> products, ThreadPool* pool,
+void MatMulExpertsBatch(std::span<const MatMulProduct> products, ThreadPool* pool,
                         std::vector<uint8_t>* scratch) {
   MatMulProducts(products, pool, scratch, /*batch_orders=*/false);
 }
 
-void MatMulBatch(std::span<const ExpertProduct> products, ThreadPool* pool,
+void MatMulBatch(std::span<const MatMulProduct> products, ThreadPool* pool,
                  std::vector<uint8_t>* scratch) {
   MatMulProducts(products, pool, scratch, /*batch_orders=*/true);
 }

@@ -33,27 +33,27 @@ void MatMulRows(const TensorView& w, int64_t row_begin, int64_t row_end, const f
 void MatMulExperts(const TensorView& w, const float* x, int64_t n_tokens, float* y,
                    ThreadPool* pool, std::vector<uint8_t>* scratch);
 
-// One product of a MatMulExpertsBatch: y[t * w.n_rows() + r] = dot(W row r, x[t]) for
-// t < n_tokens, every token in the single-token order (as MatMulExperts).
-struct ExpertProduct {
+// One product of a MatMulExpertsBatch or MatMulBatch: y[t * w.n_rows() + r] = dot(W row r,
+// x[t]) for t < n_tokens, in the order of MatMulExperts or MatMul respectively.
+struct MatMulProduct {
   TensorView w;
   const float* x = nullptr;
   int64_t n_tokens = 0;
   float* y = nullptr;
 };
-inline constexpr int kMaxExpertProducts = 64;
+inline constexpr int kMaxMatMulProducts = 64;
 
-// MatMulExperts for up to kMaxExpertProducts products at once, with the same results: the
+// MatMulExperts for up to kMaxMatMulProducts products at once, with the same results: the
 // activations of products that share x are quantized once, and all products' tiles of rows
 // are split over the pool in one parallel pass (one synchronisation instead of one each).
-void MatMulExpertsBatch(std::span<const ExpertProduct> products, ThreadPool* pool,
+void MatMulExpertsBatch(std::span<const MatMulProduct> products, ThreadPool* pool,
                         std::vector<uint8_t>* scratch);
 
-// MatMul for up to kMaxExpertProducts products at once (a layer's q, k and v; gate and up),
+// MatMul for up to kMaxMatMulProducts products at once (a layer's q, k and v; gate and up),
 // each with MatMul's results (the batch picks each token's order, as MatMul does): inputs
 // shared by several products are quantized once, and all rows are split over the pool in one
 // pass, so a decode step pays one synchronisation where it paid one per matrix.
-void MatMulBatch(std::span<const ExpertProduct> products, ThreadPool* pool,
+void MatMulBatch(std::span<const MatMulProduct> products, ThreadPool* pool,
                  std::vector<uint8_t>* scratch);
 
 }  // namespace cohort::kernels

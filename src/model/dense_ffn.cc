@@ -13,7 +13,7 @@ void DenseFfn(ThreadPool* pool, std::vector<uint8_t>* matmul_scratch, const Dens
   const int64_t width = cols.size();
   s.gate.resize(n_tokens * width);
   s.up.resize(n_tokens * width);
-  const kernels::ExpertProduct gate_up[] = {{w.gate.Rows(cols.begin, cols.end), x, n_tokens, s.gate.data()},
+  const kernels::MatMulProduct gate_up[] = {{w.gate.Rows(cols.begin, cols.end), x, n_tokens, s.gate.data()},
                                             {w.up.Rows(cols.begin, cols.end), x, n_tokens, s.up.data()}};
   kernels::MatMulBatch(gate_up, pool, matmul_scratch);
   // Row by row: the op's SIMD-chunk/tail split is per row, as in ggml.

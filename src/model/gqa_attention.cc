@@ -56,7 +56,7 @@ void GqaAttention(const BlockEnv& env, const GqaWeights& w, const GqaParams& p, 
   s.rope_cache.resize(p.rope.n_rot);
   const int64_t q0 = heads.begin * hd;
   const int64_t kv0 = kv_begin * hd;
-  const kernels::ExpertProduct qkv[] = {{w.wq.Rows(q0, q0 + q_width), x, n_tokens, s.q.data()},
+  const kernels::MatMulProduct qkv[] = {{w.wq.Rows(q0, q0 + q_width), x, n_tokens, s.q.data()},
                                         {w.wk.Rows(kv0, kv0 + kv_width), x, n_tokens, s.k.data()},
                                         {w.wv.Rows(kv0, kv0 + kv_width), x, n_tokens, s.v.data()}};
   kernels::MatMulBatch(qkv, env.pool, env.matmul_scratch);

@@ -122,8 +122,8 @@ void MoeFfn(ThreadPool* pool, std::vector<uint8_t>* matmul_scratch, const MoeCon
   // Expert products take each token alone, as llama.cpp's MUL_MAT_ID does; all experts'
   // gate and up products go in one batch (one quantization of each group's input, one
   // parallel pass), then all down products.
-  constexpr size_t kGroupsPerBatch = kernels::kMaxExpertProducts / 2;
-  std::array<kernels::ExpertProduct, kernels::kMaxExpertProducts> products;
+  constexpr size_t kGroupsPerBatch = kernels::kMaxMatMulProducts / 2;
+  std::array<kernels::MatMulProduct, kernels::kMaxMatMulProducts> products;
   for (size_t g0 = 0; g0 < s.groups.size(); g0 += kGroupsPerBatch) {
     const size_t g1 = std::min(s.groups.size(), g0 + kGroupsPerBatch);
     size_t count = 0;
@@ -142,8 +142,8 @@ void MoeFfn(ThreadPool* pool, std::vector<uint8_t>* matmul_scratch, const MoeCon
     float* g = s.gate.data() + r * n_ff;
     kernels::SwiGlu(g, s.up.data() + r * n_ff, n_ff, g);
   }
-  for (size_t g0 = 0; g0 < s.groups.size(); g0 += kernels::kMaxExpertProducts) {
-    const size_t g1 = std::min(s.groups.size(), g0 + kernels::kMaxExpertProducts);
+  for (size_t g0 = 0; g0 < s.groups.size(); g0 += kernels::kMaxMatMulProducts) {
+    const size_t g1 = std::min(s.groups.size(), g0 + kernels::kMaxMatMulProducts);
     size_t count = 0;
     for (size_t g = g0; g < g1; ++g) {
       const ExpertGroup& eg = s.groups[g];

@@ -158,7 +158,7 @@ TEST(MatMul, ExpertsBatchEqualsOneCallPerProduct) {
     };
     const Case cases[] = {{&a.view, &x1, 5}, {&b.view, &x1, 5}, {&c.view, &x2, 1}, {&a.view, &x2, 1}};
     std::vector<std::vector<float>> want, got;
-    std::vector<ExpertProduct> products;
+    std::vector<MatMulProduct> products;
     std::vector<uint8_t> scratch;
     for (const Case& k : cases) {
       want.emplace_back(static_cast<size_t>(k.n_tokens * k.w->n_rows()));
@@ -190,7 +190,7 @@ TEST(MatMul, BatchOfProductsEqualsSeparateMatMuls) {
     const std::vector<float> x = testing::RandomRow(n_in * n_tokens, 51 + static_cast<uint32_t>(n_tokens));
     std::vector<uint8_t> scratch;
     std::vector<std::vector<float>> want, got;
-    std::vector<ExpertProduct> products;
+    std::vector<MatMulProduct> products;
     for (const Weights* w : {&q, &k, &v, &u}) {
       want.emplace_back(static_cast<size_t>(n_tokens * w->view.n_rows()));
       MatMul(w->view, x.data(), n_tokens, want.back().data(), &pool2, &scratch);
