@@ -34,6 +34,24 @@ void SideQ8_0(const uint8_t* act_row, int64_t n, float* side) {
   }
 }
 
+// Side data of a Q8_0 activation row for Q8_0 weights: per block its scale as a float, then
+// the 8 int32 lanes -128 * (sum of bytes 4m..4m+3), m = 0..7: the seed that turns dpbusd's
+// unsigned q + 128 back into the signed product (see WideQ8_0Half), made once per row rather
+// than by a dpbusd per (token, block) in the kernel's busiest units.
+constexpr int kQ8_0SeedWords = 9;
+
+void SideQ8_0Seeds(const uint8_t* act_row, int64_t n, float* side) {
+  const auto* y = reinterpret_cast<const BlockQ8_0*>(act_row);
+  for (int64_t i = 0; i < n / kQK; ++i) {
+    float* out = side + i * kQ8_0SeedWords;
+    out[0] = HalfToFloat(y[i].d);
+    for (int m = 0; m < 8; ++m) {
+      const int32_t seed = -128 * (y[i].qs[4 * m] + y[i].qs[4 * m + 1] + y[i].qs[4 * m + 2] + y[i].qs[4 * m + 3]);
+      std::memcpy(out + 1 + m, &seed, sizeof seed);
+    }
+  }
+}
+
 template <int T>
 COHORT_TARGET_AVX512 void WideQ4_0(const uint8_t* w, int64_t w_stride, const uint8_t* act,
                                    int64_t act_stride, const float* side, int64_t side_stride,
@@ -88,7 +106,8 @@ COHORT_TARGET_AVX512 void WideQ4_0(const uint8_t* w, int64_t w_stride, const uin
 // Q8_0 keeps 8 float lanes per (row, token) (vec_dot_avx512.cc's DotQ8_0Blocks): two rows
 // per zmm register, row 2p in lanes 0..7 and row 2p + 1 in lanes 8..15, each lane doing
 // exactly the vec-dot's steps. The signed weights go into dpbusd as q + 128 (unsigned), and
-// -128 * (the activation's sums of 4) seeds each sum, so every int32 lane is the vec-dot's.
+// -128 * (the activation's sums of 4, from SideQ8_0Seeds) seeds each sum, so every int32
+// lane is the vec-dot's.
 // Rows [8h, 8h + 8) of the 16; `step` is the prefetch step (see WideRows::PrefetchNext).
 template <int T>
 COHORT_TARGET_AVX512 void WideQ8_0Half(const uint8_t* w, int64_t w_stride, int h, const uint8_t* act,
@@ -118,8 +137,8 @@ COHORT_TARGET_AVX512 void WideQ8_0Half(const uint8_t* w, int64_t w_stride, int h
       std::memcpy(&d, rows + r * w_stride + off, 2);
       half_words[r / 4] |= static_cast<uint64_t>(d) << (16 * (r % 4));
     }
-    const __m512 dw = _mm512_zextps256_ps512(_mm256_cvtph_ps(
-        _mm_set_epi64x(static_cast<long long>(half_words[1]), static_cast<long long>(half_words[0]))));
+    const __m256 dw = _mm256_cvtph_ps(
+        _mm_set_epi64x(static_cast<long long>(half_words[1]), static_cast<long long>(half_words[0])));
     __m512i q[kPairs];
     for (int p = 0; p < kPairs; ++p) {
       const uint8_t* a = rows + 2 * p * w_stride + off + 2;
@@ -129,11 +148,12 @@ COHORT_TARGET_AVX512 void WideQ8_0Half(const uint8_t* w, int64_t w_stride, int h
     }
     for (int t = 0; t < T; ++t) {
       const uint8_t* y = act + t * act_stride + off + 2;
+      const float* s = side + t * side_stride + kQ8_0SeedWords * i;
       const __m512i yb = _mm512_broadcast_i64x4(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(y)));
-      const __m512i seed = _mm512_sub_epi32(_mm512_setzero_si512(), _mm512_dpbusd_epi32(_mm512_setzero_si512(), flip, yb));
-      // d_w * d_a for the 8 rows in one multiply, then spread to each pair's lanes: the
+      const __m512i seed = _mm512_broadcast_i64x4(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(s + 1)));
+      // d_w * d_a for the 8 rows in one 8-lane multiply, then spread to each pair's lanes: the
       // multiply and FMA units, which bound this loop, are spared a multiply per pair.
-      const __m512 d = _mm512_mul_ps(dw, _mm512_set1_ps(side[t * side_stride + 2 * i]));
+      const __m512 d = _mm512_zextps256_ps512(_mm256_mul_ps(dw, _mm256_set1_ps(s[0])));
       for (int p = 0; p < kPairs; ++p) {
         const __m512i sum = _mm512_dpbusd_epi32(seed, q[p], yb);
         acc[p][t] = _mm512_fmadd_ps(_mm512_permutexvar_ps(pair_index[p], d), _mm512_cvtepi32_ps(sum), acc[p][t]);
@@ -173,7 +193,7 @@ WideTile GetWideTile(DType weight, bool grouped) {
   switch (weight) {
     case DType::kQ4_0: return {x86::WideRun<Q4_0Kernel, kWideTokens>, SideQ8_0, 16, kWideTokens};
     // 4 tokens keep the 4 x 4 accumulators of an 8-row half in registers.
-    case DType::kQ8_0: return {x86::WideRun<Q8_0Kernel, 4>, SideQ8_0, 16, 4};
+    case DType::kQ8_0: return {x86::WideRun<Q8_0Kernel, 4>, SideQ8_0Seeds, kQ8_0SeedWords * 8, 4};
     default: return GetWideTileK(weight, grouped);
   }
 }
