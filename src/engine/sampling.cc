@@ -205,7 +205,7 @@ void Sampler::TopK(size_t k) {
   sorted_ = true;
 }
 
-void Sampler::Softmax(float temperature) {
+double Sampler::ExpScores(float temperature) {
   float max_logit = kNegInf;
   for (const auto& c : candidates_) max_logit = std::max(max_logit, c.logit);
   double sum = 0.0;
@@ -213,6 +213,11 @@ void Sampler::Softmax(float temperature) {
     c.p = std::exp((c.logit - max_logit) / temperature);
     sum += c.p;
   }
+  return sum;
+}
+
+void Sampler::Softmax(float temperature) {
+  const double sum = ExpScores(temperature);
   for (auto& c : candidates_) c.p = static_cast<float>(c.p / sum);
 }
 
@@ -254,13 +259,7 @@ int32_t Sampler::Draw(float temperature) {
   // the scan reaches it, the same float and the same running double sum as normalising every
   // candidate first, but the tail past the drawn token (often most of a 10^5-token
   // vocabulary) is never divided.
-  float max_logit = kNegInf;
-  for (const auto& c : candidates_) max_logit = std::max(max_logit, c.logit);
-  double sum = 0.0;
-  for (auto& c : candidates_) {
-    c.p = std::exp((c.logit - max_logit) / temperature);
-    sum += c.p;
-  }
+  const double sum = ExpScores(temperature);
   const double u = Uniform();
   double cum = 0.0;
   for (const auto& c : candidates_) {

@@ -101,6 +101,8 @@ class Sampler {
   int32_t Draw(float temperature);
   int32_t DrawFromAll(float temperature);
   bool Truncates() const;
+  // Sets each candidate's p to exp((logit - max) / temperature), unnormalised; returns the sum.
+  double ExpScores(float temperature);
   void Softmax(float temperature);
   void SortCandidates(size_t n);
   double Uniform();

@@ -105,14 +105,17 @@ wait_members() {  # wait_members NODE COUNT: NODE sees COUNT members alive
   fail "node $1 does not see $2 members alive"
 }
 
+# instance_ready NODE RANKS: NODE reports the instance ready on RANKS nodes (left in inst.json).
+instance_ready() {
+  curl -s --max-time 2 "$(api "$1")/v1/instances/stories260K" > "$WORK/inst.json" 2>/dev/null &&
+    [ "$(json "$WORK/inst.json" "j.get('state') == 'ready' and len(j['ranks']) == $2")" = True ]
+}
+
 # wait_instance NODE RANKS SECONDS: the instance is ready on RANKS nodes; leaves it in inst.json.
 wait_instance() {
   local deadline=$((SECONDS + $3))
   while [ $SECONDS -lt $deadline ]; do
-    if curl -s --max-time 2 "$(api "$1")/v1/instances/stories260K" > "$WORK/inst.json" 2>/dev/null &&
-       [ "$(json "$WORK/inst.json" "j.get('state') == 'ready' and len(j['ranks']) == $2")" = True ]; then
-      return 0
-    fi
+    instance_ready "$1" "$2" && return 0
     sleep 0.2
   done
   cat "$WORK/inst.json" 2>/dev/null || true
@@ -130,10 +133,7 @@ rebalance() {
     curl -s --max-time 5 -X POST -d '' "$(api "$1")/v1/instances/stories260K/rebalance" > /dev/null || true
     local until=$((SECONDS + 8))
     while [ $SECONDS -lt $until ]; do
-      if curl -s --max-time 2 "$(api "$1")/v1/instances/stories260K" > "$WORK/inst.json" 2>/dev/null &&
-         [ "$(json "$WORK/inst.json" "j.get('state') == 'ready' and len(j['ranks']) == $2")" = True ]; then
-        return 0
-      fi
+      instance_ready "$1" "$2" && return 0
       sleep 0.2
     done
   done
