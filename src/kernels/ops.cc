@@ -206,6 +206,19 @@ void AddScaledF16(const uint16_t* x, float s, int64_t n, float* y) {
   for (int64_t i = 0; i < n; ++i) y[i] += s * Fp16ToFp32(x[i]);
 }
 
+void DotsF16(const uint16_t* rows, int64_t row_stride, int64_t n_rows, const float* q, int64_t n, float scale,
+             float* scores) {
+  if (UseAvx512()) return avx512::DotsF16(rows, row_stride, n_rows, q, n, scale, scores);
+  for (int64_t p = 0; p < n_rows; ++p) scores[p] = DotF16(rows + p * row_stride, q, n) * scale;
+}
+
+void WeightedRowSumF16(const float* w, const uint16_t* rows, int64_t row_stride, int64_t n_rows, int64_t n,
+                       float* out) {
+  if (UseAvx512()) return avx512::WeightedRowSumF16(w, rows, row_stride, n_rows, n, out);
+  std::fill(out, out + n, 0.0f);
+  for (int64_t p = 0; p < n_rows; ++p) AddScaledF16(rows + p * row_stride, w[p], n, out);
+}
+
 int64_t Argmax(const float* x, int64_t n) {
   COHORT_CHECK_GT(n, 0);
   int64_t best = 0;

@@ -65,6 +65,14 @@ void Mul(const float* w, int64_t n, float* y);
 float Dot(const float* a, const float* b, int64_t n);
 // Dot of IEEE-half a with float b.
 float DotF16(const uint16_t* a, const float* b, int64_t n);
+// scores[p] = DotF16(rows + p * row_stride, q, n) * scale for p < n_rows: a query against
+// cached keys, bit-identical to the calls one by one.
+void DotsF16(const uint16_t* rows, int64_t row_stride, int64_t n_rows, const float* q, int64_t n, float scale,
+             float* scores);
+// out[0..n) = 0, then AddScaledF16(rows + p * row_stride, w[p], n, out) for p = 0, 1, ...,
+// n_rows - 1: attention's weighted sum of cached values, bit-identical to those calls.
+void WeightedRowSumF16(const float* w, const uint16_t* rows, int64_t row_stride, int64_t n_rows, int64_t n,
+                       float* out);
 // Index of the largest value; ties go to the lowest index.
 int64_t Argmax(const float* x, int64_t n);
 

@@ -73,6 +73,109 @@ COHORT_TARGET_AVX512 void AddScaledF16Impl(const uint16_t* x, float s, int64_t n
   for (; i < n; ++i) y[i] += s * x86::HalfToFloat(x[i]);
 }
 
+// DotDouble<true>'s 8 double lanes (acc0 + acc1) for one row of halves against q, already in
+// double (qd, n a multiple of 8): the same FMAs in the same order, q read from memory.
+COHORT_TARGET_AVX512 inline __m512d DotF16Lanes(const uint16_t* a, const double* qd, int64_t n) {
+  __m512d acc0 = _mm512_setzero_pd(), acc1 = _mm512_setzero_pd();
+  int64_t i = 0;
+  for (; i + 16 <= n; i += 16) {
+    const __m512 k = _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(a + i)));
+    acc0 = _mm512_fmadd_pd(_mm512_cvtps_pd(_mm512_castps512_ps256(k)), _mm512_load_pd(qd + i), acc0);
+    acc1 = _mm512_fmadd_pd(_mm512_cvtps_pd(_mm256_castpd_ps(_mm512_extractf64x4_pd(_mm512_castps_pd(k), 1))),
+                           _mm512_load_pd(qd + i + 8), acc1);
+  }
+  if (i < n) {
+    const __m256 k = _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(a + i)));
+    acc0 = _mm512_fmadd_pd(_mm512_cvtps_pd(k), _mm512_load_pd(qd + i), acc0);
+  }
+  return _mm512_add_pd(acc0, acc1);
+}
+
+// The sequential sum 0 + l[0] + ... + l[7] of each of 8 rows' lanes, as DotDouble ends: the
+// 8 x 8 block is transposed so that one vector add does one step for all 8 rows.
+COHORT_TARGET_AVX512 inline __m512d SumLanes8(const __m512d l[8]) {
+  __m512d t[8], u[8];
+  for (int j = 0; j < 4; ++j) {
+    t[2 * j] = _mm512_unpacklo_pd(l[2 * j], l[2 * j + 1]);  // even lanes of rows 2j, 2j + 1
+    t[2 * j + 1] = _mm512_unpackhi_pd(l[2 * j], l[2 * j + 1]);
+  }
+  // u[4h + m]: rows 4h..4h+3, lanes m and m + 4 (m = 0..3).
+  for (int j = 0; j < 2; ++j) {
+    u[4 * j + 0] = _mm512_shuffle_f64x2(t[4 * j + 0], t[4 * j + 2], 0x88);
+    u[4 * j + 1] = _mm512_shuffle_f64x2(t[4 * j + 1], t[4 * j + 3], 0x88);
+    u[4 * j + 2] = _mm512_shuffle_f64x2(t[4 * j + 0], t[4 * j + 2], 0xdd);
+    u[4 * j + 3] = _mm512_shuffle_f64x2(t[4 * j + 1], t[4 * j + 3], 0xdd);
+  }
+  // col[c] lane r = l[r] lane c.
+  __m512d col[8];
+  for (int j = 0; j < 4; ++j) {
+    col[j] = _mm512_shuffle_f64x2(u[j], u[4 + j], 0x88);
+    col[4 + j] = _mm512_shuffle_f64x2(u[j], u[4 + j], 0xdd);
+  }
+  __m512d sum = _mm512_setzero_pd();
+  for (int c = 0; c < 8; ++c) sum = _mm512_add_pd(sum, col[c]);
+  return sum;
+}
+
+COHORT_TARGET_AVX512 void DotsF16Impl(const uint16_t* rows, int64_t row_stride, int64_t n_rows, const float* q,
+                                      int64_t n, float scale, float* scores) {
+  constexpr int64_t kMaxN = 512;
+  if (n % 8 != 0 || n > kMaxN) {
+    for (int64_t p = 0; p < n_rows; ++p) scores[p] = DotDouble<true>(rows + p * row_stride, q, n) * scale;
+    return;
+  }
+  alignas(64) double qd[kMaxN];
+  for (int64_t i = 0; i < n; i += 8) _mm512_store_pd(qd + i, _mm512_cvtps_pd(_mm256_loadu_ps(q + i)));
+  int64_t p = 0;
+  for (; p + 8 <= n_rows; p += 8) {
+    __m512d lanes[8];
+    for (int r = 0; r < 8; ++r) lanes[r] = DotF16Lanes(rows + (p + r) * row_stride, qd, n);
+    const __m256 dots = _mm512_cvtpd_ps(SumLanes8(lanes));
+    _mm256_storeu_ps(scores + p, _mm256_mul_ps(dots, _mm256_set1_ps(scale)));
+  }
+  for (; p < n_rows; ++p) {
+    double lanes[8];
+    _mm512_storeu_pd(lanes, DotF16Lanes(rows + p * row_stride, qd, n));
+    double sum = 0.0;
+    for (double v : lanes) sum += v;
+    scores[p] = static_cast<float>(sum) * scale;
+  }
+}
+
+// AddScaledF16 over the rows in order into a zeroed out, with up to 8 vectors of out held in
+// registers across all the rows instead of loaded and stored for each.
+COHORT_TARGET_AVX512 void WeightedRowSumF16Impl(const float* w, const uint16_t* rows, int64_t row_stride,
+                                                int64_t n_rows, int64_t n, float* out) {
+  constexpr int64_t kSpan = 128;
+  int64_t j0 = 0;
+  for (; j0 + 16 <= n; j0 += kSpan) {
+    const int vecs = static_cast<int>(std::min<int64_t>(kSpan, n - j0) / 16);
+    __m512 acc[kSpan / 16];
+    for (int v = 0; v < kSpan / 16; ++v) acc[v] = _mm512_setzero_ps();
+    for (int64_t p = 0; p < n_rows; ++p) {
+      const uint16_t* x = rows + p * row_stride + j0;
+      const __m512 s = _mm512_set1_ps(w[p]);
+      for (int v = 0; v < kSpan / 16; ++v) {
+        if (v < vecs) {
+          const __m512 xf = _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(x + 16 * v)));
+          acc[v] = _mm512_add_ps(acc[v], _mm512_mul_ps(s, xf));
+        }
+      }
+    }
+    for (int v = 0; v < vecs; ++v) _mm512_storeu_ps(out + j0 + 16 * v, acc[v]);
+    if (vecs < kSpan / 16) {
+      j0 += 16 * vecs;
+      break;
+    }
+  }
+  if (j0 < n) {
+    std::fill(out + j0, out + n, 0.0f);
+    for (int64_t p = 0; p < n_rows; ++p) {
+      for (int64_t j = j0; j < n; ++j) out[j] += w[p] * x86::HalfToFloat(rows[p * row_stride + j]);
+    }
+  }
+}
+
 // ExpPoly (ops.cc) on 16 lanes with the same fused operations, so each lane is bit-identical:
 // vscalefps scales by 2^n with one correct rounding, as ldexp does (subnormals included).
 COHORT_TARGET_AVX512 inline __m512 ExpPoly16(__m512 x) {
@@ -148,6 +251,14 @@ float Dot(const float* a, const float* b, int64_t n) { return DotDouble<false>(a
 float DotF16(const uint16_t* a, const float* b, int64_t n) { return DotDouble<true>(a, b, n); }
 void AddScaled(const float* x, float s, int64_t n, float* y) { AddScaledImpl(x, s, n, y); }
 void AddScaledF16(const uint16_t* x, float s, int64_t n, float* y) { AddScaledF16Impl(x, s, n, y); }
+void DotsF16(const uint16_t* rows, int64_t row_stride, int64_t n_rows, const float* q, int64_t n, float scale,
+             float* scores) {
+  DotsF16Impl(rows, row_stride, n_rows, q, n, scale, scores);
+}
+void WeightedRowSumF16(const float* w, const uint16_t* rows, int64_t row_stride, int64_t n_rows, int64_t n,
+                       float* out) {
+  WeightedRowSumF16Impl(w, rows, row_stride, n_rows, n, out);
+}
 
 #endif
 

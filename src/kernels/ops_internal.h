@@ -11,6 +11,10 @@ float Dot(const float* a, const float* b, int64_t n);
 float DotF16(const uint16_t* a, const float* b, int64_t n);
 void AddScaled(const float* x, float s, int64_t n, float* y);
 void AddScaledF16(const uint16_t* x, float s, int64_t n, float* y);
+void DotsF16(const uint16_t* rows, int64_t row_stride, int64_t n_rows, const float* q, int64_t n, float scale,
+             float* scores);
+void WeightedRowSumF16(const float* w, const uint16_t* rows, int64_t row_stride, int64_t n_rows, int64_t n,
+                       float* out);
 // max(x[0..n)), NaNs ignored as std::max(acc, x) ignores them: Softmax's first pass.
 float Max(const float* x, int64_t n);
 // Softmax's chunked part: x[0..16 * n_chunks) = ExpPoly(x - max), returning the sum of the

@@ -1,6 +1,7 @@
 // AVX-512 (VNNI) wide tile kernels (tile_wide.h) for Q4_0 and Q8_0 against Q8_0 activations.
 // Q4_0, 16 rows as the 16 lanes of a zmm register, reproduces VecDotQ4_0 (vec_dot_avx512.cc)
 // per lane: per block the exact integer sum of (q - 8) * y, then acc = fma(sum, d_w * d_a, acc).
+#include <algorithm>
 #include <cstring>
 
 #include "kernels/quant_blocks.h"
@@ -36,7 +37,7 @@ void SideQ8_0(const uint8_t* act_row, int64_t n, float* side) {
 
 // Side data of a Q8_0 activation row for Q8_0 weights: per block its scale as a float, then
 // the 8 int32 lanes -128 * (sum of bytes 4m..4m+3), m = 0..7: the seed that turns dpbusd's
-// unsigned q + 128 back into the signed product (see WideQ8_0Half), made once per row rather
+// unsigned q + 128 back into the signed product (see WideQ8_0Quad), made once per row rather
 // than by a dpbusd per (token, block) in the kernel's busiest units.
 constexpr int kQ8_0SeedWords = 9;
 
@@ -103,71 +104,68 @@ COHORT_TARGET_AVX512 void WideQ4_0(const uint8_t* w, int64_t w_stride, const uin
   for (int t = 0; t < T; ++t) _mm512_storeu_ps(out + t * out_stride, acc[t]);
 }
 
-// Q8_0 keeps 8 float lanes per (row, token) (vec_dot_avx512.cc's DotQ8_0Blocks): two rows
-// per zmm register, row 2p in lanes 0..7 and row 2p + 1 in lanes 8..15, each lane doing
-// exactly the vec-dot's steps. The signed weights go into dpbusd as q + 128 (unsigned), and
-// -128 * (the activation's sums of 4, from SideQ8_0Seeds) seeds each sum, so every int32
-// lane is the vec-dot's.
-// Rows [8h, 8h + 8) of the 16; `step` is the prefetch step (see WideRows::PrefetchNext).
+// Q8_0 with one row per ymm register: rows [4g, 4g + 4) of the 16 for T tokens. Each ymm lane
+// is one of the vec-dot's 8 int32 lanes (vec_dot_avx512.cc's DotQ8_0Blocks): the signed
+// weights go into dpbusd as q + 128 (unsigned), and -128 * (the activation's sums of 4, from
+// SideQ8_0Seeds) seeds each sum, so every int32 lane is the vec-dot's; then, as there, acc =
+// fma(d_w * d_a, float(sum), acc) per lane and block, and the 8 lanes are summed at the end.
+// d_w * d_a is made per chunk of blocks in a pass of its own, so that the FMAs take it from
+// memory as a broadcast operand (load units) rather than from registers through shuffles:
+// the loop is left with a dpbusd, a conversion and an FMA per (row, token, block), the first
+// and last sharing the two multiply units, and little else for the front end to issue.
+// (Two rows per zmm, as before, needed a permute per (row pair, token, block) to spread the
+// scales: 25% slower.)
 template <int T>
-COHORT_TARGET_AVX512 void WideQ8_0Half(const uint8_t* w, int64_t w_stride, int h, const uint8_t* act,
+COHORT_TARGET_AVX512 void WideQ8_0Quad(const uint8_t* w, int64_t w_stride, int g, const uint8_t* act,
                                        int64_t act_stride, const float* side, int64_t side_stride,
                                        int64_t n, float* out, int64_t out_stride) {
-  constexpr int kPairs = 4;
+  constexpr int kRows = 4;
   const int64_t nb = n / kQK;
-  const __m512i flip = _mm512_set1_epi8(static_cast<char>(0x80));
-  const uint8_t* rows = w + 8 * h * w_stride;
-  const uint8_t* next = w + 16 * w_stride + h * nb * 8 * static_cast<int64_t>(sizeof(BlockQ8_0));
-  __m512i pair_index[kPairs];  // float lanes 0..7 take row 2p's scale, 8..15 row 2p + 1's
-  for (int p = 0; p < kPairs; ++p) {
-    pair_index[p] = _mm512_mask_set1_epi32(_mm512_set1_epi32(2 * p), 0xff00, 2 * p + 1);
+  const __m256i flip = _mm256_set1_epi8(static_cast<char>(0x80));
+  const uint8_t* rows = w + kRows * g * w_stride;
+  const uint8_t* next = w + 16 * w_stride + g * nb * kRows * static_cast<int64_t>(sizeof(BlockQ8_0));
+  __m256 acc[kRows][T];
+  for (int r = 0; r < kRows; ++r) {
+    for (int t = 0; t < T; ++t) acc[r][t] = _mm256_setzero_ps();
   }
-  __m512 acc[kPairs][T];
-  for (int p = 0; p < kPairs; ++p) {
-    for (int t = 0; t < T; ++t) acc[p][t] = _mm512_setzero_ps();
-  }
-  for (int64_t i = 0; i < nb; ++i) {
-    const int64_t off = i * static_cast<int64_t>(sizeof(BlockQ8_0));
-    for (int64_t b = 0; b < 8 * static_cast<int64_t>(sizeof(BlockQ8_0)); b += 64) {
-      _mm_prefetch(reinterpret_cast<const char*>(next + 8 * off + b), _MM_HINT_T1);
+  constexpr int64_t kChunk = 32;
+  alignas(64) float d[kChunk][T][kRows];
+  for (int64_t i0 = 0; i0 < nb; i0 += kChunk) {
+    const int64_t i1 = std::min(nb, i0 + kChunk);
+    for (int64_t i = i0; i < i1; ++i) {
+      const int64_t off = i * static_cast<int64_t>(sizeof(BlockQ8_0));
+      __m128i halves = _mm_setzero_si128();
+      for (int r = 0; r < kRows; ++r) {
+        uint16_t h;
+        std::memcpy(&h, rows + r * w_stride + off, 2);
+        halves = _mm_insert_epi16(halves, h, r);
+      }
+      const __m128 dw = _mm_cvtph_ps(halves);
+      for (int t = 0; t < T; ++t) {
+        _mm_store_ps(d[i - i0][t], _mm_mul_ps(dw, _mm_set1_ps(side[t * side_stride + kQ8_0SeedWords * i])));
+      }
     }
-    uint64_t half_words[2] = {0, 0};
-    for (int r = 0; r < 8; ++r) {
-      uint16_t d;
-      std::memcpy(&d, rows + r * w_stride + off, 2);
-      half_words[r / 4] |= static_cast<uint64_t>(d) << (16 * (r % 4));
-    }
-    const __m256 dw = _mm256_cvtph_ps(
-        _mm_set_epi64x(static_cast<long long>(half_words[1]), static_cast<long long>(half_words[0])));
-    __m512i q[kPairs];
-    for (int p = 0; p < kPairs; ++p) {
-      const uint8_t* a = rows + 2 * p * w_stride + off + 2;
-      const __m256i qa = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(a));
-      const __m256i qb = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(a + w_stride));
-      q[p] = _mm512_xor_si512(_mm512_mask_broadcast_i64x4(_mm512_maskz_broadcast_i64x4(0x0f, qa), 0xf0, qb), flip);
-    }
-    for (int t = 0; t < T; ++t) {
-      const uint8_t* y = act + t * act_stride + off + 2;
-      const float* s = side + t * side_stride + kQ8_0SeedWords * i;
-      const __m512i yb = _mm512_broadcast_i64x4(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(y)));
-      const __m512i seed = _mm512_broadcast_i64x4(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(s + 1)));
-      // d_w * d_a for the 8 rows in one 8-lane multiply, then spread to each pair's lanes: the
-      // multiply and FMA units, which bound this loop, are spared a multiply per pair.
-      const __m512 d = _mm512_zextps256_ps512(_mm256_mul_ps(dw, _mm256_set1_ps(s[0])));
-      for (int p = 0; p < kPairs; ++p) {
-        const __m512i sum = _mm512_dpbusd_epi32(seed, q[p], yb);
-        acc[p][t] = _mm512_fmadd_ps(_mm512_permutexvar_ps(pair_index[p], d), _mm512_cvtepi32_ps(sum), acc[p][t]);
+    for (int64_t i = i0; i < i1; ++i) {
+      const int64_t off = i * static_cast<int64_t>(sizeof(BlockQ8_0));
+      for (int64_t b = 0; b < kRows * static_cast<int64_t>(sizeof(BlockQ8_0)); b += 64) {
+        _mm_prefetch(reinterpret_cast<const char*>(next + kRows * off + b), _MM_HINT_T1);
+      }
+      __m256i q[kRows];
+      for (int r = 0; r < kRows; ++r) {
+        q[r] = _mm256_xor_si256(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(rows + r * w_stride + off + 2)), flip);
+      }
+      for (int t = 0; t < T; ++t) {
+        const __m256i y = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(act + t * act_stride + off + 2));
+        const __m256i seed = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(side + t * side_stride + kQ8_0SeedWords * i + 1));
+        for (int r = 0; r < kRows; ++r) {
+          const __m256i sum = _mm256_dpbusd_epi32(seed, q[r], y);
+          acc[r][t] = _mm256_fmadd_ps(_mm256_set1_ps(d[i - i0][t][r]), _mm256_cvtepi32_ps(sum), acc[r][t]);
+        }
       }
     }
   }
-  for (int p = 0; p < kPairs; ++p) {
-    for (int t = 0; t < T; ++t) {
-      float lanes[16];
-      _mm512_storeu_ps(lanes, acc[p][t]);
-      float* o = out + t * out_stride + 8 * h + 2 * p;
-      o[0] = x86::HorizontalSum(_mm256_loadu_ps(lanes));
-      o[1] = x86::HorizontalSum(_mm256_loadu_ps(lanes + 8));
-    }
+  for (int r = 0; r < kRows; ++r) {
+    for (int t = 0; t < T; ++t) out[t * out_stride + kRows * g + r] = x86::HorizontalSum(acc[r][t]);
   }
 }
 
@@ -175,7 +173,7 @@ template <int T>
 struct Q8_0Kernel {
   static void Run(const uint8_t* w, int64_t w_stride, const uint8_t* act, int64_t act_stride,
                   const float* side, int64_t side_stride, int64_t n, float* out, int64_t out_stride) {
-    for (int h = 0; h < 2; ++h) WideQ8_0Half<T>(w, w_stride, h, act, act_stride, side, side_stride, n, out, out_stride);
+    for (int g = 0; g < 4; ++g) WideQ8_0Quad<T>(w, w_stride, g, act, act_stride, side, side_stride, n, out, out_stride);
   }
 };
 

@@ -12,12 +12,14 @@ namespace cohort::model {
 void AttendOne(const float* q, int64_t dk, CacheRows k, CacheRows v, int64_t dv, int n_pos,
                float scale, float* scores, float* out, kernels::SumOrder order) {
   COHORT_CHECK_GT(n_pos, 0);
-  const bool half = k.type == DType::kF16;
-  for (int p = 0; p < n_pos; ++p) {
-    const uint8_t* row = k.data + p * k.stride_bytes;
-    const float dot = half ? kernels::DotF16(reinterpret_cast<const uint16_t*>(row), q, dk)
-                           : kernels::DotGgml(reinterpret_cast<const float*>(row), q, dk);
-    scores[p] = dot * scale;
+  if (k.type == DType::kF16) {
+    COHORT_CHECK_EQ(k.stride_bytes % 2, 0);
+    kernels::DotsF16(reinterpret_cast<const uint16_t*>(k.data), k.stride_bytes / 2, n_pos, q, dk, scale, scores);
+  } else {
+    for (int p = 0; p < n_pos; ++p) {
+      const uint8_t* row = k.data + p * k.stride_bytes;
+      scores[p] = kernels::DotGgml(reinterpret_cast<const float*>(row), q, dk) * scale;
+    }
   }
   const int n_padded = ScoresStride(n_pos);
   for (int p = n_pos; p < n_padded; ++p) scores[p] = -std::numeric_limits<float>::infinity();
@@ -30,15 +32,14 @@ void AttendOne(const float* q, int64_t dk, CacheRows k, CacheRows v, int64_t dv,
                             v.stride_bytes / static_cast<int64_t>(sizeof(float)), n_pos, dv, order, out);
     return;
   }
+  if (v.type == DType::kF16) {
+    COHORT_CHECK_EQ(v.stride_bytes % 2, 0);
+    kernels::WeightedRowSumF16(scores, reinterpret_cast<const uint16_t*>(v.data), v.stride_bytes / 2, n_pos, dv, out);
+    return;
+  }
   std::memset(out, 0, dv * sizeof(float));
   for (int p = 0; p < n_pos; ++p) {
-    const uint8_t* row = v.data + p * v.stride_bytes;
-    const float w = scores[p];
-    if (v.type == DType::kF16) {
-      kernels::AddScaledF16(reinterpret_cast<const uint16_t*>(row), w, dv, out);
-    } else {
-      kernels::AddScaled(reinterpret_cast<const float*>(row), w, dv, out);
-    }
+    kernels::AddScaled(reinterpret_cast<const float*>(v.data + p * v.stride_bytes), scores[p], dv, out);
   }
 }
 

@@ -113,5 +113,34 @@ TEST(OpsSimd, DotsAndAddScaledMatchScalar) {
   }
 }
 
+// Attention's batched calls: every score and every output value bit-identical to calling
+// DotF16 / AddScaledF16 once per cached row, for head sizes with and without a fast path
+// (multiples of 8 up to 512, others), row counts around the 8-row blocks and odd strides.
+TEST(OpsSimd, BatchedCacheRowOpsEqualTheirPerRowCalls) {
+  for (int64_t n : {8, 16, 24, 64, 72, 128, 136, 256, 512, 520, 5, 63}) {
+    for (int64_t n_rows : {1, 7, 8, 9, 16, 23}) {
+      SCOPED_TRACE(::testing::Message() << "n=" << n << " rows=" << n_rows);
+      const int64_t stride = n + 3;  // halves between rows: unaligned rows
+      const std::vector<float> raw = testing::RandomRow(stride * n_rows, 7 + static_cast<uint32_t>(n * 31 + n_rows));
+      std::vector<uint16_t> rows(raw.size());
+      for (size_t i = 0; i < raw.size(); ++i) rows[i] = Fp32ToFp16(raw[i]);
+      const std::vector<float> q = testing::RandomRow(n, 3 + static_cast<uint32_t>(n));
+      const float scale = 0.125f;
+
+      std::vector<float> scores(n_rows);
+      DotsF16(rows.data(), stride, n_rows, q.data(), n, scale, scores.data());
+      for (int64_t p = 0; p < n_rows; ++p) {
+        ASSERT_EQ(scores[p], DotF16(rows.data() + p * stride, q.data(), n) * scale) << "row " << p;
+      }
+
+      std::vector<float> w = testing::RandomRow(n_rows, 11 + static_cast<uint32_t>(n_rows));
+      std::vector<float> want(n, 0.0f), got(n, 1.0f);
+      for (int64_t p = 0; p < n_rows; ++p) AddScaledF16(rows.data() + p * stride, w[p], n, want.data());
+      WeightedRowSumF16(w.data(), rows.data(), stride, n_rows, n, got.data());
+      for (int64_t j = 0; j < n; ++j) ASSERT_EQ(got[j], want[j]) << "element " << j;
+    }
+  }
+}
+
 }  // namespace
 }  // namespace cohort::kernels
