@@ -219,6 +219,26 @@ void WeightedRowSumF16(const float* w, const uint16_t* rows, int64_t row_stride,
   for (int64_t p = 0; p < n_rows; ++p) AddScaledF16(rows + p * row_stride, w[p], n, out);
 }
 
+void DotsF16Heads(const uint16_t* rows, int64_t row_stride, int64_t n_rows, const float* q, int64_t q_stride,
+                  int n_heads, int64_t n, float scale, float* scores, int64_t scores_stride) {
+  if (UseAvx512()) {
+    return avx512::DotsF16Heads(rows, row_stride, n_rows, q, q_stride, n_heads, n, scale, scores, scores_stride);
+  }
+  for (int h = 0; h < n_heads; ++h) {
+    DotsF16(rows, row_stride, n_rows, q + h * q_stride, n, scale, scores + h * scores_stride);
+  }
+}
+
+void WeightedRowSumF16Heads(const float* w, int64_t w_stride, int n_heads, const uint16_t* rows,
+                            int64_t row_stride, int64_t n_rows, int64_t n, float* out, int64_t out_stride) {
+  if (UseAvx512()) {
+    return avx512::WeightedRowSumF16Heads(w, w_stride, n_heads, rows, row_stride, n_rows, n, out, out_stride);
+  }
+  for (int h = 0; h < n_heads; ++h) {
+    WeightedRowSumF16(w + h * w_stride, rows, row_stride, n_rows, n, out + h * out_stride);
+  }
+}
+
 int64_t Argmax(const float* x, int64_t n) {
   COHORT_CHECK_GT(n, 0);
   int64_t best = 0;

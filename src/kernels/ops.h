@@ -73,6 +73,14 @@ void DotsF16(const uint16_t* rows, int64_t row_stride, int64_t n_rows, const flo
 // n_rows - 1: attention's weighted sum of cached values, bit-identical to those calls.
 void WeightedRowSumF16(const float* w, const uint16_t* rows, int64_t row_stride, int64_t n_rows, int64_t n,
                        float* out);
+// DotsF16 for n_heads queries (q + h * q_stride) against the same rows, scores of head h at
+// scores + h * scores_stride: the heads of a GQA group, sharing their keys.
+void DotsF16Heads(const uint16_t* rows, int64_t row_stride, int64_t n_rows, const float* q, int64_t q_stride,
+                  int n_heads, int64_t n, float scale, float* scores, int64_t scores_stride);
+// WeightedRowSumF16 for n_heads weight rows (w + h * w_stride) over the same rows, into
+// out + h * out_stride.
+void WeightedRowSumF16Heads(const float* w, int64_t w_stride, int n_heads, const uint16_t* rows,
+                            int64_t row_stride, int64_t n_rows, int64_t n, float* out, int64_t out_stride);
 // Index of the largest value; ties go to the lowest index.
 int64_t Argmax(const float* x, int64_t n);
 

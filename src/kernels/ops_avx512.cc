@@ -75,7 +75,7 @@ COHORT_TARGET_AVX512 void AddScaledF16Impl(const uint16_t* x, float s, int64_t n
 
 // DotDouble<true>'s 8 double lanes (acc0 + acc1) for one row of halves against q, already in
 // double (qd, n a multiple of 8): the same FMAs in the same order, q read from memory.
-COHORT_TARGET_AVX512 inline __m512d DotF16Lanes(const uint16_t* a, const double* qd, int64_t n) {
+COHORT_TARGET_AVX512 __attribute__((always_inline)) inline __m512d DotF16Lanes(const uint16_t* a, const double* qd, int64_t n) {
   __m512d acc0 = _mm512_setzero_pd(), acc1 = _mm512_setzero_pd();
   int64_t i = 0;
   for (; i + 16 <= n; i += 16) {
@@ -93,7 +93,7 @@ COHORT_TARGET_AVX512 inline __m512d DotF16Lanes(const uint16_t* a, const double*
 
 // The sequential sum 0 + l[0] + ... + l[7] of each of 8 rows' lanes, as DotDouble ends: the
 // 8 x 8 block is transposed so that one vector add does one step for all 8 rows.
-COHORT_TARGET_AVX512 inline __m512d SumLanes8(const __m512d l[8]) {
+COHORT_TARGET_AVX512 __attribute__((always_inline)) inline __m512d SumLanes8(const __m512d l[8]) {
   __m512d t[8], u[8];
   for (int j = 0; j < 4; ++j) {
     t[2 * j] = _mm512_unpacklo_pd(l[2 * j], l[2 * j + 1]);  // even lanes of rows 2j, 2j + 1
@@ -117,6 +117,28 @@ COHORT_TARGET_AVX512 inline __m512d SumLanes8(const __m512d l[8]) {
   return sum;
 }
 
+// DotsF16 for n = 16 * kSteps + 8 * kTail, unrolled: q's doubles in registers, each row's
+// FMAs straight-line.
+template <int kSteps, bool kTail>
+COHORT_TARGET_AVX512 void DotsF16Fixed(const uint16_t* rows, int64_t row_stride, int64_t n_rows,
+                                       const double* qd, float scale, float* scores) {
+  constexpr int64_t n = 16 * kSteps + (kTail ? 8 : 0);
+  int64_t p = 0;
+  for (; p + 8 <= n_rows; p += 8) {
+    __m512d lanes[8];
+    for (int r = 0; r < 8; ++r) lanes[r] = DotF16Lanes(rows + (p + r) * row_stride, qd, n);
+    const __m256 dots = _mm512_cvtpd_ps(SumLanes8(lanes));
+    _mm256_storeu_ps(scores + p, _mm256_mul_ps(dots, _mm256_set1_ps(scale)));
+  }
+  for (; p < n_rows; ++p) {
+    double lanes[8];
+    _mm512_storeu_pd(lanes, DotF16Lanes(rows + p * row_stride, qd, n));
+    double sum = 0.0;
+    for (double v : lanes) sum += v;
+    scores[p] = static_cast<float>(sum) * scale;
+  }
+}
+
 COHORT_TARGET_AVX512 void DotsF16Impl(const uint16_t* rows, int64_t row_stride, int64_t n_rows, const float* q,
                                       int64_t n, float scale, float* scores) {
   constexpr int64_t kMaxN = 512;
@@ -126,6 +148,12 @@ COHORT_TARGET_AVX512 void DotsF16Impl(const uint16_t* rows, int64_t row_stride, 
   }
   alignas(64) double qd[kMaxN];
   for (int64_t i = 0; i < n; i += 8) _mm512_store_pd(qd + i, _mm512_cvtps_pd(_mm256_loadu_ps(q + i)));
+  // The common head sizes get a copy with the loop over n unrolled.
+  switch (n) {
+    case 64: return DotsF16Fixed<4, false>(rows, row_stride, n_rows, qd, scale, scores);
+    case 128: return DotsF16Fixed<8, false>(rows, row_stride, n_rows, qd, scale, scores);
+    default: break;
+  }
   int64_t p = 0;
   for (; p + 8 <= n_rows; p += 8) {
     __m512d lanes[8];
@@ -172,6 +200,107 @@ COHORT_TARGET_AVX512 void WeightedRowSumF16Impl(const float* w, const uint16_t* 
     std::fill(out + j0, out + n, 0.0f);
     for (int64_t p = 0; p < n_rows; ++p) {
       for (int64_t j = j0; j < n; ++j) out[j] += w[p] * x86::HalfToFloat(rows[p * row_stride + j]);
+    }
+  }
+}
+
+// DotsF16Heads for n = 16 * kSteps: each key row is widened to double once and dotted with
+// every head's query (the heads of a GQA group share their keys), in DotDouble's order.
+template <int kSteps>
+COHORT_TARGET_AVX512 void DotsF16HeadsFixed(const uint16_t* rows, int64_t row_stride, int64_t n_rows,
+                                            const double* qd, int n_heads, float scale, float* scores,
+                                            int64_t scores_stride) {
+  constexpr int64_t n = 16 * kSteps;
+  constexpr int kMaxHeads = 8;
+  alignas(64) double lanes[kMaxHeads][8][8];
+  for (int64_t p0 = 0; p0 < n_rows; p0 += 8) {
+    const int block = static_cast<int>(std::min<int64_t>(8, n_rows - p0));
+    for (int r = 0; r < block; ++r) {
+      const uint16_t* a = rows + (p0 + r) * row_stride;
+      __m512d k[2 * kSteps];
+      for (int m = 0; m < kSteps; ++m) {
+        const __m512 h = _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(a + 16 * m)));
+        k[2 * m] = _mm512_cvtps_pd(_mm512_castps512_ps256(h));
+        k[2 * m + 1] = _mm512_cvtps_pd(_mm256_castpd_ps(_mm512_extractf64x4_pd(_mm512_castps_pd(h), 1)));
+      }
+      for (int hd = 0; hd < n_heads; ++hd) {
+        const double* q = qd + hd * n;
+        __m512d acc0 = _mm512_setzero_pd(), acc1 = _mm512_setzero_pd();
+        for (int m = 0; m < kSteps; ++m) {
+          acc0 = _mm512_fmadd_pd(k[2 * m], _mm512_load_pd(q + 16 * m), acc0);
+          acc1 = _mm512_fmadd_pd(k[2 * m + 1], _mm512_load_pd(q + 16 * m + 8), acc1);
+        }
+        _mm512_store_pd(lanes[hd][r], _mm512_add_pd(acc0, acc1));
+      }
+    }
+    for (int hd = 0; hd < n_heads; ++hd) {
+      float* out = scores + hd * scores_stride + p0;
+      if (block == 8) {
+        __m512d l[8];
+        for (int r = 0; r < 8; ++r) l[r] = _mm512_load_pd(lanes[hd][r]);
+        _mm256_storeu_ps(out, _mm256_mul_ps(_mm512_cvtpd_ps(SumLanes8(l)), _mm256_set1_ps(scale)));
+      } else {
+        for (int r = 0; r < block; ++r) {
+          double sum = 0.0;
+          for (double v : lanes[hd][r]) sum += v;
+          out[r] = static_cast<float>(sum) * scale;
+        }
+      }
+    }
+  }
+}
+
+COHORT_TARGET_AVX512 void DotsF16HeadsImpl(const uint16_t* rows, int64_t row_stride, int64_t n_rows, const float* q,
+                                           int64_t q_stride, int n_heads, int64_t n, float scale, float* scores,
+                                           int64_t scores_stride) {
+  if ((n == 64 || n == 128) && n_heads <= 8) {
+    alignas(64) double qd[8 * 128];
+    for (int hd = 0; hd < n_heads; ++hd) {
+      for (int64_t i = 0; i < n; i += 8) _mm512_store_pd(qd + hd * n + i, _mm512_cvtps_pd(_mm256_loadu_ps(q + hd * q_stride + i)));
+    }
+    if (n == 64) return DotsF16HeadsFixed<4>(rows, row_stride, n_rows, qd, n_heads, scale, scores, scores_stride);
+    return DotsF16HeadsFixed<8>(rows, row_stride, n_rows, qd, n_heads, scale, scores, scores_stride);
+  }
+  for (int hd = 0; hd < n_heads; ++hd) {
+    DotsF16Impl(rows, row_stride, n_rows, q + hd * q_stride, n, scale, scores + hd * scores_stride);
+  }
+}
+
+// WeightedRowSumF16 for several heads sharing the value rows: each row's span of 64 values
+// is widened once and added into up to 4 heads' registers.
+COHORT_TARGET_AVX512 void WeightedRowSumF16HeadsImpl(const float* w, int64_t w_stride, int n_heads, const uint16_t* rows,
+                                                     int64_t row_stride, int64_t n_rows, int64_t n, float* out,
+                                                     int64_t out_stride) {
+  constexpr int kVecs = 4, kHeads = 4;
+  if (n % (16 * kVecs) != 0) {
+    for (int hd = 0; hd < n_heads; ++hd) {
+      WeightedRowSumF16Impl(w + hd * w_stride, rows, row_stride, n_rows, n, out + hd * out_stride);
+    }
+    return;
+  }
+  for (int h0 = 0; h0 < n_heads; h0 += kHeads) {
+    const int heads = std::min(kHeads, n_heads - h0);
+    for (int64_t j0 = 0; j0 < n; j0 += 16 * kVecs) {
+      __m512 acc[kHeads][kVecs];
+      for (int hd = 0; hd < kHeads; ++hd) {
+        for (int v = 0; v < kVecs; ++v) acc[hd][v] = _mm512_setzero_ps();
+      }
+      for (int64_t p = 0; p < n_rows; ++p) {
+        const uint16_t* x = rows + p * row_stride + j0;
+        __m512 xf[kVecs];
+        for (int v = 0; v < kVecs; ++v) {
+          xf[v] = _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(x + 16 * v)));
+        }
+        for (int hd = 0; hd < kHeads; ++hd) {
+          if (hd < heads) {
+            const __m512 s = _mm512_set1_ps(w[(h0 + hd) * w_stride + p]);
+            for (int v = 0; v < kVecs; ++v) acc[hd][v] = _mm512_add_ps(acc[hd][v], _mm512_mul_ps(s, xf[v]));
+          }
+        }
+      }
+      for (int hd = 0; hd < heads; ++hd) {
+        for (int v = 0; v < kVecs; ++v) _mm512_storeu_ps(out + (h0 + hd) * out_stride + j0 + 16 * v, acc[hd][v]);
+      }
     }
   }
 }
@@ -258,6 +387,14 @@ void DotsF16(const uint16_t* rows, int64_t row_stride, int64_t n_rows, const flo
 void WeightedRowSumF16(const float* w, const uint16_t* rows, int64_t row_stride, int64_t n_rows, int64_t n,
                        float* out) {
   WeightedRowSumF16Impl(w, rows, row_stride, n_rows, n, out);
+}
+void DotsF16Heads(const uint16_t* rows, int64_t row_stride, int64_t n_rows, const float* q, int64_t q_stride,
+                  int n_heads, int64_t n, float scale, float* scores, int64_t scores_stride) {
+  DotsF16HeadsImpl(rows, row_stride, n_rows, q, q_stride, n_heads, n, scale, scores, scores_stride);
+}
+void WeightedRowSumF16Heads(const float* w, int64_t w_stride, int n_heads, const uint16_t* rows,
+                            int64_t row_stride, int64_t n_rows, int64_t n, float* out, int64_t out_stride) {
+  WeightedRowSumF16HeadsImpl(w, w_stride, n_heads, rows, row_stride, n_rows, n, out, out_stride);
 }
 
 #endif

@@ -15,6 +15,10 @@ void DotsF16(const uint16_t* rows, int64_t row_stride, int64_t n_rows, const flo
              float* scores);
 void WeightedRowSumF16(const float* w, const uint16_t* rows, int64_t row_stride, int64_t n_rows, int64_t n,
                        float* out);
+void DotsF16Heads(const uint16_t* rows, int64_t row_stride, int64_t n_rows, const float* q, int64_t q_stride,
+                  int n_heads, int64_t n, float scale, float* scores, int64_t scores_stride);
+void WeightedRowSumF16Heads(const float* w, int64_t w_stride, int n_heads, const uint16_t* rows,
+                            int64_t row_stride, int64_t n_rows, int64_t n, float* out, int64_t out_stride);
 // max(x[0..n)), NaNs ignored as std::max(acc, x) ignores them: Softmax's first pass.
 float Max(const float* x, int64_t n);
 // Softmax's chunked part: x[0..16 * n_chunks) = ExpPoly(x - max), returning the sum of the

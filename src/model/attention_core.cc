@@ -43,4 +43,28 @@ void AttendOne(const float* q, int64_t dk, CacheRows k, CacheRows v, int64_t dv,
   }
 }
 
+void AttendHeads(const float* q, int64_t q_stride, int n_heads, int64_t dk, CacheRows k, CacheRows v,
+                 int64_t dv, int n_pos, float scale, float* scores, float* out, int64_t out_stride,
+                 kernels::SumOrder order) {
+  COHORT_CHECK_GT(n_pos, 0);
+  const int n_padded = ScoresStride(n_pos);
+  if (k.type != DType::kF16 || v.type != DType::kF16) {
+    for (int h = 0; h < n_heads; ++h) {
+      AttendOne(q + h * q_stride, dk, k, v, dv, n_pos, scale, scores + h * n_padded, out + h * out_stride, order);
+    }
+    return;
+  }
+  COHORT_CHECK_EQ(k.stride_bytes % 2, 0);
+  COHORT_CHECK_EQ(v.stride_bytes % 2, 0);
+  kernels::DotsF16Heads(reinterpret_cast<const uint16_t*>(k.data), k.stride_bytes / 2, n_pos, q, q_stride, n_heads,
+                        dk, scale, scores, n_padded);
+  for (int h = 0; h < n_heads; ++h) {
+    float* row = scores + h * n_padded;
+    for (int p = n_pos; p < n_padded; ++p) row[p] = -std::numeric_limits<float>::infinity();
+    kernels::Softmax(row, n_padded);
+  }
+  kernels::WeightedRowSumF16Heads(scores, n_padded, n_heads, reinterpret_cast<const uint16_t*>(v.data),
+                                  v.stride_bytes / 2, n_pos, dv, out, out_stride);
+}
+
 }  // namespace cohort::model

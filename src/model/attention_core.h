@@ -36,4 +36,12 @@ void AttendOne(const float* q, int64_t dk, CacheRows k, CacheRows v, int64_t dv,
                float scale, float* scores, float* out,
                kernels::SumOrder order = kernels::SumOrder::kVecDot);
 
+// AttendOne for n_heads queries that share k and v (the heads of a GQA group): head h's query
+// at q + h * q_stride, its output at out + h * out_stride; scores holds n_heads rows of
+// ScoresStride(n_pos) floats. Each head's result is AttendOne's, bit for bit; an F16 cache
+// reads each key and value row once for all the heads.
+void AttendHeads(const float* q, int64_t q_stride, int n_heads, int64_t dk, CacheRows k, CacheRows v,
+                 int64_t dv, int n_pos, float scale, float* scores, float* out, int64_t out_stride,
+                 kernels::SumOrder order = kernels::SumOrder::kVecDot);
+
 }  // namespace cohort::model

@@ -1,6 +1,8 @@
 // GqaAttention; see gqa_attention.h. Projections run over the whole batch at once; attention
-// runs per (token, head) pair across the thread pool, reading keys/values in place.
+// runs per (token, KV head) pair across the thread pool, reading keys/values in place.
 #include "model/gqa_attention.h"
+
+#include <algorithm>
 
 #include "core/check.h"
 #include "kernels/matmul.h"
@@ -85,26 +87,53 @@ void GqaAttention(const BlockEnv& env, const GqaWeights& w, const GqaParams& p, 
   } job{&env, &p, &s, &cache, layer, group, n_q, q_offset, q_width, kv_width,
         cache.type() == DType::kF16 ? 2 : 4};
   const int n_threads = env.pool != nullptr ? env.pool->size() : 1;
-  s.scores.resize(static_cast<size_t>(n_threads) * ScoresStride(cache.n_ctx()));
-  RunOnPool(env.pool, [&job](int thread, int threads) {
-    const int64_t hd = job.p->head_dim;
-    const int n_ctx = ScoresStride(job.cache->n_ctx());
-    int64_t begin, end;
-    SplitRange(static_cast<int64_t>(job.env->n_tokens) * job.n_q, thread, threads, &begin, &end);
-    float* scores = job.s->scores.data() + static_cast<size_t>(thread) * n_ctx;
-    for (int64_t i = begin; i < end; ++i) {
-      const int t = static_cast<int>(i / job.n_q);
-      const int h = static_cast<int>(i % job.n_q);
-      const int g = (h + job.q_offset) / job.group;  // local KV head
-      const int seq = job.env->seq_ids[t];
-      const int64_t stride = job.kv_width * job.elem;
-      const CacheRows k{job.cache->KRow(job.layer, seq, 0) + g * hd * job.elem, stride, job.cache->type()};
-      const CacheRows v{job.cache->VRow(job.layer, seq, 0) + g * hd * job.elem, stride, job.cache->type()};
-      AttendOne(job.s->q.data() + t * job.q_width + h * hd, hd, k, v, hd, job.env->positions[t] + 1,
-                job.p->kq_scale, scores, job.s->attn.data() + t * job.q_width + h * hd,
-                BatchSumOrder(job.env->n_tokens));
-    }
-  });
+  // Work items are (token, KV head) pairs, each attending all the group's query heads at once
+  // (their keys and values read once), unless that leaves too few items to share among the
+  // threads (a token alone with one or two KV heads): then (token, query head) pairs.
+  const bool by_group = static_cast<int64_t>(n_tokens) * n_kv >= 4 * n_threads;
+  s.scores.resize(static_cast<size_t>(n_threads) * (by_group ? group : 1) * ScoresStride(cache.n_ctx()));
+  if (by_group) {
+    RunOnPool(env.pool, [&job, n_kv](int thread, int threads) {
+      const int64_t hd = job.p->head_dim;
+      const int n_ctx = ScoresStride(job.cache->n_ctx());
+      int64_t begin, end;
+      SplitRange(static_cast<int64_t>(job.env->n_tokens) * n_kv, thread, threads, &begin, &end);
+      float* scores = job.s->scores.data() + static_cast<size_t>(thread) * job.group * n_ctx;
+      for (int64_t i = begin; i < end; ++i) {
+        const int t = static_cast<int>(i / n_kv);
+        const int g = static_cast<int>(i % n_kv);  // local KV head
+        const int h0 = std::max(0, g * job.group - job.q_offset);
+        const int h1 = std::min(job.n_q, (g + 1) * job.group - job.q_offset);
+        const int seq = job.env->seq_ids[t];
+        const int64_t stride = job.kv_width * job.elem;
+        const CacheRows k{job.cache->KRow(job.layer, seq, 0) + g * hd * job.elem, stride, job.cache->type()};
+        const CacheRows v{job.cache->VRow(job.layer, seq, 0) + g * hd * job.elem, stride, job.cache->type()};
+        AttendHeads(job.s->q.data() + t * job.q_width + h0 * hd, hd, h1 - h0, hd, k, v, hd,
+                    job.env->positions[t] + 1, job.p->kq_scale, scores,
+                    job.s->attn.data() + t * job.q_width + h0 * hd, hd, BatchSumOrder(job.env->n_tokens));
+      }
+    });
+  } else {
+    RunOnPool(env.pool, [&job](int thread, int threads) {
+      const int64_t hd = job.p->head_dim;
+      const int n_ctx = ScoresStride(job.cache->n_ctx());
+      int64_t begin, end;
+      SplitRange(static_cast<int64_t>(job.env->n_tokens) * job.n_q, thread, threads, &begin, &end);
+      float* scores = job.s->scores.data() + static_cast<size_t>(thread) * n_ctx;
+      for (int64_t i = begin; i < end; ++i) {
+        const int t = static_cast<int>(i / job.n_q);
+        const int h = static_cast<int>(i % job.n_q);
+        const int g = (h + job.q_offset) / job.group;  // local KV head
+        const int seq = job.env->seq_ids[t];
+        const int64_t stride = job.kv_width * job.elem;
+        const CacheRows k{job.cache->KRow(job.layer, seq, 0) + g * hd * job.elem, stride, job.cache->type()};
+        const CacheRows v{job.cache->VRow(job.layer, seq, 0) + g * hd * job.elem, stride, job.cache->type()};
+        AttendOne(job.s->q.data() + t * job.q_width + h * hd, hd, k, v, hd, job.env->positions[t] + 1,
+                  job.p->kq_scale, scores, job.s->attn.data() + t * job.q_width + h * hd,
+                  BatchSumOrder(job.env->n_tokens));
+      }
+    });
+  }
 
   kernels::MatMul(ColumnSlice(w.wo, q0, q0 + q_width), s.attn.data(), n_tokens, out, env.pool,
                   env.matmul_scratch);

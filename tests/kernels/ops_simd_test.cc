@@ -142,5 +142,40 @@ TEST(OpsSimd, BatchedCacheRowOpsEqualTheirPerRowCalls) {
   }
 }
 
+// The GQA forms: several heads' queries and weights against the same rows, each head's
+// scores and outputs bit-identical to its own DotF16 / AddScaledF16 calls.
+TEST(OpsSimd, BatchedCacheRowOpsForSeveralHeadsEqualPerHeadCalls) {
+  for (int64_t n : {64, 128, 72, 192}) {
+    for (int heads : {1, 3, 4, 5, 8, 9}) {
+      for (int64_t n_rows : {1, 8, 13, 40}) {
+        SCOPED_TRACE(::testing::Message() << "n=" << n << " heads=" << heads << " rows=" << n_rows);
+        const int64_t stride = 8 * n + 5;
+        const std::vector<float> raw = testing::RandomRow(stride * n_rows, 5 + static_cast<uint32_t>(n + heads * 7 + n_rows));
+        std::vector<uint16_t> rows(raw.size());
+        for (size_t i = 0; i < raw.size(); ++i) rows[i] = Fp32ToFp16(raw[i]);
+        const int64_t q_stride = n + 16, s_stride = n_rows + 3;
+        const std::vector<float> q = testing::RandomRow(q_stride * heads, 9 + static_cast<uint32_t>(heads));
+        std::vector<float> scores(s_stride * heads, -1.0f);
+        DotsF16Heads(rows.data(), stride, n_rows, q.data(), q_stride, heads, n, 0.25f, scores.data(), s_stride);
+        for (int h = 0; h < heads; ++h) {
+          for (int64_t p = 0; p < n_rows; ++p) {
+            ASSERT_EQ(scores[h * s_stride + p], DotF16(rows.data() + p * stride, q.data() + h * q_stride, n) * 0.25f)
+                << "head " << h << " row " << p;
+          }
+        }
+        const std::vector<float> w = testing::RandomRow(s_stride * heads, 13 + static_cast<uint32_t>(n_rows));
+        const int64_t o_stride = n + 7;
+        std::vector<float> got(o_stride * heads, 2.0f);
+        WeightedRowSumF16Heads(w.data(), s_stride, heads, rows.data(), stride, n_rows, n, got.data(), o_stride);
+        for (int h = 0; h < heads; ++h) {
+          std::vector<float> want(n, 0.0f);
+          for (int64_t p = 0; p < n_rows; ++p) AddScaledF16(rows.data() + p * stride, w[h * s_stride + p], n, want.data());
+          for (int64_t j = 0; j < n; ++j) ASSERT_EQ(got[h * o_stride + j], want[j]) << "head " << h << " element " << j;
+        }
+      }
+    }
+  }
+}
+
 }  // namespace
 }  // namespace cohort::kernels
