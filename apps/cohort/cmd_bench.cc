@@ -186,6 +186,8 @@ int BenchCommand(const BenchOptions& o) {
   if (!file.ok()) return Fail(file.status());
   auto model = model::Model::Load(**file);
   if (!model.ok()) return Fail(model.status());
+  // As `cohort run` and `cohort serve` load a whole model: the weights in the kernels' layout.
+  if (auto packed = (*model)->PackWeights(); !packed.ok()) return Fail(packed.status());
   const model::ModelConfig& config = (*model)->config();
 
   model::KvCacheOptions kv;

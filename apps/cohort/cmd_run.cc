@@ -39,7 +39,9 @@ Result<std::string> RenderPrompt(const engine::LoadedModel& model, const RunOpti
 }  // namespace
 
 int RunCommand(const CommonOptions& common, const RunOptions& options) {
-  auto loaded = engine::LoadedModel::Open(options.model);
+  engine::LoadOptions load;
+  load.pack_weights = !options.dist.enabled();  // a distributed model loads its own shares
+  auto loaded = engine::LoadedModel::Open(options.model, load);
   if (!loaded.ok()) return Fail(loaded.status());
   // --workers / --local-ranks: the same tokenizer over a model spread across workers.
   std::unique_ptr<DistributedModel> dist;

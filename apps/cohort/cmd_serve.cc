@@ -65,7 +65,9 @@ int ServeCommand(const ServeOptions& options) {
   pthread_sigmask(SIG_BLOCK, &stop_signals, nullptr);
   signal(SIGPIPE, SIG_IGN);  // a client that hangs up is an error code, not a process exit
 
-  auto loaded = engine::LoadedModel::Open(options.model);
+  engine::LoadOptions load;
+  load.pack_weights = !options.dist.enabled();  // a distributed model loads its own shares
+  auto loaded = engine::LoadedModel::Open(options.model, load);
   if (!loaded.ok()) return Fail(loaded.status());
   // --workers / --local-ranks: the same tokenizer over a model spread across workers; the
   // scheduler and the API do not know the difference.

@@ -16,6 +16,12 @@ struct TensorView {
   const uint8_t* data = nullptr;     // borrowed; often points into an mmapped GGUF
   std::array<int64_t, 4> ne = {1, 1, 1, 1};
   int64_t row_bytes = 0;             // bytes between consecutive rows (ne[0] elements)
+  // Optionally the same rows again, packed for the matmul kernels: groups of kPackRows rows,
+  // each group's blocks one after another, each block holding the group's kPackRows blocks
+  // interleaved (kernels/pack.h). Group g starts at packed + g * kPackRows * row_bytes, so
+  // rows and column slices offset it as they do data. Null when not packed (the kernels then
+  // read data).
+  const uint8_t* packed = nullptr;
 
   int64_t n_rows() const { return ne[1] * ne[2] * ne[3]; }
   int64_t n_elements() const { return ne[0] * n_rows(); }
@@ -26,11 +32,14 @@ struct TensorView {
   }
   bool empty() const { return data == nullptr; }
 
+  static constexpr int64_t kPackRows = 16;
+
   // A view of rows [begin, end) (of the flattened rows), e.g. one expert of a 3-D tensor.
   TensorView Rows(int64_t begin, int64_t end) const {
     COHORT_CHECK(0 <= begin && begin <= end && end <= n_rows());
     TensorView v = *this;
     v.data = data + begin * row_bytes;
+    v.packed = packed != nullptr && begin % kPackRows == 0 ? packed + begin * row_bytes : nullptr;
     v.ne = {ne[0], end - begin, 1, 1};
     return v;
   }

@@ -21,6 +21,10 @@ Result<std::unique_ptr<LoadedModel>> LoadedModel::Open(const std::string& path,
   auto model = model::Model::Load(*loaded->file_);
   if (!model.ok()) return model.status().Annotate(path + ": model");
   loaded->model_ = std::move(model).value();
+  if (options.pack_weights) {
+    auto packed = loaded->model_->PackWeights();
+    if (!packed.ok()) return packed.status().Annotate(path + ": packing the weights");
+  }
 
   if (loaded->tokenizer_->n_vocab() != loaded->model_->config().n_vocab) {
     return Corrupt(path + ": the tokenizer has " + std::to_string(loaded->tokenizer_->n_vocab()) +

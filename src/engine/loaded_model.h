@@ -21,6 +21,10 @@ struct LoadOptions {
   // model loads without a template (completions still work) and chat_template_status() says
   // why.
   bool require_chat_template = false;
+  // The model runs whole in this process: its weight matrices take the matmul kernels'
+  // packed layout (Model::PackWeights). False when only the file's tokenizer and header are
+  // used (a distributed model loads its own shares).
+  bool pack_weights = true;
   Status Validate() const { return Status::Ok(); }
 };
 

@@ -53,6 +53,11 @@ WideTile GetWideTile(DType weight, SimdLevel level, bool grouped) {
   return {};
 }
 
+WideTile GetWideTilePacked(DType weight, SimdLevel level) {
+  if (level >= SimdLevel::kAvx512) return avx512::GetWideTilePacked(weight);
+  return {};
+}
+
 namespace {
 
 // The kernels of one matmul: wide tiles (16 rows) where the type has them, 4-row tiles
@@ -60,6 +65,7 @@ namespace {
 // plain and the grouped order (quant.h).
 struct Kernels {
   WideTile wide, wide_grouped;
+  WideTile wide_packed;  // for TensorView::packed rows (one order: the type's kernels agree)
   TileFn tile = nullptr, tile_grouped = nullptr;
   VecDotFn dot = nullptr, dot_grouped = nullptr;
 };
@@ -76,6 +82,11 @@ Kernels GetKernels(const TensorView& w) {
       k.wide.max_tokens != k.wide_grouped.max_tokens) {
     k.wide = k.wide_grouped = WideTile{};
   }
+  // The packed kernel stands in for both orders, so only where they are one kernel.
+  if (w.packed != nullptr && k.wide.fn != nullptr && k.wide.fn == k.wide_grouped.fn) {
+    k.wide_packed = GetWideTilePacked(w.type, level);
+    if (k.wide_packed.side != k.wide.side || k.wide_packed.max_tokens != k.wide.max_tokens) k.wide_packed = {};
+  }
   k.tile = GetTile(w.type, level);
   k.tile_grouped = GetTileGrouped(w.type, level);
   k.dot = GetVecDot(w.type, level);
@@ -88,6 +99,7 @@ Kernels GetKernels(const TensorView& w) {
 struct Plan {
   Kernels k;
   const uint8_t* w_rows = nullptr;
+  const uint8_t* packed = nullptr;  // the rows' packed copy (TensorView::packed), if used
   int64_t row_bytes = 0, n = 0, n_rows = 0;
   DType act_type = DType::kF32;
   const float* x = nullptr;
@@ -115,6 +127,7 @@ Plan MakePlan(const TensorView& w, int64_t row_begin, int64_t row_end, const flo
   Plan p;
   p.k = GetKernels(w);
   p.w_rows = w.data + row_begin * w.row_bytes;
+  if (p.k.wide_packed.fn != nullptr && row_begin % kWideRows == 0) p.packed = w.packed + row_begin * w.row_bytes;
   p.row_bytes = w.row_bytes;
   p.n = w.ne[0];  // elements per row, shared by weights and activations
   p.n_rows = row_end - row_begin;
@@ -196,6 +209,16 @@ void RunUnit(const Plan& p, int64_t unit, int64_t t0, int64_t t1) {
     const int64_t r0 = unit * kWideRows;
     // A call stays on one side of n_grouped, unless both sides take the same kernel (most
     // types): a batch of 6 is then one pass over the weights, not a 4-token and a 2-token one.
+    if (p.packed != nullptr) {
+      for (int64_t t = t0; t < t1;) {
+        const int tokens = static_cast<int>(std::min<int64_t>(k.wide_packed.max_tokens, t1 - t));
+        k.wide_packed.fn(p.packed + r0 * p.row_bytes, kWideRows * p.row_bytes, p.act + t * p.act_stride,
+                         p.act_stride, p.side + t * p.side_stride, p.side_stride, tokens, p.n,
+                         p.y + t * p.y_stride + r0, p.y_stride);
+        t += tokens;
+      }
+      return;
+    }
     const bool split = k.wide_grouped.fn != k.wide.fn;
     for (int64_t t = t0; t < t1;) {
       const int64_t stop = split && t < p.n_grouped ? std::min(t1, p.n_grouped) : t1;

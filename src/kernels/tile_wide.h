@@ -39,8 +39,14 @@ struct WideTile {
 // GetVecDotGrouped's (grouped = true).
 WideTile GetWideTile(DType weight, SimdLevel level, bool grouped);
 
+// The wide kernel for `weight` reading rows packed by PackRows (pack.h): it takes the group's
+// packed blocks as w and the bytes from one group to the next as w_stride. Empty if none.
+WideTile GetWideTilePacked(DType weight, SimdLevel level);
+
 namespace avx512 {
 WideTile GetWideTile(DType weight, bool grouped);   // tile_wide_avx512.cc
+WideTile GetWideTilePacked(DType weight);           // tile_wide_avx512.cc
+void PackQ4_0(const uint8_t* src, int64_t row_bytes, int64_t n_rows, uint8_t* dst);
 WideTile GetWideTileK(DType weight, bool grouped);  // tile_wide_avx512_k.cc
 }  // namespace avx512
 

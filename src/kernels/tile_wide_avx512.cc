@@ -53,27 +53,61 @@ void SideQ8_0Seeds(const uint8_t* act_row, int64_t n, float* side) {
   }
 }
 
-template <int T>
+// The 16 rows' Q4_0 blocks as stored: each row's blocks in turn, transposed in registers.
+class Q4_0Rows {
+ public:
+  COHORT_TARGET_AVX512 Q4_0Rows(const uint8_t* w, int64_t w_stride) : rows_(w, w_stride) {}
+  // q[c] lane r: bytes 4c..4c+3 of block i's qs in row r; returns the rows' scales d.
+  COHORT_TARGET_AVX512 __m512 Block(int64_t i, __m512i q[4]) const {
+    const int64_t off = i * static_cast<int64_t>(sizeof(BlockQ4_0));
+    rows_.PrefetchNext(i, sizeof(BlockQ4_0));
+    rows_.Load16x16(off + 2, q);
+    return rows_.Halves(off);
+  }
+
+ private:
+  x86::WideRows rows_;
+};
+
+// The 16 rows' Q4_0 blocks packed (PackRows, pack.h): block i of the group is 16 scales, then
+// the words q[c] of all 16 rows, c = 0..3, 64 bytes each: plain loads, no transpose.
+class Q4_0Packed {
+ public:
+  static constexpr int64_t kBlockBytes = 16 * static_cast<int64_t>(sizeof(BlockQ4_0));
+  // w: the group's first block; group_stride: bytes to the next group (prefetched ahead).
+  Q4_0Packed(const uint8_t* w, int64_t group_stride) : w_(w), next_(w + group_stride) {}
+  COHORT_TARGET_AVX512 __m512 Block(int64_t i, __m512i q[4]) const {
+    const uint8_t* b = w_ + i * kBlockBytes;
+    for (int64_t line = 0; line < kBlockBytes; line += 64) {
+      _mm_prefetch(reinterpret_cast<const char*>(next_ + i * kBlockBytes + line), _MM_HINT_T1);
+    }
+    for (int c = 0; c < 4; ++c) q[c] = _mm512_loadu_si512(b + 32 + 64 * c);
+    return _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(b)));
+  }
+
+ private:
+  const uint8_t* w_;
+  const uint8_t* next_;
+};
+
+template <class Source, int T>
 COHORT_TARGET_AVX512 void WideQ4_0(const uint8_t* w, int64_t w_stride, const uint8_t* act,
                                    int64_t act_stride, const float* side, int64_t side_stride,
                                    int64_t n, float* out, int64_t out_stride) {
   const int64_t nb = n / kQK;
   const __m512i low_mask = _mm512_set1_epi8(0x0f);
-  const x86::WideRows rows(w, w_stride);
+  const Source rows(w, w_stride);
   __m512 acc[T];
   for (int t = 0; t < T; ++t) acc[t] = _mm512_setzero_ps();
   for (int64_t i = 0; i < nb; ++i) {
-    const int64_t off = i * static_cast<int64_t>(sizeof(BlockQ4_0));
-    rows.PrefetchNext(i, sizeof(BlockQ4_0));
     // q[c] lane r: bytes 4c..4c+3 of row r's qs (low nibbles: elements 4c.., high: 16+4c..).
     __m512i q[4];
-    rows.Load16x16(off + 2, q);
+    const __m512 dw = rows.Block(i, q);
     __m512i lo[4], hi[4];
     for (int c = 0; c < 4; ++c) {
       lo[c] = _mm512_and_si512(q[c], low_mask);
       hi[c] = _mm512_and_si512(_mm512_srli_epi16(q[c], 4), low_mask);
     }
-    const __m512 dw = rows.Halves(off);
     for (int t = 0; t < T; ++t) {
       const auto& y = reinterpret_cast<const BlockQ8_0*>(act + t * act_stride)[i];
       const auto& s = reinterpret_cast<const Q8_0Side*>(side + t * side_stride)[i];
@@ -177,28 +211,52 @@ struct Q8_0Kernel {
   }
 };
 
-template <int T>
+template <class Source>
 struct Q4_0Kernel {
-  static void Run(const uint8_t* w, int64_t w_stride, const uint8_t* act, int64_t act_stride,
-                  const float* side, int64_t side_stride, int64_t n, float* out, int64_t out_stride) {
-    WideQ4_0<T>(w, w_stride, act, act_stride, side, side_stride, n, out, out_stride);
-  }
+  template <int T>
+  struct Shape {
+    static void Run(const uint8_t* w, int64_t w_stride, const uint8_t* act, int64_t act_stride,
+                    const float* side, int64_t side_stride, int64_t n, float* out, int64_t out_stride) {
+      WideQ4_0<Source, T>(w, w_stride, act, act_stride, side, side_stride, n, out, out_stride);
+    }
+  };
 };
 
 }  // namespace
 
 WideTile GetWideTile(DType weight, bool grouped) {
   switch (weight) {
-    case DType::kQ4_0: return {x86::WideRun<Q4_0Kernel, kWideTokens>, SideQ8_0, 16, kWideTokens};
+    case DType::kQ4_0: return {x86::WideRun<Q4_0Kernel<Q4_0Rows>::Shape, kWideTokens>, SideQ8_0, 16, kWideTokens};
     // 4 tokens keep the 4 x 4 accumulators of an 8-row half in registers.
     case DType::kQ8_0: return {x86::WideRun<Q8_0Kernel, 4>, SideQ8_0Seeds, kQ8_0SeedWords * 8, 4};
     default: return GetWideTileK(weight, grouped);
   }
 }
 
+WideTile GetWideTilePacked(DType weight) {
+  if (weight != DType::kQ4_0) return {};
+  return {x86::WideRun<Q4_0Kernel<Q4_0Packed>::Shape, kWideTokens>, SideQ8_0, 16, kWideTokens};
+}
+
+void PackQ4_0(const uint8_t* src, int64_t row_bytes, int64_t n_rows, uint8_t* dst) {
+  const int64_t nb = row_bytes / static_cast<int64_t>(sizeof(BlockQ4_0));
+  for (int64_t g = 0; g < n_rows / 16; ++g) {
+    for (int64_t i = 0; i < nb; ++i) {
+      uint8_t* b = dst + g * 16 * row_bytes + i * Q4_0Packed::kBlockBytes;
+      for (int r = 0; r < 16; ++r) {
+        const auto* x = reinterpret_cast<const BlockQ4_0*>(src + (16 * g + r) * row_bytes) + i;
+        std::memcpy(b + 2 * r, &x->d, 2);
+        for (int c = 0; c < 4; ++c) std::memcpy(b + 32 + 64 * c + 4 * r, x->qs + 4 * c, 4);
+      }
+    }
+  }
+}
+
 #else
 
 WideTile GetWideTile(DType, bool) { return {}; }
+WideTile GetWideTilePacked(DType) { return {}; }
+void PackQ4_0(const uint8_t*, int64_t, int64_t, uint8_t*) {}
 
 #endif
 

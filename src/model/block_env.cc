@@ -21,6 +21,7 @@ TensorView ColumnSlice(const TensorView& w, int64_t begin, int64_t end) {
   COHORT_CHECK_EQ(end % block, 0);
   TensorView v = w;
   v.data = w.data + RowBytes(w.type, begin);
+  if (w.packed != nullptr) v.packed = w.packed + TensorView::kPackRows * RowBytes(w.type, begin);
   v.ne[0] = end - begin;  // row_bytes keeps the full row stride
   return v;
 }

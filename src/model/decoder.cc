@@ -225,6 +225,35 @@ Result<int64_t> Decoder::CopyShardWeights(int64_t embd_begin, int64_t embd_end, 
   return owned_.bytes();
 }
 
+Result<int64_t> Decoder::PackWeights() {
+  int64_t packed = 0;
+  auto pack = [&](TensorView* w) -> Status {
+    if (w == nullptr || w->empty()) return Status::Ok();
+    COHORT_ASSIGN_OR_RETURN(const bool done, owned_.Pack(*w));
+    if (done) packed += w->n_rows() * w->row_bytes;
+    return Status::Ok();
+  };
+  for (int layer = stage_.layer_begin; layer < stage_.layer_end; ++layer) {
+    for (TensorView* w : MutableAttnInputs(layer)) COHORT_RETURN_IF_ERROR(pack(w));
+    COHORT_RETURN_IF_ERROR(pack(MutableAttnOutput(layer)));
+    FfnWeights* ffn = MutableFfn(layer);
+    if (ffn == nullptr) continue;
+    if (auto* dense = std::get_if<DenseFfnWeights>(ffn)) {
+      for (TensorView* w : {&dense->gate, &dense->up, &dense->down}) COHORT_RETURN_IF_ERROR(pack(w));
+    } else if (auto* moe = std::get_if<MoeWeights>(ffn)) {
+      for (TensorView* w : {&moe->gate_exps, &moe->up_exps, &moe->down_exps}) COHORT_RETURN_IF_ERROR(pack(w));
+      if (moe->shared) {
+        for (TensorView* w : {&moe->shared->gate, &moe->shared->up, &moe->shared->down}) {
+          COHORT_RETURN_IF_ERROR(pack(w));
+        }
+      }
+    }
+  }
+  COHORT_RETURN_IF_ERROR(pack(&output_.output));
+  owned_.ReleasePackedSources();
+  return packed;
+}
+
 Status Decoder::RunLayers(const Context& ctx, const Batch& batch, KvCache& cache, float* x,
                           PartialSumReducer* reducer) {
   const int n_tokens = static_cast<int>(batch.size());

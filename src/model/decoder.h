@@ -82,6 +82,10 @@ class Decoder : public Model {
   // the bytes copied.
   Result<int64_t> CopyShardWeights(int64_t embd_begin, int64_t embd_end, int64_t out_begin,
                                    int64_t out_end);
+  // Gives every weight matrix the kernels read faster packed its packed copy (kernels/pack.h)
+  // in memory of its own, releasing its mapped pages: resident memory stays about the file's
+  // size. For a model that runs whole in this process; returns the bytes packed.
+  Result<int64_t> PackWeights() override;
 
  protected:
   Decoder(ModelConfig config, OutputWeights output);
@@ -102,6 +106,8 @@ class Decoder : public Model {
   virtual FfnWeights* MutableFfn(int /*layer*/) { return nullptr; }
   // Copies the layer's attention row slices for CopyShardWeights (default: leaves them mapped).
   virtual Status CopyAttentionRows(int /*layer*/, OwnedSlices& /*owned*/) { return Status::Ok(); }
+  // The layer's attention input projections, for PackWeights (default: none).
+  virtual std::vector<TensorView*> MutableAttnInputs(int /*layer*/) { return {}; }
 
   const LayerShard& shard() const { return stage_.layer; }
   // The KV-cache layer index of a model layer (caches hold the stage's layers only).

@@ -33,6 +33,10 @@ class GqaModel final : public Decoder {
                  float* out) override;
   const FfnWeights& Ffn(int layer) const override { return layers_[layer].ffn; }
   TensorView* MutableAttnOutput(int layer) override { return &layers_[layer].attn.wo; }
+  std::vector<TensorView*> MutableAttnInputs(int layer) override {
+    GqaWeights& a = layers_[layer].attn;
+    return {&a.wq, &a.wk, &a.wv};
+  }
   ColumnRange AttnOutputColumns() const override;
   FfnWeights* MutableFfn(int layer) override { return &layers_[layer].ffn; }
   Status CopyAttentionRows(int layer, OwnedSlices& owned) override;

@@ -10,6 +10,7 @@
 
 #include "core/check.h"
 #include "core/dtype.h"
+#include "kernels/pack.h"
 
 namespace cohort::model {
 
@@ -48,6 +49,29 @@ void OwnedSlices::Release(const TensorView& w) {
   ReleaseRange(w.data, w.data + w.n_rows() * w.row_bytes);
 }
 
+Result<bool> OwnedSlices::Pack(TensorView& w) {
+  if (w.packed != nullptr || !kernels::CanPackRows(w.type, w.n_rows(), w.row_bytes) ||
+      RowBytes(w.type, w.ne[0]) != w.row_bytes) {
+    return false;
+  }
+  COHORT_ASSIGN_OR_RETURN(uint8_t* dst, Allocate(0, static_cast<size_t>(w.n_rows() * w.row_bytes)));
+  // A group of rows at a time, releasing the source as we go (as CopyRows does).
+  const int64_t group = TensorView::kPackRows;
+  const int64_t groups_per_chunk = std::max<int64_t>(1, kReleaseChunkBytes / (group * w.row_bytes));
+  for (int64_t r = 0; r < w.n_rows(); r += group * groups_per_chunk) {
+    const int64_t rows = std::min(group * groups_per_chunk, w.n_rows() - r);
+    kernels::PackRows(w.type, w.row(r), w.row_bytes, rows, dst + r * w.row_bytes);
+    ReleaseRange(w.row(r), w.row(r) + rows * w.row_bytes);
+  }
+  packed_sources_.push_back(w);
+  w.packed = dst;
+  return true;
+}
+
+void OwnedSlices::ReleasePackedSources() {
+  for (const TensorView& w : packed_sources_) Release(w);
+}
+
 Result<TensorView> OwnedSlices::CopyRows(const TensorView& w, int64_t begin, int64_t end) {
   COHORT_CHECK(0 <= begin && begin < end && end <= w.n_rows());
   const size_t front = static_cast<size_t>(begin * w.row_bytes);
@@ -61,6 +85,7 @@ Result<TensorView> OwnedSlices::CopyRows(const TensorView& w, int64_t begin, int
   }
   TensorView v = w;
   v.data = dst - front;  // the start of the (untouched, unbacked) front of the same mapping
+  v.packed = nullptr;
   return v;
 }
 
@@ -83,6 +108,7 @@ Result<TensorView> OwnedSlices::CopyColumns(const TensorView& w, int64_t begin, 
   }
   TensorView v = w;
   v.data = dst - front;
+  v.packed = nullptr;
   v.row_bytes = slice;
   return v;
 }

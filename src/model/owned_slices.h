@@ -28,6 +28,14 @@ class OwnedSlices {
   // Copies rows [begin, end) (of the flattened rows) likewise: w.Rows(b, e) and w.row(r) of the
   // returned view are valid for begin <= b <= e <= end only.
   Result<TensorView> CopyRows(const TensorView& w, int64_t begin, int64_t end);
+  // Gives w a packed copy (TensorView::packed, kernels/pack.h) when the kernels read its type
+  // packed, releasing w's mapped pages (w must be a read-only file mapping, as above); w.data
+  // stays valid for the readers of plain rows (they fault the pages in again). Returns whether
+  // it packed.
+  Result<bool> Pack(TensorView& w);
+  // Releases the sources of every Pack again: reading one tensor faults in its neighbours'
+  // pages too (the kernel maps pages around a fault), those of tensors packed before it.
+  void ReleasePackedSources();
   int64_t bytes() const { return bytes_; }
 
  private:
@@ -41,6 +49,7 @@ class OwnedSlices {
     size_t size;
   };
   std::vector<Region> regions_;
+  std::vector<TensorView> packed_sources_;
   int64_t bytes_ = 0;
 };
 

@@ -6,6 +6,7 @@
 
 #include "core/thread_pool.h"
 #include "kernels/matmul.h"
+#include "kernels/pack.h"
 #include "kernels/quant.h"
 #include "test_util.h"
 
@@ -137,6 +138,53 @@ TEST(MatMul, WideTilesAndTheirTailsMatchNaiveLoops) {
       for (size_t i = 0; i < y.size(); ++i) ASSERT_EQ(y[i], want[i]) << "i=" << i;
     }
   }
+}
+
+// Packed rows (pack.h): MatMul on a packed view equals the naive loops on the original rows,
+// whole and for row ranges and column slices, and really reads the packed copy (the original
+// blocks are scrambled once packed; rows outside whole groups still read them).
+TEST(MatMul, PackedRowsMatchNaiveLoopsAndAreWhatTheKernelReads) {
+  const int64_t n_in = 320, n_out = 48;
+  const DType type = DType::kQ4_0;
+  if (!CanPackRows(type, n_out, RowBytes(type, n_in))) GTEST_SKIP() << "no packed kernel on this CPU";
+  ThreadPool pool2(2);
+  Weights w = MakeWeights(type, n_in, n_out, 700);
+  const Weights original = MakeWeights(type, n_in, n_out, 700);
+  std::vector<uint8_t> packed(w.bytes.size());
+  PackRows(type, w.bytes.data(), w.view.row_bytes, n_out, packed.data());
+  EXPECT_NE(packed, w.bytes);
+  TensorView view = w.view;
+  view.packed = packed.data();
+  // Scramble the original blocks of rows [16, 48): only the packed copy still holds them.
+  for (int64_t r = 16; r < n_out; ++r) {
+    for (int64_t b = 0; b < w.view.row_bytes; ++b) w.bytes[r * w.view.row_bytes + b] ^= 0x5a;
+  }
+  struct Case {
+    int64_t row_begin, row_end, col_begin, col_end;
+  };
+  for (const Case c : {Case{16, 48, 0, n_in}, Case{32, 48, 0, n_in}, Case{16, 48, 64, 256}, Case{32, 48, 288, 320}}) {
+    TensorView v = view.Rows(c.row_begin, c.row_end);
+    ASSERT_NE(v.packed, nullptr);
+    v.data += RowBytes(type, c.col_begin);
+    v.packed += TensorView::kPackRows * RowBytes(type, c.col_begin);
+    v.ne[0] = c.col_end - c.col_begin;
+    TensorView want_view = original.view.Rows(c.row_begin, c.row_end);
+    want_view.data += RowBytes(type, c.col_begin);
+    want_view.ne[0] = v.ne[0];
+    for (int64_t n_tokens : {1, 4, 8, 11, 20}) {
+      SCOPED_TRACE(::testing::Message() << "rows " << c.row_begin << ".." << c.row_end << " cols " << c.col_begin
+                                        << ".." << c.col_end << " tokens=" << n_tokens);
+      const std::vector<float> x = testing::RandomRow(v.ne[0] * n_tokens, 61 + static_cast<uint32_t>(n_tokens));
+      const std::vector<float> want = Naive(want_view, x, n_tokens);
+      std::vector<float> y(want.size(), -1.0f);
+      std::vector<uint8_t> scratch;
+      MatMul(v, x.data(), n_tokens, y.data(), &pool2, &scratch);
+      for (size_t i = 0; i < y.size(); ++i) ASSERT_EQ(y[i], want[i]) << "i=" << i;
+    }
+  }
+  // A range that does not start on a group boundary drops the packed copy (and so reads the
+  // scrambled originals).
+  EXPECT_EQ(view.Rows(5, 40).packed, nullptr);
 }
 
 // A batch of expert products (two sharing an input, as gate and up do) equals the same
