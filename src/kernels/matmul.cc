@@ -53,9 +53,10 @@ WideTile GetWideTile(DType weight, SimdLevel level, bool grouped) {
   return {};
 }
 
-WideTile GetWideTilePacked(DType weight, SimdLevel level) {
-  if (level >= SimdLevel::kAvx512) return avx512::GetWideTilePacked(weight);
-  return {};
+WideTile GetWideTilePacked(DType weight, SimdLevel level, bool grouped) {
+  if (level < SimdLevel::kAvx512) return {};
+  if (weight == DType::kQ4_K) return avx512::GetWideTilePackedK(weight, grouped);
+  return avx512::GetWideTilePacked(weight);
 }
 
 namespace {
@@ -65,7 +66,7 @@ namespace {
 // plain and the grouped order (quant.h).
 struct Kernels {
   WideTile wide, wide_grouped;
-  WideTile wide_packed;  // for TensorView::packed rows (one order: the type's kernels agree)
+  WideTile wide_packed, wide_packed_grouped;  // for TensorView::packed rows
   TileFn tile = nullptr, tile_grouped = nullptr;
   VecDotFn dot = nullptr, dot_grouped = nullptr;
 };
@@ -82,10 +83,15 @@ Kernels GetKernels(const TensorView& w) {
       k.wide.max_tokens != k.wide_grouped.max_tokens) {
     k.wide = k.wide_grouped = WideTile{};
   }
-  // The packed kernel stands in for both orders, so only where they are one kernel.
-  if (w.packed != nullptr && k.wide.fn != nullptr && k.wide.fn == k.wide_grouped.fn) {
-    k.wide_packed = GetWideTilePacked(w.type, level);
-    if (k.wide_packed.side != k.wide.side || k.wide_packed.max_tokens != k.wide.max_tokens) k.wide_packed = {};
+  if (w.packed != nullptr && k.wide.fn != nullptr) {
+    k.wide_packed = GetWideTilePacked(w.type, level, false);
+    k.wide_packed_grouped = GetWideTilePacked(w.type, level, true);
+    // The same activations and side data as the plain kernels, or none.
+    for (const WideTile* t : {&k.wide_packed, &k.wide_packed_grouped}) {
+      if (t->fn == nullptr || t->side != k.wide.side || t->max_tokens != k.wide.max_tokens) {
+        k.wide_packed = k.wide_packed_grouped = WideTile{};
+      }
+    }
   }
   k.tile = GetTile(w.type, level);
   k.tile_grouped = GetTileGrouped(w.type, level);
@@ -209,23 +215,19 @@ void RunUnit(const Plan& p, int64_t unit, int64_t t0, int64_t t1) {
     const int64_t r0 = unit * kWideRows;
     // A call stays on one side of n_grouped, unless both sides take the same kernel (most
     // types): a batch of 6 is then one pass over the weights, not a 4-token and a 2-token one.
-    if (p.packed != nullptr) {
-      for (int64_t t = t0; t < t1;) {
-        const int tokens = static_cast<int>(std::min<int64_t>(k.wide_packed.max_tokens, t1 - t));
-        k.wide_packed.fn(p.packed + r0 * p.row_bytes, kWideRows * p.row_bytes, p.act + t * p.act_stride,
-                         p.act_stride, p.side + t * p.side_stride, p.side_stride, tokens, p.n,
-                         p.y + t * p.y_stride + r0, p.y_stride);
-        t += tokens;
-      }
-      return;
-    }
-    const bool split = k.wide_grouped.fn != k.wide.fn;
+    // Packed rows: the group's packed blocks, and the stride between groups.
+    const bool packed = p.packed != nullptr;
+    const WideTile& plain = packed ? k.wide_packed : k.wide;
+    const WideTile& grouped = packed ? k.wide_packed_grouped : k.wide_grouped;
+    const uint8_t* w = packed ? p.packed + r0 * p.row_bytes : p.w_rows + r0 * p.row_bytes;
+    const int64_t w_stride = packed ? kWideRows * p.row_bytes : p.row_bytes;
+    const bool split = grouped.fn != plain.fn;
     for (int64_t t = t0; t < t1;) {
       const int64_t stop = split && t < p.n_grouped ? std::min(t1, p.n_grouped) : t1;
-      const int tokens = static_cast<int>(std::min<int64_t>(k.wide.max_tokens, stop - t));
-      const WideTile& f = t < p.n_grouped ? k.wide_grouped : k.wide;
-      f.fn(p.w_rows + r0 * p.row_bytes, p.row_bytes, p.act + t * p.act_stride, p.act_stride,
-           p.side + t * p.side_stride, p.side_stride, tokens, p.n, p.y + t * p.y_stride + r0, p.y_stride);
+      const int tokens = static_cast<int>(std::min<int64_t>(plain.max_tokens, stop - t));
+      const WideTile& f = t < p.n_grouped ? grouped : plain;
+      f.fn(w, w_stride, p.act + t * p.act_stride, p.act_stride, p.side + t * p.side_stride, p.side_stride,
+           tokens, p.n, p.y + t * p.y_stride + r0, p.y_stride);
       t += tokens;
     }
     return;

@@ -39,14 +39,19 @@ struct WideTile {
 // GetVecDotGrouped's (grouped = true).
 WideTile GetWideTile(DType weight, SimdLevel level, bool grouped);
 
-// The wide kernel for `weight` reading rows packed by PackRows (pack.h): it takes the group's
-// packed blocks as w and the bytes from one group to the next as w_stride. Empty if none.
-WideTile GetWideTilePacked(DType weight, SimdLevel level);
+// The wide kernel for `weight` reading rows packed by PackRows (pack.h), in GetVecDot's order
+// (grouped = false) or GetVecDotGrouped's: it takes the group's packed blocks as w and the
+// bytes from one group to the next as w_stride. Empty if none.
+WideTile GetWideTilePacked(DType weight, SimdLevel level, bool grouped);
 
 namespace avx512 {
 WideTile GetWideTile(DType weight, bool grouped);   // tile_wide_avx512.cc
 WideTile GetWideTilePacked(DType weight);           // tile_wide_avx512.cc
 void PackQ4_0(const uint8_t* src, int64_t row_bytes, int64_t n_rows, uint8_t* dst);
+WideTile GetWideTilePackedK(DType weight, bool grouped);  // tile_wide_avx512_k.cc
+// Packs blocks of block_bytes (a multiple of 16) as 16-byte segments, each the 4 vectors that
+// WideRows::Load16x16 would make of it (16 rows' word j in vector j).
+void PackSegments16(const uint8_t* src, int64_t row_bytes, int64_t n_rows, int64_t block_bytes, uint8_t* dst);
 WideTile GetWideTileK(DType weight, bool grouped);  // tile_wide_avx512_k.cc
 }  // namespace avx512
 

@@ -4,6 +4,8 @@
 // activation's sums of 16), then acc = fma(sum, d_w * d_a, acc) and acc_min = fma(min_sum,
 // dmin_w * d_a, acc_min) once per super-block (GEMV order) or once per 64 elements (kPerPair,
 // the repacked GEMM's order). Q6_K keeps VecDotQ6_K's 8 lanes per row (see WideQ6KPass).
+#include <cstring>
+
 #include "kernels/quant_blocks.h"
 #include "kernels/simd_x86.h"
 #include "kernels/tile_wide.h"
@@ -46,6 +48,45 @@ COHORT_TARGET_AVX512 inline __m512i BytePairs(__m512i v) {
   }
 }
 
+// The 16 rows' Q4_K super-blocks as stored, their 16-byte segments transposed in registers.
+class Q4KRows {
+ public:
+  COHORT_TARGET_AVX512 Q4KRows(const uint8_t* w, int64_t w_stride) : rows_(w, w_stride) {}
+  // q[j] lane r = the 32-bit word at byte 16 * segment + 4j of row r's super-block i.
+  COHORT_TARGET_AVX512 void Segment(int64_t i, int segment, __m512i q[4]) const {
+    rows_.Load16x16(i * static_cast<int64_t>(sizeof(BlockQ4_K)) + 16 * segment, q);
+  }
+  void Prefetch(int64_t i, int part, int parts) const {
+    rows_.PrefetchNextPart(i, sizeof(BlockQ4_K), part, parts);
+  }
+
+ private:
+  x86::WideRows rows_;
+};
+
+// The same words packed (PackRows, pack.h): super-block i of the group is its 9 segments,
+// each the 4 vectors q[j] of Q4KRows::Segment, 64 bytes apart.
+class Q4KPacked {
+ public:
+  static constexpr int64_t kBlockBytes = 16 * static_cast<int64_t>(sizeof(BlockQ4_K));
+  Q4KPacked(const uint8_t* w, int64_t group_stride) : w_(w), next_(w + group_stride) {}
+  COHORT_TARGET_AVX512 void Segment(int64_t i, int segment, __m512i q[4]) const {
+    const uint8_t* b = w_ + i * kBlockBytes + 256 * segment;
+    for (int j = 0; j < 4; ++j) q[j] = _mm512_loadu_si512(b + 64 * j);
+  }
+  void Prefetch(int64_t i, int part, int parts) const {
+    const uint8_t* b = next_ + i * kBlockBytes;
+    constexpr int64_t kLines = kBlockBytes / 64;
+    for (int64_t l = kLines * part / parts; l < kLines * (part + 1) / parts; ++l) {
+      _mm_prefetch(reinterpret_cast<const char*>(b + 64 * l), _MM_HINT_T1);
+    }
+  }
+
+ private:
+  const uint8_t* w_;
+  const uint8_t* next_;
+};
+
 // A super-block's per-row constants, lane r for row r.
 struct Q4KHead {
   __m512 d, dmin;
@@ -53,9 +94,10 @@ struct Q4KHead {
   __m512i mins[4];  // (min 2k, min 2k + 1) as int16 pairs
 };
 
-COHORT_TARGET_AVX512 inline void LoadHead(const x86::WideRows& rows, int64_t off, Q4KHead* h) {
+template <class Source>
+COHORT_TARGET_AVX512 inline void LoadHead(const Source& rows, int64_t i, Q4KHead* h) {
   __m512i head[4];  // words 0..3 of each row's block: d | dmin << 16, then the 12 scale bytes
-  rows.Load16x16(off, head);
+  rows.Segment(i, 0, head);
   h->d = _mm512_cvtph_ps(_mm512_cvtepi32_epi16(head[0]));
   h->dmin = _mm512_cvtph_ps(_mm512_cvtepi32_epi16(_mm512_srli_epi32(head[0], 16)));
   const __m512i low6 = _mm512_set1_epi8(0x3f), low4 = _mm512_set1_epi8(0x0f), low2 = _mm512_set1_epi8(0x03);
@@ -82,19 +124,18 @@ COHORT_TARGET_AVX512 inline void LoadHead(const x86::WideRows& rows, int64_t off
   h->mins[3] = BytePairs<1>(mn_hi);
 }
 
-template <bool kPerPair, int T>
+template <class Source, bool kPerPair, int T>
 COHORT_TARGET_AVX512 void WideQ4K(const uint8_t* w, int64_t w_stride, const uint8_t* act,
                                   int64_t act_stride, const float* side, int64_t side_stride,
                                   int64_t n, float* out, int64_t out_stride) {
   const int64_t nb = n / kQK_K;
   const __m512i low_mask = _mm512_set1_epi8(0x0f);
-  const x86::WideRows rows(w, w_stride);
+  const Source rows(w, w_stride);
   __m512 acc[T], acc_min[T];
   for (int t = 0; t < T; ++t) acc[t] = acc_min[t] = _mm512_setzero_ps();
   for (int64_t i = 0; i < nb; ++i) {
-    const int64_t off = i * static_cast<int64_t>(sizeof(BlockQ4_K));
     Q4KHead h;
-    LoadHead(rows, off, &h);
+    LoadHead(rows, i, &h);
     const BlockQ8_K* y[T];
     const int32_t* pairs[T];
     for (int t = 0; t < T; ++t) {
@@ -104,12 +145,12 @@ COHORT_TARGET_AVX512 void WideQ4K(const uint8_t* w, int64_t w_stride, const uint
     __m512i sum[T];
     for (int t = 0; t < T; ++t) sum[t] = _mm512_setzero_si512();
     for (int c = 0; c < 4; ++c) {  // 64 elements: sub-blocks 2c (low nibbles), 2c + 1 (high)
-      rows.PrefetchNextPart(i, sizeof(BlockQ4_K), c, 4);
+      rows.Prefetch(i, c, 4);
       __m512i sub_lo[T], sub_hi[T];
       for (int t = 0; t < T; ++t) sub_lo[t] = sub_hi[t] = _mm512_setzero_si512();
       for (int half = 0; half < 2; ++half) {
         __m512i q[4];  // q[j] lane r: row r's qs bytes 32c + 16 half + 4j ..
-        rows.Load16x16(off + 16 + 32 * c + 16 * half, q);
+        rows.Segment(i, 1 + 2 * c + half, q);
         for (int j = 0; j < 4; ++j) {
           const __m512i lo = _mm512_and_si512(q[j], low_mask);
           const __m512i hi = _mm512_and_si512(_mm512_srli_epi16(q[j], 4), low_mask);
@@ -146,13 +187,13 @@ COHORT_TARGET_AVX512 void WideQ4K(const uint8_t* w, int64_t w_stride, const uint
   for (int t = 0; t < T; ++t) _mm512_storeu_ps(out + t * out_stride, _mm512_sub_ps(acc[t], acc_min[t]));
 }
 
-template <bool kPerPair>
+template <class Source, bool kPerPair>
 struct Q4KKernel {
   template <int T>
   struct Shape {
     static void Run(const uint8_t* w, int64_t w_stride, const uint8_t* act, int64_t act_stride,
                     const float* side, int64_t side_stride, int64_t n, float* out, int64_t out_stride) {
-      WideQ4K<kPerPair, T>(w, w_stride, act, act_stride, side, side_stride, n, out, out_stride);
+      WideQ4K<Source, kPerPair, T>(w, w_stride, act, act_stride, side, side_stride, n, out, out_stride);
     }
   };
 };
@@ -274,14 +315,38 @@ WideTile GetWideTileK(DType weight, bool grouped) {
     return {x86::WideRun<Q6KKernel, kQ6KTokens>, nullptr, 0, kQ6KTokens};
   }
   if (weight != DType::kQ4_K) return {};
-  const WideTileFn fn = grouped ? x86::WideRun<Q4KKernel<true>::Shape, kQ4KTokens>
-                                : x86::WideRun<Q4KKernel<false>::Shape, kQ4KTokens>;
+  const WideTileFn fn = grouped ? x86::WideRun<Q4KKernel<Q4KRows, true>::Shape, kQ4KTokens>
+                                : x86::WideRun<Q4KKernel<Q4KRows, false>::Shape, kQ4KTokens>;
   return {fn, SideQ8_K, kQ8KSideWords, kQ4KTokens};
+}
+
+WideTile GetWideTilePackedK(DType weight, bool grouped) {
+  if (weight != DType::kQ4_K) return {};
+  const WideTileFn fn = grouped ? x86::WideRun<Q4KKernel<Q4KPacked, true>::Shape, kQ4KTokens>
+                                : x86::WideRun<Q4KKernel<Q4KPacked, false>::Shape, kQ4KTokens>;
+  return {fn, SideQ8_K, kQ8KSideWords, kQ4KTokens};
+}
+
+void PackSegments16(const uint8_t* src, int64_t row_bytes, int64_t n_rows, int64_t block_bytes, uint8_t* dst) {
+  const int64_t nb = row_bytes / block_bytes;
+  for (int64_t g = 0; g < n_rows / 16; ++g) {
+    for (int64_t i = 0; i < nb; ++i) {
+      uint8_t* b = dst + g * 16 * row_bytes + i * 16 * block_bytes;
+      for (int64_t seg = 0; seg < block_bytes / 16; ++seg) {
+        for (int r = 0; r < 16; ++r) {
+          const uint8_t* x = src + (16 * g + r) * row_bytes + i * block_bytes + 16 * seg;
+          for (int j = 0; j < 4; ++j) std::memcpy(b + 256 * seg + 64 * j + 4 * r, x + 4 * j, 4);
+        }
+      }
+    }
+  }
 }
 
 #else
 
 WideTile GetWideTileK(DType, bool) { return {}; }
+WideTile GetWideTilePackedK(DType, bool) { return {}; }
+void PackSegments16(const uint8_t*, int64_t, int64_t, int64_t, uint8_t*) {}
 
 #endif
 

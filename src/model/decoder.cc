@@ -2,12 +2,14 @@
 #include "model/decoder.h"
 
 #include <cstdint>
+#include <cstdio>
 #include <cstring>
 
 #include <fmt/format.h>
 
 #include "kernels/matmul.h"
 #include "kernels/ops.h"
+#include "kernels/pack.h"
 #include "kernels/quant.h"
 
 namespace cohort::model {
@@ -225,33 +227,57 @@ Result<int64_t> Decoder::CopyShardWeights(int64_t embd_begin, int64_t embd_end, 
   return owned_.bytes();
 }
 
+namespace {
+
+// Bytes of memory the system could give this process now (MemAvailable), or -1 if unknown.
+int64_t AvailableMemoryBytes() {
+  std::FILE* f = std::fopen("/proc/meminfo", "r");
+  if (f == nullptr) return -1;
+  char line[256];
+  int64_t kib = -1;
+  while (std::fgets(line, sizeof line, f) != nullptr) {
+    long long v = 0;
+    if (std::sscanf(line, "MemAvailable: %lld kB", &v) == 1) {
+      kib = v;
+      break;
+    }
+  }
+  std::fclose(f);
+  return kib < 0 ? -1 : kib * 1024;
+}
+
+}  // namespace
+
 Result<int64_t> Decoder::PackWeights() {
-  int64_t packed = 0;
-  auto pack = [&](TensorView* w) -> Status {
-    if (w == nullptr || w->empty()) return Status::Ok();
-    COHORT_ASSIGN_OR_RETURN(const bool done, owned_.Pack(*w));
-    if (done) packed += w->n_rows() * w->row_bytes;
-    return Status::Ok();
+  std::vector<TensorView*> weights;
+  auto add = [&](TensorView* w) {
+    if (w != nullptr && !w->empty() && kernels::CanPackRows(w->type, w->n_rows(), w->row_bytes)) weights.push_back(w);
   };
   for (int layer = stage_.layer_begin; layer < stage_.layer_end; ++layer) {
-    for (TensorView* w : MutableAttnInputs(layer)) COHORT_RETURN_IF_ERROR(pack(w));
-    COHORT_RETURN_IF_ERROR(pack(MutableAttnOutput(layer)));
+    for (TensorView* w : MutableAttnInputs(layer)) add(w);
+    add(MutableAttnOutput(layer));
     FfnWeights* ffn = MutableFfn(layer);
     if (ffn == nullptr) continue;
     if (auto* dense = std::get_if<DenseFfnWeights>(ffn)) {
-      for (TensorView* w : {&dense->gate, &dense->up, &dense->down}) COHORT_RETURN_IF_ERROR(pack(w));
+      for (TensorView* w : {&dense->gate, &dense->up, &dense->down}) add(w);
     } else if (auto* moe = std::get_if<MoeWeights>(ffn)) {
-      for (TensorView* w : {&moe->gate_exps, &moe->up_exps, &moe->down_exps}) COHORT_RETURN_IF_ERROR(pack(w));
+      for (TensorView* w : {&moe->gate_exps, &moe->up_exps, &moe->down_exps}) add(w);
       if (moe->shared) {
-        for (TensorView* w : {&moe->shared->gate, &moe->shared->up, &moe->shared->down}) {
-          COHORT_RETURN_IF_ERROR(pack(w));
-        }
+        for (TensorView* w : {&moe->shared->gate, &moe->shared->up, &moe->shared->down}) add(w);
       }
     }
   }
-  COHORT_RETURN_IF_ERROR(pack(&output_.output));
+  add(&output_.output);
+  int64_t total = 0;
+  for (const TensorView* w : weights) total += w->n_rows() * w->row_bytes;
+  // The packed copies are anonymous memory, all resident, where the mapping's pages are
+  // reclaimable and, for a mixture of experts, only the experts used are read at all: a
+  // model that would crowd the memory stays mapped as it is.
+  const int64_t available = AvailableMemoryBytes();
+  if (total == 0 || (available >= 0 && total > available / 4 * 3)) return int64_t{0};
+  for (TensorView* w : weights) COHORT_RETURN_IF_ERROR(owned_.Pack(*w).status());
   owned_.ReleasePackedSources();
-  return packed;
+  return total;
 }
 
 Status Decoder::RunLayers(const Context& ctx, const Batch& batch, KvCache& cache, float* x,

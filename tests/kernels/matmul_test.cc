@@ -2,6 +2,7 @@
 // odd row counts, and 1 or 3 threads (results must not depend on the thread count).
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cstring>
 
 #include "core/thread_pool.h"
@@ -140,51 +141,57 @@ TEST(MatMul, WideTilesAndTheirTailsMatchNaiveLoops) {
   }
 }
 
-// Packed rows (pack.h): MatMul on a packed view equals the naive loops on the original rows,
-// whole and for row ranges and column slices, and really reads the packed copy (the original
-// blocks are scrambled once packed; rows outside whole groups still read them).
+// Packed rows (pack.h): MatMul on a packed view equals the naive loops on the original rows
+// (in both summation orders: batches of 4+ tokens take Q4_K's grouped one), whole and for
+// row ranges and column slices, and really reads the packed copy (the original blocks are
+// scrambled once packed; rows outside whole groups still read them).
 TEST(MatMul, PackedRowsMatchNaiveLoopsAndAreWhatTheKernelReads) {
-  const int64_t n_in = 320, n_out = 48;
-  const DType type = DType::kQ4_0;
-  if (!CanPackRows(type, n_out, RowBytes(type, n_in))) GTEST_SKIP() << "no packed kernel on this CPU";
-  ThreadPool pool2(2);
-  Weights w = MakeWeights(type, n_in, n_out, 700);
-  const Weights original = MakeWeights(type, n_in, n_out, 700);
-  std::vector<uint8_t> packed(w.bytes.size());
-  PackRows(type, w.bytes.data(), w.view.row_bytes, n_out, packed.data());
-  EXPECT_NE(packed, w.bytes);
-  TensorView view = w.view;
-  view.packed = packed.data();
-  // Scramble the original blocks of rows [16, 48): only the packed copy still holds them.
-  for (int64_t r = 16; r < n_out; ++r) {
-    for (int64_t b = 0; b < w.view.row_bytes; ++b) w.bytes[r * w.view.row_bytes + b] ^= 0x5a;
-  }
+  const int64_t n_out = 48;
   struct Case {
     int64_t row_begin, row_end, col_begin, col_end;
   };
-  for (const Case c : {Case{16, 48, 0, n_in}, Case{32, 48, 0, n_in}, Case{16, 48, 64, 256}, Case{32, 48, 288, 320}}) {
-    TensorView v = view.Rows(c.row_begin, c.row_end);
-    ASSERT_NE(v.packed, nullptr);
-    v.data += RowBytes(type, c.col_begin);
-    v.packed += TensorView::kPackRows * RowBytes(type, c.col_begin);
-    v.ne[0] = c.col_end - c.col_begin;
-    TensorView want_view = original.view.Rows(c.row_begin, c.row_end);
-    want_view.data += RowBytes(type, c.col_begin);
-    want_view.ne[0] = v.ne[0];
-    for (int64_t n_tokens : {1, 4, 8, 11, 20}) {
-      SCOPED_TRACE(::testing::Message() << "rows " << c.row_begin << ".." << c.row_end << " cols " << c.col_begin
-                                        << ".." << c.col_end << " tokens=" << n_tokens);
-      const std::vector<float> x = testing::RandomRow(v.ne[0] * n_tokens, 61 + static_cast<uint32_t>(n_tokens));
-      const std::vector<float> want = Naive(want_view, x, n_tokens);
-      std::vector<float> y(want.size(), -1.0f);
-      std::vector<uint8_t> scratch;
-      MatMul(v, x.data(), n_tokens, y.data(), &pool2, &scratch);
-      for (size_t i = 0; i < y.size(); ++i) ASSERT_EQ(y[i], want[i]) << "i=" << i;
+  for (DType type : {DType::kQ4_0, DType::kQ4_K}) {
+    const int64_t block = Traits(type).block_size;
+    const int64_t n_in = 3 * std::max<int64_t>(block, 128);
+    if (!CanPackRows(type, n_out, RowBytes(type, n_in))) GTEST_SKIP() << "no packed kernel on this CPU";
+    ThreadPool pool2(2);
+    Weights w = MakeWeights(type, n_in, n_out, 700);
+    const Weights original = MakeWeights(type, n_in, n_out, 700);
+    std::vector<uint8_t> packed(w.bytes.size());
+    PackRows(type, w.bytes.data(), w.view.row_bytes, n_out, packed.data());
+    EXPECT_NE(packed, w.bytes);
+    TensorView view = w.view;
+    view.packed = packed.data();
+    // Scramble the original blocks of rows [16, 48): only the packed copy still holds them.
+    for (int64_t r = 16; r < n_out; ++r) {
+      for (int64_t b = 0; b < w.view.row_bytes; ++b) w.bytes[r * w.view.row_bytes + b] ^= 0x5a;
     }
+    const int64_t third = n_in / 3;
+    for (const Case c : {Case{16, 48, 0, n_in}, Case{32, 48, 0, n_in}, Case{16, 48, third, 2 * third},
+                         Case{32, 48, 2 * third, n_in}}) {
+      TensorView v = view.Rows(c.row_begin, c.row_end);
+      ASSERT_NE(v.packed, nullptr);
+      v.data += RowBytes(type, c.col_begin);
+      v.packed += TensorView::kPackRows * RowBytes(type, c.col_begin);
+      v.ne[0] = c.col_end - c.col_begin;
+      TensorView want_view = original.view.Rows(c.row_begin, c.row_end);
+      want_view.data += RowBytes(type, c.col_begin);
+      want_view.ne[0] = v.ne[0];
+      for (int64_t n_tokens : {1, 4, 8, 11, 20}) {
+        SCOPED_TRACE(::testing::Message() << DTypeName(type) << " rows " << c.row_begin << ".." << c.row_end
+                                          << " cols " << c.col_begin << ".." << c.col_end << " tokens=" << n_tokens);
+        const std::vector<float> x = testing::RandomRow(v.ne[0] * n_tokens, 61 + static_cast<uint32_t>(n_tokens));
+        const std::vector<float> want = Naive(want_view, x, n_tokens);
+        std::vector<float> y(want.size(), -1.0f);
+        std::vector<uint8_t> scratch;
+        MatMul(v, x.data(), n_tokens, y.data(), &pool2, &scratch);
+        for (size_t i = 0; i < y.size(); ++i) ASSERT_EQ(y[i], want[i]) << "i=" << i;
+      }
+    }
+    // A range that does not start on a group boundary drops the packed copy (and so reads the
+    // scrambled originals).
+    EXPECT_EQ(view.Rows(5, 40).packed, nullptr);
   }
-  // A range that does not start on a group boundary drops the packed copy (and so reads the
-  // scrambled originals).
-  EXPECT_EQ(view.Rows(5, 40).packed, nullptr);
 }
 
 // A batch of expert products (two sharing an input, as gate and up do) equals the same
