@@ -12,7 +12,7 @@
 namespace cohort::kernels {
 
 // Whether PackRows can pack n_rows rows of `type` and MatMul would use the packed copy on
-// this CPU (Q4_0 with the AVX-512 kernels, whole groups of rows).
+// this CPU (Q4_0 and Q4_K with the AVX-512 kernels, whole groups of rows).
 bool CanPackRows(DType type, int64_t n_rows, int64_t row_bytes);
 
 // Writes the packed copy of rows src + r * row_bytes, r < n_rows (CanPackRows must hold) to

@@ -3,6 +3,7 @@
 
 #include <cstdint>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 
 #include <fmt/format.h>
@@ -272,7 +273,9 @@ Result<int64_t> Decoder::PackWeights() {
   for (const TensorView* w : weights) total += w->n_rows() * w->row_bytes;
   // The packed copies are anonymous memory, all resident, where the mapping's pages are
   // reclaimable and, for a mixture of experts, only the experts used are read at all: a
-  // model that would crowd the memory stays mapped as it is.
+  // model that would crowd the memory stays mapped as it is. COHORT_NO_PACK (set to anything)
+  // keeps every model mapped: for comparisons, or a host whose memory is spoken for.
+  if (std::getenv("COHORT_NO_PACK") != nullptr) return int64_t{0};
   const int64_t available = AvailableMemoryBytes();
   if (total == 0 || (available >= 0 && total > available / 4 * 3)) return int64_t{0};
   for (TensorView* w : weights) COHORT_RETURN_IF_ERROR(owned_.Pack(*w).status());

@@ -55,7 +55,7 @@ Result<bool> OwnedSlices::Pack(TensorView& w) {
     return false;
   }
   COHORT_ASSIGN_OR_RETURN(uint8_t* dst, Allocate(0, static_cast<size_t>(w.n_rows() * w.row_bytes)));
-  // A group of rows at a time, releasing the source as we go (as CopyRows does).
+  // Whole groups of rows at a time, releasing the source as we go (as CopyRows does).
   const int64_t group = TensorView::kPackRows;
   const int64_t groups_per_chunk = std::max<int64_t>(1, kReleaseChunkBytes / (group * w.row_bytes));
   for (int64_t r = 0; r < w.n_rows(); r += group * groups_per_chunk) {
@@ -69,7 +69,16 @@ Result<bool> OwnedSlices::Pack(TensorView& w) {
 }
 
 void OwnedSlices::ReleasePackedSources() {
-  for (const TensorView& w : packed_sources_) Release(w);
+  const uintptr_t page = static_cast<uintptr_t>(::sysconf(_SC_PAGESIZE));
+  for (const TensorView& w : packed_sources_) {
+    // A fault maps the pages around it (whole large folios) up to the ends of its mapping's
+    // region: set apart by a flag of their own, the sources' pages stay out of the faults of
+    // the tensors between them that are read in place.
+    const auto first = (reinterpret_cast<uintptr_t>(w.data) + page - 1) & ~(page - 1);
+    const auto last = reinterpret_cast<uintptr_t>(w.data + w.n_rows() * w.row_bytes) & ~(page - 1);
+    if (last > first) ::madvise(reinterpret_cast<void*>(first), last - first, MADV_RANDOM);
+    Release(w);
+  }
 }
 
 Result<TensorView> OwnedSlices::CopyRows(const TensorView& w, int64_t begin, int64_t end) {

@@ -33,8 +33,9 @@ class OwnedSlices {
   // stays valid for the readers of plain rows (they fault the pages in again). Returns whether
   // it packed.
   Result<bool> Pack(TensorView& w);
-  // Releases the sources of every Pack again: reading one tensor faults in its neighbours'
-  // pages too (the kernel maps pages around a fault), those of tensors packed before it.
+  // Releases the sources of every Pack again (reading a tensor maps its neighbours' pages too:
+  // the kernel maps the pages around a fault) and marks them so that later faults on the
+  // tensors read in place leave them unmapped.
   void ReleasePackedSources();
   int64_t bytes() const { return bytes_; }
 
