@@ -117,12 +117,12 @@ COHORT_TARGET_AVX512 __attribute__((always_inline)) inline __m512d SumLanes8(con
   return sum;
 }
 
-// DotsF16 for n = 16 * kSteps + 8 * kTail, unrolled: q's doubles in registers, each row's
-// FMAs straight-line.
-template <int kSteps, bool kTail>
-COHORT_TARGET_AVX512 void DotsF16Fixed(const uint16_t* rows, int64_t row_stride, int64_t n_rows,
-                                       const double* qd, float scale, float* scores) {
-  constexpr int64_t n = 16 * kSteps + (kTail ? 8 : 0);
+// DotsF16's rows against q already in double (qd): 8 rows at a time reduced together, the
+// rest one by one. kN > 0 fixes n at compile time (the loop over it unrolled); 0 takes n.
+template <int64_t kN>
+COHORT_TARGET_AVX512 void DotsF16Rows(const uint16_t* rows, int64_t row_stride, int64_t n_rows,
+                                      const double* qd, int64_t n, float scale, float* scores) {
+  if constexpr (kN > 0) n = kN;
   int64_t p = 0;
   for (; p + 8 <= n_rows; p += 8) {
     __m512d lanes[8];
@@ -150,23 +150,9 @@ COHORT_TARGET_AVX512 void DotsF16Impl(const uint16_t* rows, int64_t row_stride, 
   for (int64_t i = 0; i < n; i += 8) _mm512_store_pd(qd + i, _mm512_cvtps_pd(_mm256_loadu_ps(q + i)));
   // The common head sizes get a copy with the loop over n unrolled.
   switch (n) {
-    case 64: return DotsF16Fixed<4, false>(rows, row_stride, n_rows, qd, scale, scores);
-    case 128: return DotsF16Fixed<8, false>(rows, row_stride, n_rows, qd, scale, scores);
-    default: break;
-  }
-  int64_t p = 0;
-  for (; p + 8 <= n_rows; p += 8) {
-    __m512d lanes[8];
-    for (int r = 0; r < 8; ++r) lanes[r] = DotF16Lanes(rows + (p + r) * row_stride, qd, n);
-    const __m256 dots = _mm512_cvtpd_ps(SumLanes8(lanes));
-    _mm256_storeu_ps(scores + p, _mm256_mul_ps(dots, _mm256_set1_ps(scale)));
-  }
-  for (; p < n_rows; ++p) {
-    double lanes[8];
-    _mm512_storeu_pd(lanes, DotF16Lanes(rows + p * row_stride, qd, n));
-    double sum = 0.0;
-    for (double v : lanes) sum += v;
-    scores[p] = static_cast<float>(sum) * scale;
+    case 64: return DotsF16Rows<64>(rows, row_stride, n_rows, qd, n, scale, scores);
+    case 128: return DotsF16Rows<128>(rows, row_stride, n_rows, qd, n, scale, scores);
+    default: return DotsF16Rows<0>(rows, row_stride, n_rows, qd, n, scale, scores);
   }
 }
 

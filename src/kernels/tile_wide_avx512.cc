@@ -74,20 +74,17 @@ class Q4_0Rows {
 class Q4_0Packed {
  public:
   static constexpr int64_t kBlockBytes = 16 * static_cast<int64_t>(sizeof(BlockQ4_0));
-  // w: the group's first block; group_stride: bytes to the next group (prefetched ahead).
-  Q4_0Packed(const uint8_t* w, int64_t group_stride) : w_(w), next_(w + group_stride) {}
+  // w: the group's first block; group_stride: bytes to the next group.
+  Q4_0Packed(const uint8_t* w, int64_t group_stride) : group_(w, group_stride) {}
   COHORT_TARGET_AVX512 __m512 Block(int64_t i, __m512i q[4]) const {
-    const uint8_t* b = w_ + i * kBlockBytes;
-    for (int64_t line = 0; line < kBlockBytes; line += 64) {
-      _mm_prefetch(reinterpret_cast<const char*>(next_ + i * kBlockBytes + line), _MM_HINT_T1);
-    }
+    group_.PrefetchNextPart(i, 0, 1);
+    const uint8_t* b = group_.Block(i);
     for (int c = 0; c < 4; ++c) q[c] = _mm512_loadu_si512(b + 32 + 64 * c);
     return _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(b)));
   }
 
  private:
-  const uint8_t* w_;
-  const uint8_t* next_;
+  x86::PackedGroup<kBlockBytes> group_;
 };
 
 template <class Source, int T>

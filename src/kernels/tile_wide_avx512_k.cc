@@ -69,22 +69,15 @@ class Q4KRows {
 class Q4KPacked {
  public:
   static constexpr int64_t kBlockBytes = 16 * static_cast<int64_t>(sizeof(BlockQ4_K));
-  Q4KPacked(const uint8_t* w, int64_t group_stride) : w_(w), next_(w + group_stride) {}
+  Q4KPacked(const uint8_t* w, int64_t group_stride) : group_(w, group_stride) {}
   COHORT_TARGET_AVX512 void Segment(int64_t i, int segment, __m512i q[4]) const {
-    const uint8_t* b = w_ + i * kBlockBytes + 256 * segment;
+    const uint8_t* b = group_.Block(i) + 256 * segment;
     for (int j = 0; j < 4; ++j) q[j] = _mm512_loadu_si512(b + 64 * j);
   }
-  void Prefetch(int64_t i, int part, int parts) const {
-    const uint8_t* b = next_ + i * kBlockBytes;
-    constexpr int64_t kLines = kBlockBytes / 64;
-    for (int64_t l = kLines * part / parts; l < kLines * (part + 1) / parts; ++l) {
-      _mm_prefetch(reinterpret_cast<const char*>(b + 64 * l), _MM_HINT_T1);
-    }
-  }
+  void Prefetch(int64_t i, int part, int parts) const { group_.PrefetchNextPart(i, part, parts); }
 
  private:
-  const uint8_t* w_;
-  const uint8_t* next_;
+  x86::PackedGroup<kBlockBytes> group_;
 };
 
 // A super-block's per-row constants, lane r for row r.
