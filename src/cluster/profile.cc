@@ -5,8 +5,6 @@
 #include <algorithm>
 #include <chrono>
 #include <cstring>
-#include <fstream>
-#include <sstream>
 #include <thread>
 #include <vector>
 
@@ -76,36 +74,9 @@ double MeasureMatmul(const ProfileOptions& options, ThreadPool* pool) {
 
 }  // namespace
 
-Status ParseMeminfo(const std::string& text, double* total_bytes, double* available_bytes) {
-  std::istringstream in(text);
-  std::string line;
-  bool have_total = false, have_available = false;
-  while (std::getline(in, line)) {
-    std::istringstream fields(line);
-    std::string key, unit;
-    double value = 0;
-    if (!(fields >> key >> value)) continue;
-    fields >> unit;
-    const double scale = unit == "kB" ? 1024.0 : 1.0;
-    if (key == "MemTotal:") {
-      *total_bytes = value * scale;
-      have_total = true;
-    } else if (key == "MemAvailable:") {
-      *available_bytes = value * scale;
-      have_available = true;
-    }
-  }
-  if (!have_total || !have_available) return Corrupt("meminfo lacks MemTotal or MemAvailable");
-  return Status::Ok();
-}
-
 Result<ResourceProfile> MeasureResources(const ProfileOptions& options) {
   ResourceProfile p;
-  std::ifstream in("/proc/meminfo");
-  if (!in) return IoError("cannot read /proc/meminfo");
-  std::stringstream text;
-  text << in.rdbuf();
-  COHORT_RETURN_IF_ERROR(ParseMeminfo(text.str(), &p.memory_total_bytes, &p.memory_available_bytes));
+  COHORT_RETURN_IF_ERROR(ReadMeminfo(&p.memory_total_bytes, &p.memory_available_bytes));
   p.cores = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
   if (!options.run_benchmarks) return p;
   ThreadPool pool(options.threads > 0 ? options.threads : p.cores);

@@ -10,6 +10,7 @@
 
 #include "cluster/hardware.h"
 #include "cluster/node_id.h"
+#include "core/meminfo.h"
 #include "core/status.h"
 
 namespace cohort::cluster {
@@ -42,8 +43,6 @@ struct ProfileOptions {
 // Memory and cores from /proc/meminfo and the scheduler; bandwidth and matmul timed runs
 // (a fraction of a second at the default sizes) unless run_benchmarks is false.
 Result<ResourceProfile> MeasureResources(const ProfileOptions& options);
-// Reads MemTotal and MemAvailable (bytes) from text in /proc/meminfo's format.
-Status ParseMeminfo(const std::string& text, double* total_bytes, double* available_bytes);
 
 nlohmann::json ResourceToJson(const ResourceProfile& p);
 ResourceProfile ResourceFromJson(const nlohmann::json& j);  // missing fields stay 0

@@ -2,12 +2,12 @@
 #include "model/decoder.h"
 
 #include <cstdint>
-#include <cstdio>
 #include <cstdlib>
 #include <cstring>
 
 #include <fmt/format.h>
 
+#include "core/meminfo.h"
 #include "kernels/matmul.h"
 #include "kernels/ops.h"
 #include "kernels/pack.h"
@@ -228,27 +228,6 @@ Result<int64_t> Decoder::CopyShardWeights(int64_t embd_begin, int64_t embd_end, 
   return owned_.bytes();
 }
 
-namespace {
-
-// Bytes of memory the system could give this process now (MemAvailable), or -1 if unknown.
-int64_t AvailableMemoryBytes() {
-  std::FILE* f = std::fopen("/proc/meminfo", "r");
-  if (f == nullptr) return -1;
-  char line[256];
-  int64_t kib = -1;
-  while (std::fgets(line, sizeof line, f) != nullptr) {
-    long long v = 0;
-    if (std::sscanf(line, "MemAvailable: %lld kB", &v) == 1) {
-      kib = v;
-      break;
-    }
-  }
-  std::fclose(f);
-  return kib < 0 ? -1 : kib * 1024;
-}
-
-}  // namespace
-
 Result<int64_t> Decoder::PackWeights() {
   std::vector<TensorView*> weights;
   auto add = [&](TensorView* w) {
@@ -276,8 +255,9 @@ Result<int64_t> Decoder::PackWeights() {
   // model that would crowd the memory stays mapped as it is. COHORT_NO_PACK (set to anything)
   // keeps every model mapped: for comparisons, or a host whose memory is spoken for.
   if (std::getenv("COHORT_NO_PACK") != nullptr) return int64_t{0};
-  const int64_t available = AvailableMemoryBytes();
-  if (total == 0 || (available >= 0 && total > available / 4 * 3)) return int64_t{0};
+  double memory = 0, available = 0;
+  const bool known = ReadMeminfo(&memory, &available).ok();
+  if (total == 0 || (known && static_cast<double>(total) > 0.75 * available)) return int64_t{0};
   for (TensorView* w : weights) COHORT_RETURN_IF_ERROR(owned_.Pack(*w).status());
   owned_.ReleasePackedSources();
   return total;
