@@ -206,26 +206,15 @@ void AddScaledF16(const uint16_t* x, float s, int64_t n, float* y) {
   for (int64_t i = 0; i < n; ++i) y[i] += s * Fp16ToFp32(x[i]);
 }
 
-void DotsF16(const uint16_t* rows, int64_t row_stride, int64_t n_rows, const float* q, int64_t n, float scale,
-             float* scores) {
-  if (UseAvx512()) return avx512::DotsF16(rows, row_stride, n_rows, q, n, scale, scores);
-  for (int64_t p = 0; p < n_rows; ++p) scores[p] = DotF16(rows + p * row_stride, q, n) * scale;
-}
-
-void WeightedRowSumF16(const float* w, const uint16_t* rows, int64_t row_stride, int64_t n_rows, int64_t n,
-                       float* out) {
-  if (UseAvx512()) return avx512::WeightedRowSumF16(w, rows, row_stride, n_rows, n, out);
-  std::fill(out, out + n, 0.0f);
-  for (int64_t p = 0; p < n_rows; ++p) AddScaledF16(rows + p * row_stride, w[p], n, out);
-}
-
 void DotsF16Heads(const uint16_t* rows, int64_t row_stride, int64_t n_rows, const float* q, int64_t q_stride,
                   int n_heads, int64_t n, float scale, float* scores, int64_t scores_stride) {
   if (UseAvx512()) {
     return avx512::DotsF16Heads(rows, row_stride, n_rows, q, q_stride, n_heads, n, scale, scores, scores_stride);
   }
   for (int h = 0; h < n_heads; ++h) {
-    DotsF16(rows, row_stride, n_rows, q + h * q_stride, n, scale, scores + h * scores_stride);
+    for (int64_t p = 0; p < n_rows; ++p) {
+      scores[h * scores_stride + p] = DotF16(rows + p * row_stride, q + h * q_stride, n) * scale;
+    }
   }
 }
 
@@ -235,7 +224,9 @@ void WeightedRowSumF16Heads(const float* w, int64_t w_stride, int n_heads, const
     return avx512::WeightedRowSumF16Heads(w, w_stride, n_heads, rows, row_stride, n_rows, n, out, out_stride);
   }
   for (int h = 0; h < n_heads; ++h) {
-    WeightedRowSumF16(w + h * w_stride, rows, row_stride, n_rows, n, out + h * out_stride);
+    float* o = out + h * out_stride;
+    std::fill(o, o + n, 0.0f);
+    for (int64_t p = 0; p < n_rows; ++p) AddScaledF16(rows + p * row_stride, w[h * w_stride + p], n, o);
   }
 }
 

@@ -65,20 +65,14 @@ void Mul(const float* w, int64_t n, float* y);
 float Dot(const float* a, const float* b, int64_t n);
 // Dot of IEEE-half a with float b.
 float DotF16(const uint16_t* a, const float* b, int64_t n);
-// scores[p] = DotF16(rows + p * row_stride, q, n) * scale for p < n_rows: a query against
-// cached keys, bit-identical to the calls one by one.
-void DotsF16(const uint16_t* rows, int64_t row_stride, int64_t n_rows, const float* q, int64_t n, float scale,
-             float* scores);
-// out[0..n) = 0, then AddScaledF16(rows + p * row_stride, w[p], n, out) for p = 0, 1, ...,
-// n_rows - 1: attention's weighted sum of cached values, bit-identical to those calls.
-void WeightedRowSumF16(const float* w, const uint16_t* rows, int64_t row_stride, int64_t n_rows, int64_t n,
-                       float* out);
-// DotsF16 for n_heads queries (q + h * q_stride) against the same rows, scores of head h at
-// scores + h * scores_stride: the heads of a GQA group, sharing their keys.
+// scores[h * scores_stride + p] = DotF16(rows + p * row_stride, q + h * q_stride, n) * scale
+// for p < n_rows, h < n_heads: queries against cached keys (several when the heads of a GQA
+// group share them), bit-identical to those calls one by one.
 void DotsF16Heads(const uint16_t* rows, int64_t row_stride, int64_t n_rows, const float* q, int64_t q_stride,
                   int n_heads, int64_t n, float scale, float* scores, int64_t scores_stride);
-// WeightedRowSumF16 for n_heads weight rows (w + h * w_stride) over the same rows, into
-// out + h * out_stride.
+// For each head h < n_heads: out + h * out_stride [0..n) = 0, then AddScaledF16(rows + p *
+// row_stride, w[h * w_stride + p], n, ...) for p = 0, 1, ..., n_rows - 1: attention's weighted
+// sum of cached values, bit-identical to those calls.
 void WeightedRowSumF16Heads(const float* w, int64_t w_stride, int n_heads, const uint16_t* rows,
                             int64_t row_stride, int64_t n_rows, int64_t n, float* out, int64_t out_stride);
 // Index of the largest value; ties go to the lowest index.

@@ -239,7 +239,7 @@ COHORT_TARGET_AVX512 void DotsF16HeadsFixed(const uint16_t* rows, int64_t row_st
 COHORT_TARGET_AVX512 void DotsF16HeadsImpl(const uint16_t* rows, int64_t row_stride, int64_t n_rows, const float* q,
                                            int64_t q_stride, int n_heads, int64_t n, float scale, float* scores,
                                            int64_t scores_stride) {
-  if ((n == 64 || n == 128) && n_heads <= 8) {
+  if ((n == 64 || n == 128) && n_heads > 1 && n_heads <= 8) {
     alignas(64) double qd[8 * 128];
     for (int hd = 0; hd < n_heads; ++hd) {
       for (int64_t i = 0; i < n; i += 8) _mm512_store_pd(qd + hd * n + i, _mm512_cvtps_pd(_mm256_loadu_ps(q + hd * q_stride + i)));
@@ -258,7 +258,7 @@ COHORT_TARGET_AVX512 void WeightedRowSumF16HeadsImpl(const float* w, int64_t w_s
                                                      int64_t row_stride, int64_t n_rows, int64_t n, float* out,
                                                      int64_t out_stride) {
   constexpr int kVecs = 4, kHeads = 4;
-  if (n % (16 * kVecs) != 0) {
+  if (n % (16 * kVecs) != 0 || n_heads == 1) {
     for (int hd = 0; hd < n_heads; ++hd) {
       WeightedRowSumF16Impl(w + hd * w_stride, rows, row_stride, n_rows, n, out + hd * out_stride);
     }
@@ -366,14 +366,6 @@ float Dot(const float* a, const float* b, int64_t n) { return DotDouble<false>(a
 float DotF16(const uint16_t* a, const float* b, int64_t n) { return DotDouble<true>(a, b, n); }
 void AddScaled(const float* x, float s, int64_t n, float* y) { AddScaledImpl(x, s, n, y); }
 void AddScaledF16(const uint16_t* x, float s, int64_t n, float* y) { AddScaledF16Impl(x, s, n, y); }
-void DotsF16(const uint16_t* rows, int64_t row_stride, int64_t n_rows, const float* q, int64_t n, float scale,
-             float* scores) {
-  DotsF16Impl(rows, row_stride, n_rows, q, n, scale, scores);
-}
-void WeightedRowSumF16(const float* w, const uint16_t* rows, int64_t row_stride, int64_t n_rows, int64_t n,
-                       float* out) {
-  WeightedRowSumF16Impl(w, rows, row_stride, n_rows, n, out);
-}
 void DotsF16Heads(const uint16_t* rows, int64_t row_stride, int64_t n_rows, const float* q, int64_t q_stride,
                   int n_heads, int64_t n, float scale, float* scores, int64_t scores_stride) {
   DotsF16HeadsImpl(rows, row_stride, n_rows, q, q_stride, n_heads, n, scale, scores, scores_stride);

@@ -11,10 +11,6 @@ float Dot(const float* a, const float* b, int64_t n);
 float DotF16(const uint16_t* a, const float* b, int64_t n);
 void AddScaled(const float* x, float s, int64_t n, float* y);
 void AddScaledF16(const uint16_t* x, float s, int64_t n, float* y);
-void DotsF16(const uint16_t* rows, int64_t row_stride, int64_t n_rows, const float* q, int64_t n, float scale,
-             float* scores);
-void WeightedRowSumF16(const float* w, const uint16_t* rows, int64_t row_stride, int64_t n_rows, int64_t n,
-                       float* out);
 void DotsF16Heads(const uint16_t* rows, int64_t row_stride, int64_t n_rows, const float* q, int64_t q_stride,
                   int n_heads, int64_t n, float scale, float* scores, int64_t scores_stride);
 void WeightedRowSumF16Heads(const float* w, int64_t w_stride, int n_heads, const uint16_t* rows,

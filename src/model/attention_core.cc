@@ -14,7 +14,8 @@ void AttendOne(const float* q, int64_t dk, CacheRows k, CacheRows v, int64_t dv,
   COHORT_CHECK_GT(n_pos, 0);
   if (k.type == DType::kF16) {
     COHORT_CHECK_EQ(k.stride_bytes % 2, 0);
-    kernels::DotsF16(reinterpret_cast<const uint16_t*>(k.data), k.stride_bytes / 2, n_pos, q, dk, scale, scores);
+    kernels::DotsF16Heads(reinterpret_cast<const uint16_t*>(k.data), k.stride_bytes / 2, n_pos, q, dk, 1, dk, scale,
+                          scores, n_pos);
   } else {
     for (int p = 0; p < n_pos; ++p) {
       const uint8_t* row = k.data + p * k.stride_bytes;
@@ -34,7 +35,8 @@ void AttendOne(const float* q, int64_t dk, CacheRows k, CacheRows v, int64_t dv,
   }
   if (v.type == DType::kF16) {
     COHORT_CHECK_EQ(v.stride_bytes % 2, 0);
-    kernels::WeightedRowSumF16(scores, reinterpret_cast<const uint16_t*>(v.data), v.stride_bytes / 2, n_pos, dv, out);
+    kernels::WeightedRowSumF16Heads(scores, n_pos, 1, reinterpret_cast<const uint16_t*>(v.data), v.stride_bytes / 2,
+                                    n_pos, dv, out, dv);
     return;
   }
   std::memset(out, 0, dv * sizeof(float));

@@ -91,49 +91,36 @@ void GqaAttention(const BlockEnv& env, const GqaWeights& w, const GqaParams& p, 
   // (their keys and values read once), unless that leaves too few items to share among the
   // threads (a token alone with one or two KV heads): then (token, query head) pairs.
   const bool by_group = static_cast<int64_t>(n_tokens) * n_kv >= 4 * n_threads;
+  const int per_token = by_group ? n_kv : n_q;
   s.scores.resize(static_cast<size_t>(n_threads) * (by_group ? group : 1) * ScoresStride(cache.n_ctx()));
-  if (by_group) {
-    RunOnPool(env.pool, [&job, n_kv](int thread, int threads) {
-      const int64_t hd = job.p->head_dim;
-      const int n_ctx = ScoresStride(job.cache->n_ctx());
-      int64_t begin, end;
-      SplitRange(static_cast<int64_t>(job.env->n_tokens) * n_kv, thread, threads, &begin, &end);
-      float* scores = job.s->scores.data() + static_cast<size_t>(thread) * job.group * n_ctx;
-      for (int64_t i = begin; i < end; ++i) {
-        const int t = static_cast<int>(i / n_kv);
-        const int g = static_cast<int>(i % n_kv);  // local KV head
-        const int h0 = std::max(0, g * job.group - job.q_offset);
-        const int h1 = std::min(job.n_q, (g + 1) * job.group - job.q_offset);
-        const int seq = job.env->seq_ids[t];
-        const int64_t stride = job.kv_width * job.elem;
-        const CacheRows k{job.cache->KRow(job.layer, seq, 0) + g * hd * job.elem, stride, job.cache->type()};
-        const CacheRows v{job.cache->VRow(job.layer, seq, 0) + g * hd * job.elem, stride, job.cache->type()};
-        AttendHeads(job.s->q.data() + t * job.q_width + h0 * hd, hd, h1 - h0, hd, k, v, hd,
-                    job.env->positions[t] + 1, job.p->kq_scale, scores,
-                    job.s->attn.data() + t * job.q_width + h0 * hd, hd, BatchSumOrder(job.env->n_tokens));
+  RunOnPool(env.pool, [&job, by_group, per_token](int thread, int threads) {
+    const int64_t hd = job.p->head_dim;
+    const int n_ctx = ScoresStride(job.cache->n_ctx());
+    int64_t begin, end;
+    SplitRange(static_cast<int64_t>(job.env->n_tokens) * per_token, thread, threads, &begin, &end);
+    float* scores = job.s->scores.data() + static_cast<size_t>(thread) * (by_group ? job.group : 1) * n_ctx;
+    for (int64_t i = begin; i < end; ++i) {
+      const int t = static_cast<int>(i / per_token);
+      // Local KV head g and the local query heads [h0, h1) that read it.
+      int g, h0, h1;
+      if (by_group) {
+        g = static_cast<int>(i % per_token);
+        h0 = std::max(0, g * job.group - job.q_offset);
+        h1 = std::min(job.n_q, (g + 1) * job.group - job.q_offset);
+      } else {
+        h0 = static_cast<int>(i % per_token);
+        h1 = h0 + 1;
+        g = (h0 + job.q_offset) / job.group;
       }
-    });
-  } else {
-    RunOnPool(env.pool, [&job](int thread, int threads) {
-      const int64_t hd = job.p->head_dim;
-      const int n_ctx = ScoresStride(job.cache->n_ctx());
-      int64_t begin, end;
-      SplitRange(static_cast<int64_t>(job.env->n_tokens) * job.n_q, thread, threads, &begin, &end);
-      float* scores = job.s->scores.data() + static_cast<size_t>(thread) * n_ctx;
-      for (int64_t i = begin; i < end; ++i) {
-        const int t = static_cast<int>(i / job.n_q);
-        const int h = static_cast<int>(i % job.n_q);
-        const int g = (h + job.q_offset) / job.group;  // local KV head
-        const int seq = job.env->seq_ids[t];
-        const int64_t stride = job.kv_width * job.elem;
-        const CacheRows k{job.cache->KRow(job.layer, seq, 0) + g * hd * job.elem, stride, job.cache->type()};
-        const CacheRows v{job.cache->VRow(job.layer, seq, 0) + g * hd * job.elem, stride, job.cache->type()};
-        AttendOne(job.s->q.data() + t * job.q_width + h * hd, hd, k, v, hd, job.env->positions[t] + 1,
-                  job.p->kq_scale, scores, job.s->attn.data() + t * job.q_width + h * hd,
-                  BatchSumOrder(job.env->n_tokens));
-      }
-    });
-  }
+      const int seq = job.env->seq_ids[t];
+      const int64_t stride = job.kv_width * job.elem;
+      const CacheRows k{job.cache->KRow(job.layer, seq, 0) + g * hd * job.elem, stride, job.cache->type()};
+      const CacheRows v{job.cache->VRow(job.layer, seq, 0) + g * hd * job.elem, stride, job.cache->type()};
+      AttendHeads(job.s->q.data() + t * job.q_width + h0 * hd, hd, h1 - h0, hd, k, v, hd,
+                  job.env->positions[t] + 1, job.p->kq_scale, scores,
+                  job.s->attn.data() + t * job.q_width + h0 * hd, hd, BatchSumOrder(job.env->n_tokens));
+    }
+  });
 
   kernels::MatMul(ColumnSlice(w.wo, q0, q0 + q_width), s.attn.data(), n_tokens, out, env.pool,
                   env.matmul_scratch);

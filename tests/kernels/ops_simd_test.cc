@@ -113,8 +113,8 @@ TEST(OpsSimd, DotsAndAddScaledMatchScalar) {
   }
 }
 
-// Attention's batched calls: every score and every output value bit-identical to calling
-// DotF16 / AddScaledF16 once per cached row, for head sizes with and without a fast path
+// Attention's batched calls for one head: every score and every output value bit-identical
+// to calling DotF16 / AddScaledF16 once per cached row, for head sizes with and without a fast path
 // (multiples of 8 up to 512, others), row counts around the 8-row blocks and odd strides.
 TEST(OpsSimd, BatchedCacheRowOpsEqualTheirPerRowCalls) {
   for (int64_t n : {8, 16, 24, 64, 72, 128, 136, 256, 512, 520, 5, 63}) {
@@ -128,7 +128,7 @@ TEST(OpsSimd, BatchedCacheRowOpsEqualTheirPerRowCalls) {
       const float scale = 0.125f;
 
       std::vector<float> scores(n_rows);
-      DotsF16(rows.data(), stride, n_rows, q.data(), n, scale, scores.data());
+      DotsF16Heads(rows.data(), stride, n_rows, q.data(), n, 1, n, scale, scores.data(), n_rows);
       for (int64_t p = 0; p < n_rows; ++p) {
         ASSERT_EQ(scores[p], DotF16(rows.data() + p * stride, q.data(), n) * scale) << "row " << p;
       }
@@ -136,7 +136,7 @@ TEST(OpsSimd, BatchedCacheRowOpsEqualTheirPerRowCalls) {
       std::vector<float> w = testing::RandomRow(n_rows, 11 + static_cast<uint32_t>(n_rows));
       std::vector<float> want(n, 0.0f), got(n, 1.0f);
       for (int64_t p = 0; p < n_rows; ++p) AddScaledF16(rows.data() + p * stride, w[p], n, want.data());
-      WeightedRowSumF16(w.data(), rows.data(), stride, n_rows, n, got.data());
+      WeightedRowSumF16Heads(w.data(), n_rows, 1, rows.data(), stride, n_rows, n, got.data(), n);
       for (int64_t j = 0; j < n; ++j) ASSERT_EQ(got[j], want[j]) << "element " << j;
     }
   }
