@@ -231,7 +231,9 @@ Result<int64_t> Decoder::CopyShardWeights(int64_t embd_begin, int64_t embd_end, 
 Result<int64_t> Decoder::PackWeights() {
   std::vector<TensorView*> weights;
   auto add = [&](TensorView* w) {
-    if (w != nullptr && !w->empty() && kernels::CanPackRows(w->type, w->n_rows(), w->row_bytes)) weights.push_back(w);
+    if (w != nullptr && !w->empty() && w->packed == nullptr && RowBytes(w->type, w->ne[0]) == w->row_bytes) {
+      weights.push_back(w);
+    }
   };
   for (int layer = stage_.layer_begin; layer < stage_.layer_end; ++layer) {
     for (TensorView* w : MutableAttnInputs(layer)) add(w);
@@ -250,16 +252,21 @@ Result<int64_t> Decoder::PackWeights() {
   add(&output_.output);
   int64_t total = 0;
   for (const TensorView* w : weights) total += w->n_rows() * w->row_bytes;
-  // The packed copies are anonymous memory, all resident, where the mapping's pages are
-  // reclaimable and, for a mixture of experts, only the experts used are read at all: a
-  // model that would crowd the memory stays mapped as it is. COHORT_NO_PACK (set to anything)
-  // keeps every model mapped: for comparisons, or a host whose memory is spoken for.
+  // The copies are anonymous memory, all resident, where the mapping's pages are reclaimable
+  // and, for a mixture of experts, only the experts used are read at all: a model that would
+  // crowd the memory stays mapped as it is. COHORT_NO_PACK (set to anything) keeps every
+  // model mapped: for comparisons, or a host whose memory is spoken for.
   if (std::getenv("COHORT_NO_PACK") != nullptr) return int64_t{0};
   double memory = 0, available = 0;
   const bool known = ReadMeminfo(&memory, &available).ok();
   if (total == 0 || (known && static_cast<double>(total) > 0.75 * available)) return int64_t{0};
-  for (TensorView* w : weights) COHORT_RETURN_IF_ERROR(owned_.Pack(*w).status());
-  owned_.ReleasePackedSources();
+  // Each copy is cache-line aligned in the arena.
+  COHORT_RETURN_IF_ERROR(owned_.ReserveArena(total + 64 * static_cast<int64_t>(weights.size())));
+  for (TensorView* w : weights) {
+    COHORT_ASSIGN_OR_RETURN(const bool packed, owned_.Pack(*w));
+    if (!packed) COHORT_RETURN_IF_ERROR(owned_.Own(*w));
+  }
+  owned_.ReleaseCopiedSources();
   return total;
 }
 

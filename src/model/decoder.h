@@ -82,9 +82,10 @@ class Decoder : public Model {
   // the bytes copied.
   Result<int64_t> CopyShardWeights(int64_t embd_begin, int64_t embd_end, int64_t out_begin,
                                    int64_t out_end);
-  // Gives every weight matrix the kernels read faster packed its packed copy (kernels/pack.h)
-  // in memory of its own, releasing its mapped pages: resident memory stays about the file's
-  // size. For a model that runs whole in this process; returns the bytes packed.
+  // Moves every weight matrix into one region of memory of its own, on huge pages where the
+  // kernel gives them: packed (kernels/pack.h) where the kernels read its type faster so,
+  // copied as it is otherwise. Releases the mapped pages, so resident memory stays about the
+  // file's size. For a model that runs whole in this process; returns the bytes copied.
   Result<int64_t> PackWeights() override;
 
  protected:

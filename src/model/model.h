@@ -56,9 +56,9 @@ class Model {
   // Runs the batch; writes batch.n_logits() rows of config().n_vocab floats into logits.
   virtual Status Forward(const Context& ctx, const Batch& batch, KvCache& cache,
                          std::span<float> logits) = 0;
-  // For a model that runs whole in this process: copies the weights that the matmul kernels
-  // read faster packed into that layout, releasing their mapped pages (kernels/pack.h).
-  // Returns the bytes packed (0: none).
+  // For a model that runs whole in this process: copies the weight matrices into memory of
+  // its own (on huge pages; packed where the matmul kernels read their type faster so,
+  // kernels/pack.h), releasing their mapped pages. Returns the bytes copied (0: none).
   virtual Result<int64_t> PackWeights() { return int64_t{0}; }
 };
 

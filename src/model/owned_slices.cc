@@ -29,6 +29,34 @@ Result<uint8_t*> OwnedSlices::Allocate(size_t front, size_t bytes) {
   return static_cast<uint8_t*>(base) + front;
 }
 
+Status OwnedSlices::ReserveArena(int64_t bytes) {
+  constexpr size_t kHugePage = size_t{2} << 20;
+  const size_t size = static_cast<size_t>(bytes);
+  // Over-allocated by a huge page so that the region can start on a huge-page boundary; the
+  // untouched slack costs no memory.
+  void* base = ::mmap(nullptr, size + kHugePage, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+  if (base == MAP_FAILED) {
+    return ResourceExhausted(std::string("mmap of the weights' region failed: ") + std::strerror(errno));
+  }
+  regions_.push_back({base, size + kHugePage});
+  const uintptr_t start = (reinterpret_cast<uintptr_t>(base) + kHugePage - 1) & ~(kHugePage - 1);
+  // Advice only: without transparent huge pages the region is ordinary memory.
+  ::madvise(reinterpret_cast<void*>(start), size, MADV_HUGEPAGE);
+  arena_ = reinterpret_cast<uint8_t*>(start);
+  arena_left_ = size;
+  return Status::Ok();
+}
+
+Result<uint8_t*> OwnedSlices::AllocateWhole(size_t bytes) {
+  const size_t padded = (bytes + 63) & ~size_t{63};
+  if (padded > arena_left_) return Allocate(0, bytes);
+  uint8_t* p = arena_;
+  arena_ += padded;
+  arena_left_ -= padded;
+  bytes_ += static_cast<int64_t>(bytes);
+  return p;
+}
+
 namespace {
 
 // Source bytes copied between releases: the transient resident memory of a copy.
@@ -49,28 +77,45 @@ void OwnedSlices::Release(const TensorView& w) {
   ReleaseRange(w.data, w.data + w.n_rows() * w.row_bytes);
 }
 
+template <typename CopyFn>
+void OwnedSlices::CopyReleasing(const TensorView& w, int64_t rows_per_step, CopyFn copy) {
+  // Whole steps of rows at a time, releasing the source as we go (as CopyRows does).
+  const int64_t steps_per_chunk = std::max<int64_t>(1, kReleaseChunkBytes / (rows_per_step * w.row_bytes));
+  for (int64_t r = 0; r < w.n_rows(); r += rows_per_step * steps_per_chunk) {
+    const int64_t rows = std::min(rows_per_step * steps_per_chunk, w.n_rows() - r);
+    copy(r, rows);
+    ReleaseRange(w.row(r), w.row(r) + rows * w.row_bytes);
+  }
+  copied_sources_.push_back(w);
+}
+
 Result<bool> OwnedSlices::Pack(TensorView& w) {
   if (w.packed != nullptr || !kernels::CanPackRows(w.type, w.n_rows(), w.row_bytes) ||
       RowBytes(w.type, w.ne[0]) != w.row_bytes) {
     return false;
   }
-  COHORT_ASSIGN_OR_RETURN(uint8_t* dst, Allocate(0, static_cast<size_t>(w.n_rows() * w.row_bytes)));
-  // Whole groups of rows at a time, releasing the source as we go (as CopyRows does).
-  const int64_t group = TensorView::kPackRows;
-  const int64_t groups_per_chunk = std::max<int64_t>(1, kReleaseChunkBytes / (group * w.row_bytes));
-  for (int64_t r = 0; r < w.n_rows(); r += group * groups_per_chunk) {
-    const int64_t rows = std::min(group * groups_per_chunk, w.n_rows() - r);
+  COHORT_ASSIGN_OR_RETURN(uint8_t* dst, AllocateWhole(static_cast<size_t>(w.n_rows() * w.row_bytes)));
+  CopyReleasing(w, TensorView::kPackRows, [&](int64_t r, int64_t rows) {
     kernels::PackRows(w.type, w.row(r), w.row_bytes, rows, dst + r * w.row_bytes);
-    ReleaseRange(w.row(r), w.row(r) + rows * w.row_bytes);
-  }
-  packed_sources_.push_back(w);
+  });
   w.packed = dst;
   return true;
 }
 
-void OwnedSlices::ReleasePackedSources() {
+Status OwnedSlices::Own(TensorView& w) {
+  COHORT_CHECK(w.packed == nullptr);
+  COHORT_CHECK_EQ(RowBytes(w.type, w.ne[0]), w.row_bytes);
+  COHORT_ASSIGN_OR_RETURN(uint8_t* dst, AllocateWhole(static_cast<size_t>(w.n_rows() * w.row_bytes)));
+  CopyReleasing(w, 1, [&](int64_t r, int64_t rows) {
+    std::memcpy(dst + r * w.row_bytes, w.row(r), static_cast<size_t>(rows * w.row_bytes));
+  });
+  w.data = dst;
+  return Status::Ok();
+}
+
+void OwnedSlices::ReleaseCopiedSources() {
   const uintptr_t page = static_cast<uintptr_t>(::sysconf(_SC_PAGESIZE));
-  for (const TensorView& w : packed_sources_) {
+  for (const TensorView& w : copied_sources_) {
     // A fault maps the pages around it (whole large folios) up to the ends of its mapping's
     // region: set apart by a flag of their own, the sources' pages stay out of the faults of
     // the tensors between them that are read in place.

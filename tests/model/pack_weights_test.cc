@@ -1,0 +1,102 @@
+// Model::PackWeights: every weight matrix moves into memory of the model's own (packed for the
+// kernels that read it so, copied as it is otherwise), and the logits stay bit for bit those
+// of the mapped model; OwnedSlices::Own, the plain copy, on a real read-only file mapping.
+#include <fcntl.h>
+#include <sys/mman.h>
+#include <unistd.h>
+
+#include <cstdlib>
+#include <cstring>
+
+#include "golden_util.h"
+#include "model/owned_slices.h"
+
+namespace cohort::model::testing {
+namespace {
+
+class PackWeightsTest : public ::testing::TestWithParam<const char*> {};
+
+TEST_P(PackWeightsTest, PackedModelGivesTheMappedModelsLogitsBitForBit) {
+  const Golden golden = LoadGolden(GetParam());
+  Loaded mapped = LoadModel(GetParam());
+  Loaded packed = LoadModel(GetParam());
+  ASSERT_NE(mapped.model, nullptr);
+  ASSERT_NE(packed.model, nullptr);
+  auto bytes = packed.model->PackWeights();
+  ASSERT_TRUE(bytes.ok()) << bytes.status().ToString();
+  // Every matmul weight is copied, whatever its type: a model of several MB has MBs of them.
+  EXPECT_GT(*bytes, static_cast<int64_t>(packed.file->file_size()) / 4);
+
+  std::vector<int32_t> tokens = golden.prompt_ids;
+  tokens.insert(tokens.end(), golden.greedy_ids.begin(), golden.greedy_ids.end());
+  ThreadPool pool(2);
+  Context ctx;
+  ctx.pool = &pool;
+  KvCacheOptions o;
+  o.n_ctx = 128;
+  // The prompt as one batch (the wide tiles), then one token per step (the matvec kernels).
+  auto a = mapped.model->NewKvCache(o);
+  auto b = packed.model->NewKvCache(o);
+  ASSERT_TRUE(a.ok() && b.ok());
+  const std::vector<float> want = RunChunks(*mapped.model, ctx, **a, tokens, golden.prompt_ids.size(), 1);
+  const std::vector<float> got = RunChunks(*packed.model, ctx, **b, tokens, golden.prompt_ids.size(), 1);
+  ASSERT_EQ(got.size(), want.size());
+  EXPECT_EQ(std::memcmp(got.data(), want.data(), got.size() * sizeof(float)), 0);
+}
+
+INSTANTIATE_TEST_SUITE_P(Fixtures, PackWeightsTest,
+                         ::testing::Values("tiny-llama-f32", "tiny-qwen3moe-f32", "tiny-deepseek2-f32",
+                                           "stories260K", "tiny-llama-q8_0", "tiny-llama-q4_0",
+                                           "tiny-llama-q6_k", "tiny-llama-q4_k_m", "tiny-qwen3-q4_k_m"),
+                         [](const auto& info) {
+                           std::string s = info.param;
+                           for (char& c : s) c = std::isalnum(static_cast<unsigned char>(c)) ? c : '_';
+                           return s;
+                         });
+
+TEST(OwnedSlices, OwnCopiesARowsMappingIntoOneHugePageAlignedRegion) {
+  // A file of three "tensors" of F32 rows, mapped read-only as a GGUF is.
+  char path[] = "/tmp/cohort-own-XXXXXX";
+  const int fd = ::mkstemp(path);
+  ASSERT_GE(fd, 0);
+  constexpr int64_t kCols = 64, kRows = 300;
+  std::vector<float> rows(3 * kCols * kRows);
+  for (size_t i = 0; i < rows.size(); ++i) rows[i] = static_cast<float>(i) * 0.5f - 7.0f;
+  ASSERT_EQ(::write(fd, rows.data(), rows.size() * sizeof(float)), static_cast<ssize_t>(rows.size() * sizeof(float)));
+  void* map = ::mmap(nullptr, rows.size() * sizeof(float), PROT_READ, MAP_PRIVATE, fd, 0);
+  ::close(fd);
+  ::unlink(path);
+  ASSERT_NE(map, MAP_FAILED);
+
+  OwnedSlices owned;
+  const int64_t tensor_bytes = kCols * kRows * sizeof(float);
+  ASSERT_TRUE(owned.ReserveArena(3 * tensor_bytes + 3 * 64).ok());
+  std::vector<TensorView> views;
+  for (int t = 0; t < 3; ++t) {
+    TensorView w;
+    w.type = DType::kF32;
+    w.ne[0] = kCols;
+    w.ne[1] = kRows;
+    w.row_bytes = kCols * sizeof(float);
+    w.data = static_cast<const uint8_t*>(map) + t * tensor_bytes;
+    views.push_back(w);
+  }
+  for (TensorView& w : views) ASSERT_TRUE(owned.Own(w).ok());
+  owned.ReleaseCopiedSources();  // the mapping's pages go; the copies must not depend on them
+
+  EXPECT_EQ(reinterpret_cast<uintptr_t>(views[0].data) % (2 << 20), 0u) << "the region starts on a huge page";
+  for (int t = 0; t < 3; ++t) {
+    const uint8_t* source = static_cast<const uint8_t*>(map) + t * tensor_bytes;
+    EXPECT_NE(views[t].data, source);
+    EXPECT_EQ(views[t].packed, nullptr);
+    EXPECT_EQ(std::memcmp(views[t].data, rows.data() + t * kCols * kRows, tensor_bytes), 0) << t;
+    if (t > 0) {
+      EXPECT_EQ(views[t].data, views[t - 1].data + tensor_bytes) << "one region, in order";
+    }
+  }
+  EXPECT_EQ(owned.bytes(), 3 * tensor_bytes);
+  ::munmap(map, rows.size() * sizeof(float));
+}
+
+}  // namespace
+}  // namespace cohort::model::testing
