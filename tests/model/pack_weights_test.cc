@@ -62,8 +62,9 @@ TEST(OwnedSlices, OwnCopiesARowsMappingIntoOneHugePageAlignedRegion) {
   constexpr int64_t kCols = 64, kRows = 300;
   std::vector<float> rows(3 * kCols * kRows);
   for (size_t i = 0; i < rows.size(); ++i) rows[i] = static_cast<float>(i) * 0.5f - 7.0f;
-  ASSERT_EQ(::write(fd, rows.data(), rows.size() * sizeof(float)), static_cast<ssize_t>(rows.size() * sizeof(float)));
-  void* map = ::mmap(nullptr, rows.size() * sizeof(float), PROT_READ, MAP_PRIVATE, fd, 0);
+  const size_t file_bytes = rows.size() * sizeof(float);
+  ASSERT_EQ(::write(fd, rows.data(), file_bytes), static_cast<ssize_t>(file_bytes));
+  void* map = ::mmap(nullptr, file_bytes, PROT_READ, MAP_PRIVATE, fd, 0);
   ::close(fd);
   ::unlink(path);
   ASSERT_NE(map, MAP_FAILED);
@@ -95,7 +96,7 @@ TEST(OwnedSlices, OwnCopiesARowsMappingIntoOneHugePageAlignedRegion) {
     }
   }
   EXPECT_EQ(owned.bytes(), 3 * tensor_bytes);
-  ::munmap(map, rows.size() * sizeof(float));
+  ::munmap(map, file_bytes);
 }
 
 }  // namespace
