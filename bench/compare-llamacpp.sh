@@ -4,6 +4,9 @@
 # benchmark models with `cohort synth`, measures STREAM-style read bandwidth (every round), runs
 # `cohort bench` and `llama-bench` in alternation (one repetition each per round, so machine
 # load hits both alike) and prints one table: medians, ratios, fraction of the bandwidth limit.
+# The bandwidth is read again between and after the two runs of each round; a second table
+# takes only the rounds in which it held still, grouped by its level, for machines (VMs) whose
+# memory speed changes by the minute.
 #
 # Usage: bench/compare-llamacpp.sh [cohort build dir]      (default: build/perf)
 # Env:   THREADS (2)  ROUNDS (3)  PP (512)  TG (128)  MODELS ("l1b-q4_0 l1b-q8_0 ...")
@@ -41,6 +44,8 @@ median() { tr ',' '\n' | sort -g | awk '{v[NR]=$1} END {if (NR==0) print 0; else
 
 rows=()
 loads=()
+rounds_file="$out/rounds.txt"
+: >"$rounds_file"
 bw_all=()
 for entry in $all_models; do
   IFS=: read -r name shape type <<<"$entry"
@@ -53,19 +58,25 @@ for entry in $all_models; do
   for ((r = 0; r < rounds; ++r)); do
     bws+=("$(read_bw)")
     echo "[$name] round $((r + 1))/$rounds, read bandwidth ${bws[-1]} GB/s" >&2
+    bw_before=${bws[-1]}
     cj=$("$cohort" bench -m "$file" -p "$pp" -n "$tg" -t "$threads" -r 1 --json)
     echo "$cj" >>"$out/$name.cohort.jsonl"
     c_pp+=("$(jq -r .pp_tokens_per_s <<<"$cj")")
     c_tg+=("$(jq -r .tg_tokens_per_s <<<"$cj")")
     bytes=$(jq -r .weight_bytes_per_token <<<"$cj")
     rss=$(jq -r '.peak_rss_bytes / (.file_bytes + .kv_bytes)' <<<"$cj")
+    bw_between=$(read_bw)
     lj=$("$llama_bin/llama-bench" -m "$file" -p "$pp" -n "$tg" -t "$threads" -r 1 -o json 2>/dev/null)
+    bw_after=$(read_bw)
     echo "$lj" | jq -c . >>"$out/$name.llama.jsonl"
     l_pp+=("$(jq -r '[.[] | select(.n_prompt > 0) | .avg_ts][0] // 0' <<<"$lj")")
     l_tg+=("$(jq -r '[.[] | select(.n_gen > 0) | .avg_ts][0] // 0' <<<"$lj")")
     # Fractions of this round's limit (bandwidth / bytes per token).
     c_frac+=("$(awk -v t="${c_tg[-1]}" -v b="$bytes" -v bw="${bws[-1]}" 'BEGIN {print 100 * t * b / (bw * 1e9)}')")
     l_frac+=("$(awk -v t="${l_tg[-1]}" -v b="$bytes" -v bw="${bws[-1]}" 'BEGIN {print 100 * t * b / (bw * 1e9)}')")
+    # The round as a whole: its three bandwidth readings (before, between, after the two
+    # engines), for the table of rounds in which the bandwidth held still.
+    echo "$name $bw_before $bw_between $bw_after ${c_tg[-1]} ${l_tg[-1]} $bytes" >>"$rounds_file"
   done
   echo "[$name] load average $load_before before, $(cut -d' ' -f1 /proc/loadavg) after" >&2
   loads+=("$name: $load_before -> $(cut -d' ' -f1 /proc/loadavg)")
@@ -92,3 +103,39 @@ echo "|--------------|----------|----------|--------|---------|---------|-------
 printf '%s\n' "${rows[@]}"
 echo
 echo "1-minute load average (before -> after each model's rounds): ${loads[*]}"
+# A machine whose bandwidth changes between (or during) the engines' runs compares them under
+# different conditions. Steady rounds: the three readings of the round within 15% of each
+# other. They are grouped by bandwidth (lower: under 3/4 of the highest steady round's), and
+# each group's generation ratio is the median of its rounds' own ratios.
+echo
+echo "generation in steady rounds (bandwidth before, between and after the two runs within 15%),"
+echo "by bandwidth level (top: within 3/4 of the run's highest steady round); ratio = median of the rounds' own cohort/llama ratios:"
+echo "| model        | level | rounds | GB/s | tg ratio | cohort %lim | llama %lim |"
+echo "|--------------|-------|--------|------|----------|-------------|------------|"
+awk '
+  function med(list, n,   a, i, j, t) {
+    n = split(list, a, " ")
+    for (i = 2; i <= n; ++i) { t = a[i]; for (j = i - 1; j >= 1 && a[j] > t; --j) a[j + 1] = a[j]; a[j + 1] = t }
+    return n == 0 ? 0 : (n % 2 ? a[(n + 1) / 2] : (a[n / 2] + a[n / 2 + 1]) / 2)
+  }
+  {
+    lo = $2; hi = $2
+    for (i = 3; i <= 4; ++i) { if ($i < lo) lo = $i; if ($i > hi) hi = $i }
+    if (lo <= 0 || hi / lo > 1.15 || $6 <= 0) next
+    bw = ($2 + $3 + $4) / 3
+    n++; name[n] = $1; bws[n] = bw; ratio[n] = $5 / $6
+    cf[n] = 100 * $5 * $7 / (bw * 1e9); lf[n] = 100 * $6 * $7 / (bw * 1e9)
+    if (bw > top) top = bw
+    if (!(($1) in seen)) { seen[$1] = 1; order[++models] = $1 }
+  }
+  END {
+    for (m = 1; m <= models; ++m) for (level = 0; level < 2; ++level) {
+      k = 0; r = ""; c = ""; l = ""; b = ""
+      for (i = 1; i <= n; ++i) {
+        if (name[i] != order[m] || (bws[i] >= 0.75 * top) != level) continue
+        ++k; r = r " " ratio[i]; c = c " " cf[i]; l = l " " lf[i]; b = b " " bws[i]
+      }
+      if (k == 0) continue
+      printf "| %-12s | %-5s | %6d | %4.1f | %7.2fx | %10.0f%% | %9.0f%% |\n", order[m], (level ? "top" : "lower"), k, med(b), med(r), med(c), med(l)
+    }
+  }' "$rounds_file"
