@@ -112,30 +112,29 @@ echo "generation in steady rounds (bandwidth before, between and after the two r
 echo "by bandwidth level (top: within 3/4 of the run's highest steady round); ratio = median of the rounds' own cohort/llama ratios:"
 echo "| model        | level | rounds | GB/s | tg ratio | cohort %lim | llama %lim |"
 echo "|--------------|-------|--------|------|----------|-------------|------------|"
-awk '
-  function med(list, n,   a, i, j, t) {
-    n = split(list, a, " ")
-    for (i = 2; i <= n; ++i) { t = a[i]; for (j = i - 1; j >= 1 && a[j] > t; --j) a[j + 1] = a[j]; a[j + 1] = t }
-    return n == 0 ? 0 : (n % 2 ? a[(n + 1) / 2] : (a[n / 2] + a[n / 2 + 1]) / 2)
-  }
+# Steady rounds as "model level GB/s ratio cohort%lim llama%lim", in the rounds' order.
+steady=$(awk '
   {
     lo = $2; hi = $2
     for (i = 3; i <= 4; ++i) { if ($i < lo) lo = $i; if ($i > hi) hi = $i }
     if (lo <= 0 || hi / lo > 1.15 || $6 <= 0) next
     bw = ($2 + $3 + $4) / 3
-    n++; name[n] = $1; bws[n] = bw; ratio[n] = $5 / $6
-    cf[n] = 100 * $5 * $7 / (bw * 1e9); lf[n] = 100 * $6 * $7 / (bw * 1e9)
+    row[++n] = $1 " " bw " " $5 / $6 " " 100 * $5 * $7 / (bw * 1e9) " " 100 * $6 * $7 / (bw * 1e9)
+    bws[n] = bw
     if (bw > top) top = bw
-    if (!(($1) in seen)) { seen[$1] = 1; order[++models] = $1 }
   }
   END {
-    for (m = 1; m <= models; ++m) for (level = 0; level < 2; ++level) {
-      k = 0; r = ""; c = ""; l = ""; b = ""
-      for (i = 1; i <= n; ++i) {
-        if (name[i] != order[m] || (bws[i] >= 0.75 * top) != level) continue
-        ++k; r = r " " ratio[i]; c = c " " cf[i]; l = l " " lf[i]; b = b " " bws[i]
-      }
-      if (k == 0) continue
-      printf "| %-12s | %-5s | %6d | %4.1f | %7.2fx | %10.0f%% | %9.0f%% |\n", order[m], (level ? "top" : "lower"), k, med(b), med(r), med(c), med(l)
+    for (i = 1; i <= n; ++i) {
+      split(row[i], f, " ")
+      print f[1], (bws[i] >= 0.75 * top ? "top" : "lower"), f[2], f[3], f[4], f[5]
     }
-  }' "$rounds_file"
+  }' "$rounds_file")
+for name in $(awk '{print $1}' <<<"$steady" | uniq); do
+  for level in top lower; do
+    group=$(awk -v n="$name" -v l="$level" '$1 == n && $2 == l' <<<"$steady")
+    [ -n "$group" ] || continue
+    col() { awk -v c="$1" '{print $c}' <<<"$group" | median; }
+    printf '| %-12s | %-5s | %6d | %4.1f | %7.2fx | %10.0f%% | %9.0f%% |\n' "$name" "$level" \
+      "$(wc -l <<<"$group")" "$(col 3)" "$(col 4)" "$(col 5)" "$(col 6)"
+  done
+done
