@@ -1,5 +1,8 @@
-// Persistent worker threads; tasks claimed from an atomic counter; spin-then-sleep wake-up.
+// Persistent worker threads; tasks claimed from an atomic counter; spin-then-sleep wake-up;
+// ParallelFor's shares claimed piece by piece, owners from the front, helpers from the back.
 #include "core/thread_pool.h"
+
+#include <algorithm>
 
 #include "core/check.h"
 
@@ -8,9 +11,9 @@ namespace {
 // Iterations a worker spins looking for new work before it sleeps on the condition
 // variable. Long enough to bridge the gap between two matmuls of one forward pass.
 constexpr int kSpinIterations = 1 << 16;
-// ParallelFor's chunks per thread: enough that a thread that is descheduled for a while
-// leaves only a small share to the others, few enough that claiming costs nothing.
-constexpr int64_t kChunksPerThread = 8;
+// ParallelFor's pieces per share: enough that a thread that is descheduled for a while
+// leaves only a small part of its share to the others, few enough that claiming costs nothing.
+constexpr int64_t kPiecesPerShare = 8;
 
 inline void CpuRelax() {
 #if defined(__x86_64__) || defined(__i386__)
@@ -37,7 +40,8 @@ uint32_t Generation(uint64_t state) { return static_cast<uint32_t>(state >> 32);
 
 }  // namespace
 
-ThreadPool::ThreadPool(int n_threads) : n_threads_(n_threads < 1 ? 1 : n_threads) {
+ThreadPool::ThreadPool(int n_threads)
+    : n_threads_(n_threads < 1 ? 1 : n_threads), shares_(std::make_unique<Share[]>(static_cast<size_t>(n_threads_))) {
   for (int i = 1; i < n_threads_; ++i) workers_.emplace_back([this] { WorkerLoop(); });
 }
 
@@ -54,18 +58,48 @@ void ThreadPool::ParallelRun(const std::function<void(int, int)>& fn) { RunTasks
 
 void ThreadPool::ParallelFor(int64_t n, const std::function<void(int64_t, int64_t)>& fn) {
   if (n <= 0) return;
-  const int64_t max_tasks = n_threads_ == 1 ? 1 : n_threads_ * kChunksPerThread;
-  const int tasks = static_cast<int>(n < max_tasks ? n : max_tasks);
+  const int parts = static_cast<int>(n < n_threads_ ? n : n_threads_);
+  if (parts <= 1 || n > kMaxShareIndex) {
+    fn(0, n);
+    return;
+  }
+  for (int p = 0; p < parts; ++p) {
+    int64_t begin, end;
+    SplitRange(n, p, parts, &begin, &end);
+    shares_[p].range.store(static_cast<uint64_t>(begin) << 32 | static_cast<uint64_t>(end), std::memory_order_relaxed);
+    shares_[p].piece = (end - begin + kPiecesPerShare - 1) / kPiecesPerShare;
+  }
   // One captured reference fits std::function's inline buffer: no allocation per call.
   struct Loop {
     const std::function<void(int64_t, int64_t)>* fn;
-    int64_t n;
-  } loop{&fn, n};
+    Share* shares;
+  } loop{&fn, shares_.get()};
   RunTasks([&loop](int task, int n_tasks) {
     int64_t begin, end;
-    SplitRange(loop.n, task, n_tasks, &begin, &end);
-    if (begin < end) (*loop.fn)(begin, end);
-  }, tasks);
+    // The task's own share from the front, one stream through memory, ...
+    while (loop.shares[task].Claim(/*from_front=*/true, &begin, &end)) (*loop.fn)(begin, end);
+    // ... then what is left of the others' from their backs, away from their owners.
+    for (int k = 1; k < n_tasks; ++k) {
+      Share& other = loop.shares[(task + k) % n_tasks];
+      while (other.Claim(/*from_front=*/false, &begin, &end)) (*loop.fn)(begin, end);
+    }
+  }, parts);
+}
+
+bool ThreadPool::Share::Claim(bool from_front, int64_t* begin, int64_t* end) {
+  uint64_t r = range.load(std::memory_order_relaxed);
+  for (;;) {
+    const int64_t front = static_cast<int64_t>(r >> 32), back = static_cast<int64_t>(r & 0xffffffffu);
+    if (front >= back) return false;
+    const int64_t cut = from_front ? std::min(back, front + piece) : std::max(front, back - piece);
+    const uint64_t claimed = from_front ? static_cast<uint64_t>(cut) << 32 | static_cast<uint64_t>(back)
+                                        : static_cast<uint64_t>(front) << 32 | static_cast<uint64_t>(cut);
+    if (range.compare_exchange_weak(r, claimed, std::memory_order_relaxed)) {
+      *begin = from_front ? front : cut;
+      *end = from_front ? cut : back;
+      return true;
+    }
+  }
 }
 
 void ThreadPool::RunTasks(const std::function<void(int, int)>& fn, int n_tasks) {

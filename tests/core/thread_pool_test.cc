@@ -6,6 +6,8 @@
 
 #include <atomic>
 #include <chrono>
+#include <mutex>
+#include <utility>
 #include <thread>
 #include <vector>
 
@@ -61,6 +63,27 @@ TEST(ThreadPool, CallerFinishesWhileAWorkerIsBusyElsewhere) {
     for (int64_t i = b; i < e; ++i) hits[static_cast<size_t>(i)].fetch_add(1);
   });
   for (auto& h : hits) EXPECT_EQ(h.load(), 1);
+}
+
+// Each thread's share is one contiguous range (a stream through memory for a matmul), handed
+// out in eighths whoever takes them: 2 threads over 1600 indices make exactly 16 pieces of
+// 100, none across the shares' boundary at 800.
+TEST(ThreadPool, ParallelForHandsOutEachShareInEighths) {
+  ThreadPool pool(2);
+  for (int rep = 0; rep < 50; ++rep) {
+    std::mutex mutex;
+    std::vector<std::pair<int64_t, int64_t>> pieces;
+    pool.ParallelFor(1600, [&](int64_t b, int64_t e) {
+      std::lock_guard<std::mutex> lock(mutex);
+      pieces.emplace_back(b, e);
+    });
+    ASSERT_EQ(pieces.size(), 16u);
+    for (const auto& [b, e] : pieces) {
+      EXPECT_EQ(e - b, 100);
+      EXPECT_EQ(b % 100, 0);
+      EXPECT_TRUE(e <= 800 || b >= 800) << b << ".." << e;
+    }
+  }
 }
 
 TEST(SplitRange, EvenAndCovering) {
