@@ -1,5 +1,8 @@
-// PackRows; see pack.h. The layout is the packed kernel's (tile_wide_avx512.cc).
+// PackRows and UnpackRow; see pack.h. The layouts are the packed kernels' (tile_wide_avx512.cc,
+// tile_wide_avx512_k.cc).
 #include "kernels/pack.h"
+
+#include <cstring>
 
 #include "core/check.h"
 #include "core/tensor.h"
@@ -8,18 +11,75 @@
 
 namespace cohort::kernels {
 
+namespace {
+
+constexpr int64_t kGroup = TensorView::kPackRows;
+
+// Q8_0 and Q6_K: the group's stripes of `stripe` rows one after another, and in each, block i
+// of its rows together, the blocks unchanged.
+int64_t StripeRows(DType type) { return type == DType::kQ8_0 ? kQ8_0StripeRows : kQ6KStripeRows; }
+
+// Where block i of row k (of its group) lies in a packed Q8_0 / Q6_K group.
+int64_t StripedOffset(int64_t stripe, int64_t row_bytes, int64_t block_bytes, int64_t k, int64_t i) {
+  return (k / stripe) * stripe * row_bytes + (stripe * i + k % stripe) * block_bytes;
+}
+
+void PackStripes(const uint8_t* src, int64_t row_bytes, int64_t n_rows, int64_t block_bytes, int64_t stripe,
+                 uint8_t* dst) {
+  const int64_t nb = row_bytes / block_bytes;
+  for (int64_t g = 0; g < n_rows / kGroup; ++g) {
+    for (int64_t k = 0; k < kGroup; ++k) {
+      for (int64_t i = 0; i < nb; ++i) {
+        std::memcpy(dst + g * kGroup * row_bytes + StripedOffset(stripe, row_bytes, block_bytes, k, i),
+                    src + (kGroup * g + k) * row_bytes + i * block_bytes, static_cast<size_t>(block_bytes));
+      }
+    }
+  }
+}
+
+}  // namespace
+
 bool CanPackRows(DType type, int64_t n_rows, int64_t row_bytes) {
-  return (type == DType::kQ4_0 || type == DType::kQ4_K) && n_rows > 0 && n_rows % TensorView::kPackRows == 0 &&
+  return (type == DType::kQ4_0 || type == DType::kQ4_K || type == DType::kQ8_0 || type == DType::kQ6_K) &&
+         n_rows > 0 && n_rows % TensorView::kPackRows == 0 &&
          row_bytes * TensorView::kPackRows < (int64_t{1} << 31) &&
          GetWideTilePacked(type, BestSimdLevel(), false).fn != nullptr;
 }
 
+bool PackedColumnsSlice(DType type) { return type == DType::kQ4_0 || type == DType::kQ4_K; }
+
 void PackRows(DType type, const uint8_t* src, int64_t row_bytes, int64_t n_rows, uint8_t* dst) {
   COHORT_CHECK(CanPackRows(type, n_rows, row_bytes));
-  if (type == DType::kQ4_K) {
-    avx512::PackSegments16(src, row_bytes, n_rows, Traits(type).type_size, dst);
-  } else {
-    avx512::PackQ4_0(src, row_bytes, n_rows, dst);
+  switch (type) {
+    case DType::kQ4_K: avx512::PackSegments16(src, row_bytes, n_rows, Traits(type).type_size, dst); break;
+    case DType::kQ4_0: avx512::PackQ4_0(src, row_bytes, n_rows, dst); break;
+    default: PackStripes(src, row_bytes, n_rows, Traits(type).type_size, StripeRows(type), dst); break;
+  }
+}
+
+void UnpackRow(DType type, const uint8_t* packed, int64_t row_bytes, int64_t r, uint8_t* dst) {
+  const int64_t block_bytes = Traits(type).type_size;
+  const int64_t nb = row_bytes / block_bytes;
+  const int64_t k = r % kGroup;  // the row within its group
+  const uint8_t* group = packed + (r - k) * row_bytes;
+  for (int64_t i = 0; i < nb; ++i) {
+    uint8_t* out = dst + i * block_bytes;
+    const uint8_t* in = group + i * kGroup * block_bytes;  // Q4_0, Q4_K: block i of every row
+    switch (type) {
+      case DType::kQ4_0:  // 16 scales, then word c of every row's qs, c = 0..3 (PackQ4_0)
+        std::memcpy(out, in + 2 * k, 2);
+        for (int c = 0; c < 4; ++c) std::memcpy(out + 2 + 4 * c, in + 32 + 64 * c + 4 * k, 4);
+        break;
+      case DType::kQ4_K:  // per 16-byte segment, word j of every row (PackSegments16)
+        for (int64_t seg = 0; seg < block_bytes / 16; ++seg) {
+          for (int j = 0; j < 4; ++j) std::memcpy(out + 16 * seg + 4 * j, in + 256 * seg + 64 * j + 4 * k, 4);
+        }
+        break;
+      default:
+        std::memcpy(out, group + StripedOffset(StripeRows(type), row_bytes, block_bytes, k, i),
+                    static_cast<size_t>(block_bytes));
+        break;
+    }
   }
 }
 

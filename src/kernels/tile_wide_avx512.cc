@@ -75,9 +75,8 @@ class Q4_0Packed {
  public:
   static constexpr int64_t kBlockBytes = 16 * static_cast<int64_t>(sizeof(BlockQ4_0));
   // w: the group's first block; group_stride: bytes to the next group.
-  Q4_0Packed(const uint8_t* w, int64_t group_stride) : group_(w, group_stride) {}
+  Q4_0Packed(const uint8_t* w, int64_t /*group_stride*/) : group_(w) {}
   COHORT_TARGET_AVX512 __m512 Block(int64_t i, __m512i q[4]) const {
-    group_.PrefetchNextPart(i, 0, 1);
     const uint8_t* b = group_.Block(i);
     for (int c = 0; c < 4; ++c) q[c] = _mm512_loadu_si512(b + 32 + 64 * c);
     return _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(b)));
@@ -146,15 +145,56 @@ COHORT_TARGET_AVX512 void WideQ4_0(const uint8_t* w, int64_t w_stride, const uin
 // and last sharing the two multiply units, and little else for the front end to issue.
 // (Two rows per zmm, as before, needed a permute per (row pair, token, block) to spread the
 // scales: 25% slower.)
-template <int T>
+// Where WideQ8_0Quad finds the quad's blocks: the rows as stored, w_stride apart, each its own
+// stream through memory (four at once need a software prefetch of the next tile, else the
+// hardware prefetcher falls behind and the kernel runs at half speed), ...
+class Q8_0QuadRows {
+ public:
+  Q8_0QuadRows(const uint8_t* w, int64_t w_stride, int g, int64_t nb)
+      : rows_(w + 4 * g * w_stride), stride_(w_stride),
+        next_(w + 16 * w_stride + g * nb * 4 * static_cast<int64_t>(sizeof(BlockQ8_0))) {}
+  const uint8_t* Block(int r, int64_t i) const {
+    return rows_ + r * stride_ + i * static_cast<int64_t>(sizeof(BlockQ8_0));
+  }
+  // The next tile's lines, as many per block as the quad reads.
+  void Prefetch(int64_t i) const {
+    const int64_t off = 4 * i * static_cast<int64_t>(sizeof(BlockQ8_0));
+    for (int64_t b = 0; b < 4 * static_cast<int64_t>(sizeof(BlockQ8_0)); b += 64) {
+      _mm_prefetch(reinterpret_cast<const char*>(next_ + off + b), _MM_HINT_T1);
+    }
+  }
+
+ private:
+  const uint8_t* rows_;
+  int64_t stride_;
+  const uint8_t* next_;
+};
+
+// ... or packed (PackRows): the group's 4 quads one after another, and in each quad's stripe
+// block i of its 4 rows together, so that every pass is one stream through memory, which the
+// hardware prefetcher follows alone. (Block i of all 16 rows together, with each pass
+// reading a quarter of every block, ran at a quarter of the bandwidth.)
+class Q8_0QuadPacked {
+ public:
+  Q8_0QuadPacked(const uint8_t* w, int64_t /*group_stride*/, int g, int64_t nb)
+      : stripe_(w + g * 4 * nb * static_cast<int64_t>(sizeof(BlockQ8_0))) {}
+  const uint8_t* Block(int r, int64_t i) const {
+    return stripe_ + (4 * i + r) * static_cast<int64_t>(sizeof(BlockQ8_0));
+  }
+  void Prefetch(int64_t) const {}
+
+ private:
+  const uint8_t* stripe_;
+};
+
+template <class Source, int T>
 COHORT_TARGET_AVX512 void WideQ8_0Quad(const uint8_t* w, int64_t w_stride, int g, const uint8_t* act,
                                        int64_t act_stride, const float* side, int64_t side_stride,
                                        int64_t n, float* out, int64_t out_stride) {
   constexpr int kRows = 4;
   const int64_t nb = n / kQK;
   const __m256i flip = _mm256_set1_epi8(static_cast<char>(0x80));
-  const uint8_t* rows = w + kRows * g * w_stride;
-  const uint8_t* next = w + 16 * w_stride + g * nb * kRows * static_cast<int64_t>(sizeof(BlockQ8_0));
+  const Source rows(w, w_stride, g, nb);
   __m256 acc[kRows][T];
   for (int r = 0; r < kRows; ++r) {
     for (int t = 0; t < T; ++t) acc[r][t] = _mm256_setzero_ps();
@@ -164,11 +204,10 @@ COHORT_TARGET_AVX512 void WideQ8_0Quad(const uint8_t* w, int64_t w_stride, int g
   for (int64_t i0 = 0; i0 < nb; i0 += kChunk) {
     const int64_t i1 = std::min(nb, i0 + kChunk);
     for (int64_t i = i0; i < i1; ++i) {
-      const int64_t off = i * static_cast<int64_t>(sizeof(BlockQ8_0));
       __m128i halves = _mm_setzero_si128();
       for (int r = 0; r < kRows; ++r) {
         uint16_t h;
-        std::memcpy(&h, rows + r * w_stride + off, 2);
+        std::memcpy(&h, rows.Block(r, i), 2);
         halves = _mm_insert_epi16(halves, h, r);
       }
       const __m128 dw = _mm_cvtph_ps(halves);
@@ -178,12 +217,10 @@ COHORT_TARGET_AVX512 void WideQ8_0Quad(const uint8_t* w, int64_t w_stride, int g
     }
     for (int64_t i = i0; i < i1; ++i) {
       const int64_t off = i * static_cast<int64_t>(sizeof(BlockQ8_0));
-      for (int64_t b = 0; b < kRows * static_cast<int64_t>(sizeof(BlockQ8_0)); b += 64) {
-        _mm_prefetch(reinterpret_cast<const char*>(next + kRows * off + b), _MM_HINT_T1);
-      }
+      rows.Prefetch(i);
       __m256i q[kRows];
       for (int r = 0; r < kRows; ++r) {
-        q[r] = _mm256_xor_si256(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(rows + r * w_stride + off + 2)), flip);
+        q[r] = _mm256_xor_si256(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(rows.Block(r, i) + 2)), flip);
       }
       for (int t = 0; t < T; ++t) {
         const __m256i y = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(act + t * act_stride + off + 2));
@@ -200,12 +237,17 @@ COHORT_TARGET_AVX512 void WideQ8_0Quad(const uint8_t* w, int64_t w_stride, int g
   }
 }
 
-template <int T>
+template <class Source>
 struct Q8_0Kernel {
-  static void Run(const uint8_t* w, int64_t w_stride, const uint8_t* act, int64_t act_stride,
-                  const float* side, int64_t side_stride, int64_t n, float* out, int64_t out_stride) {
-    for (int g = 0; g < 4; ++g) WideQ8_0Quad<T>(w, w_stride, g, act, act_stride, side, side_stride, n, out, out_stride);
-  }
+  template <int T>
+  struct Shape {
+    static void Run(const uint8_t* w, int64_t w_stride, const uint8_t* act, int64_t act_stride,
+                    const float* side, int64_t side_stride, int64_t n, float* out, int64_t out_stride) {
+      for (int g = 0; g < 4; ++g) {
+        WideQ8_0Quad<Source, T>(w, w_stride, g, act, act_stride, side, side_stride, n, out, out_stride);
+      }
+    }
+  };
 };
 
 template <class Source>
@@ -225,14 +267,17 @@ WideTile GetWideTile(DType weight, bool grouped) {
   switch (weight) {
     case DType::kQ4_0: return {x86::WideRun<Q4_0Kernel<Q4_0Rows>::Shape, kWideTokens>, SideQ8_0, 16, kWideTokens};
     // 4 tokens keep the 4 x 4 accumulators of an 8-row half in registers.
-    case DType::kQ8_0: return {x86::WideRun<Q8_0Kernel, 4>, SideQ8_0Seeds, kQ8_0SeedWords * 8, 4};
+    case DType::kQ8_0: return {x86::WideRun<Q8_0Kernel<Q8_0QuadRows>::Shape, 4>, SideQ8_0Seeds, kQ8_0SeedWords * 8, 4};
     default: return GetWideTileK(weight, grouped);
   }
 }
 
 WideTile GetWideTilePacked(DType weight) {
-  if (weight != DType::kQ4_0) return {};
-  return {x86::WideRun<Q4_0Kernel<Q4_0Packed>::Shape, kWideTokens>, SideQ8_0, 16, kWideTokens};
+  switch (weight) {
+    case DType::kQ4_0: return {x86::WideRun<Q4_0Kernel<Q4_0Packed>::Shape, kWideTokens>, SideQ8_0, 16, kWideTokens};
+    case DType::kQ8_0: return {x86::WideRun<Q8_0Kernel<Q8_0QuadPacked>::Shape, 4>, SideQ8_0Seeds, kQ8_0SeedWords * 8, 4};
+    default: return {};
+  }
 }
 
 void PackQ4_0(const uint8_t* src, int64_t row_bytes, int64_t n_rows, uint8_t* dst) {

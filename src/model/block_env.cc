@@ -2,6 +2,7 @@
 #include "model/block_env.h"
 
 #include "core/check.h"
+#include "kernels/pack.h"
 
 namespace cohort::model {
 
@@ -21,7 +22,10 @@ TensorView ColumnSlice(const TensorView& w, int64_t begin, int64_t end) {
   COHORT_CHECK_EQ(end % block, 0);
   TensorView v = w;
   v.data = w.data + RowBytes(w.type, begin);
-  if (w.packed != nullptr) v.packed = w.packed + TensorView::kPackRows * RowBytes(w.type, begin);
+  // A packed copy whose layout slices as the rows do, else none (the stored rows then serve).
+  v.packed = w.packed != nullptr && kernels::PackedColumnsSlice(w.type)
+                 ? w.packed + TensorView::kPackRows * RowBytes(w.type, begin)
+                 : nullptr;
   v.ne[0] = end - begin;  // row_bytes keeps the full row stride
   return v;
 }

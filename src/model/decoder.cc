@@ -119,13 +119,20 @@ Status Decoder::CheckStageBatch(const Batch& batch, const KvCache& cache) {
   return CheckBatch(batch, cache, SIZE_MAX);  // no logits buffer to check here
 }
 
-void Decoder::EmbedRows(const Batch& batch, int64_t row_begin, int64_t row_end, float* x) const {
+void Decoder::EmbedRows(const Batch& batch, int64_t row_begin, int64_t row_end, float* x) {
   const int64_t n_embd = config_.n_embd;
+  const TensorView& embd = output_.token_embd;
   for (size_t t = 0; t < batch.size(); ++t) {
     const int32_t token = batch.tokens[t];
     float* row = x + t * n_embd;
     if (token >= row_begin && token < row_end) {
-      kernels::DequantizeRow(output_.token_embd.type, output_.token_embd.row(token), row, n_embd);
+      const uint8_t* stored = embd.row(token);  // checks the token
+      if (embd.packed != nullptr) {  // a tied head's packed copy (PackWeights)
+        embd_row_.resize(static_cast<size_t>(embd.row_bytes));
+        kernels::UnpackRow(embd.type, embd.packed, embd.row_bytes, token, embd_row_.data());
+        stored = embd_row_.data();
+      }
+      kernels::DequantizeRow(embd.type, stored, row, n_embd);
     } else {
       std::memset(row, 0, n_embd * sizeof(float));
     }
@@ -267,10 +274,14 @@ Result<int64_t> Decoder::PackWeights() {
     COHORT_ASSIGN_OR_RETURN(const bool packed, owned_.Pack(*w));
     if (!packed) COHORT_RETURN_IF_ERROR(owned_.Own(*w));
   }
-  // A tied head's plain copy serves the embedding too; read from the mapping, the rows of the
-  // tokens that come would be mapped back page by page, with their neighbours (fault-around:
-  // +30 MB over a 512-token prompt on the 1B model), a second copy of the same bytes.
-  if (tied && output_.output.packed == nullptr) output_.token_embd.data = output_.output.data;
+  // A tied head's copy serves the embedding too (packed, EmbedRows unpacks a token's row);
+  // read from the mapping, the rows of the tokens that come would be mapped back page by
+  // page, with their neighbours (fault-around: +30 MB over a 512-token prompt on the 1B
+  // model), a second copy of the same bytes.
+  if (tied) {
+    output_.token_embd.data = output_.output.data;
+    output_.token_embd.packed = output_.output.packed;
+  }
   owned_.ReleaseCopiedSources();
   return total;
 }

@@ -65,7 +65,7 @@ class Decoder : public Model {
   Status CheckStageBatch(const Batch& batch, const KvCache& cache);
   // x[n_tokens][n_embd] = embedding rows of the batch's tokens that fall in
   // [row_begin, row_end), zero for the others (a vocabulary-split embedding is then summed).
-  void EmbedRows(const Batch& batch, int64_t row_begin, int64_t row_end, float* x) const;
+  void EmbedRows(const Batch& batch, int64_t row_begin, int64_t row_end, float* x);
   // Runs the shard's layers over x[n_tokens][n_embd] in place, reducing each block's partial
   // output with `reducer` (null: the shard must be whole layers).
   Status RunLayers(const Context& ctx, const Batch& batch, KvCache& cache, float* x,
@@ -127,6 +127,7 @@ class Decoder : public Model {
   // Scratch, grown to the largest batch seen and then reused: no allocation per token.
   std::vector<float> x_, xn_, block_out_, head_in_;  // [n_tokens][n_embd]
   std::vector<uint8_t> matmul_scratch_;
+  std::vector<uint8_t> embd_row_;  // one embedding row unpacked from a packed tied head
   std::vector<int> next_pos_;  // [n_seq] next expected position, for CheckBatch
   DenseFfnScratch ffn_scratch_;
   MoeScratch moe_scratch_;

@@ -143,23 +143,32 @@ TEST(MatMul, WideTilesAndTheirTailsMatchNaiveLoops) {
 
 // Packed rows (pack.h): MatMul on a packed view equals the naive loops on the original rows
 // (in both summation orders: batches of 4+ tokens take Q4_K's grouped one), whole and for
-// row ranges and column slices, and really reads the packed copy (the original blocks are
-// scrambled once packed; rows outside whole groups still read them).
+// row ranges and (Q4_0, Q4_K) column slices, and really reads the packed copy (the original
+// blocks are scrambled once packed; rows outside whole groups still read them). UnpackRow
+// gives back every row's stored bytes.
 TEST(MatMul, PackedRowsMatchNaiveLoopsAndAreWhatTheKernelReads) {
   const int64_t n_out = 48;
   struct Case {
     int64_t row_begin, row_end, col_begin, col_end;
   };
-  for (DType type : {DType::kQ4_0, DType::kQ4_K}) {
+  int packed_types = 0;
+  for (DType type : {DType::kQ4_0, DType::kQ4_K, DType::kQ8_0, DType::kQ6_K}) {
     const int64_t block = Traits(type).block_size;
     const int64_t n_in = 3 * std::max<int64_t>(block, 128);
-    if (!CanPackRows(type, n_out, RowBytes(type, n_in))) GTEST_SKIP() << "no packed kernel on this CPU";
+    if (!CanPackRows(type, n_out, RowBytes(type, n_in))) continue;  // no packed kernel on this CPU
+    ++packed_types;
     ThreadPool pool2(2);
     Weights w = MakeWeights(type, n_in, n_out, 700);
     const Weights original = MakeWeights(type, n_in, n_out, 700);
     std::vector<uint8_t> packed(w.bytes.size());
     PackRows(type, w.bytes.data(), w.view.row_bytes, n_out, packed.data());
     EXPECT_NE(packed, w.bytes);
+    std::vector<uint8_t> row(static_cast<size_t>(w.view.row_bytes));
+    for (int64_t r = 0; r < n_out; ++r) {
+      UnpackRow(type, packed.data(), w.view.row_bytes, r, row.data());
+      ASSERT_EQ(0, std::memcmp(row.data(), w.bytes.data() + r * w.view.row_bytes, row.size()))
+          << DTypeName(type) << " row " << r;
+    }
     TensorView view = w.view;
     view.packed = packed.data();
     // Scramble the original blocks of rows [16, 48): only the packed copy still holds them.
@@ -167,8 +176,12 @@ TEST(MatMul, PackedRowsMatchNaiveLoopsAndAreWhatTheKernelReads) {
       for (int64_t b = 0; b < w.view.row_bytes; ++b) w.bytes[r * w.view.row_bytes + b] ^= 0x5a;
     }
     const int64_t third = n_in / 3;
-    for (const Case c : {Case{16, 48, 0, n_in}, Case{32, 48, 0, n_in}, Case{16, 48, third, 2 * third},
-                         Case{32, 48, 2 * third, n_in}}) {
+    std::vector<Case> cases = {Case{16, 48, 0, n_in}, Case{32, 48, 0, n_in}};
+    if (PackedColumnsSlice(type)) {
+      cases.push_back(Case{16, 48, third, 2 * third});
+      cases.push_back(Case{32, 48, 2 * third, n_in});
+    }
+    for (const Case c : cases) {
       TensorView v = view.Rows(c.row_begin, c.row_end);
       ASSERT_NE(v.packed, nullptr);
       v.data += RowBytes(type, c.col_begin);
@@ -192,6 +205,7 @@ TEST(MatMul, PackedRowsMatchNaiveLoopsAndAreWhatTheKernelReads) {
     // scrambled originals).
     EXPECT_EQ(view.Rows(5, 40).packed, nullptr);
   }
+  if (packed_types == 0) GTEST_SKIP() << "no packed kernel on this CPU";
 }
 
 // A batch of expert products (two sharing an input, as gate and up do) equals the same

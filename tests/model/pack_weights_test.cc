@@ -9,6 +9,7 @@
 #include <cstring>
 
 #include "golden_util.h"
+#include "gguf/writer.h"
 #include "model/owned_slices.h"
 
 namespace cohort::model::testing {
@@ -53,6 +54,58 @@ INSTANTIATE_TEST_SUITE_P(Fixtures, PackWeightsTest,
                            for (char& c : s) c = std::isalnum(static_cast<unsigned char>(c)) ? c : '_';
                            return s;
                          });
+
+// A tied LM head (a file without output.weight: the embedding is the head) is packed like any
+// other matrix, and its packed copy then serves the embedding rows too (Decoder::EmbedRows
+// unpacks a token's row): each fixture, rewritten without its output tensor, gives the same
+// logits packed as mapped. The file is a real one, mapped read-only, as PackWeights requires.
+TEST(PackWeightsTied, PackedTiedHeadServesTheEmbeddingRows) {
+  for (const char* name : {"tiny-llama-q8_0", "tiny-llama-q6_k", "tiny-llama-q4_0", "tiny-llama-q4_k_m"}) {
+    SCOPED_TRACE(name);
+    auto source = gguf::File::Open(FixturePath(std::string("models/") + name + ".gguf"));
+    ASSERT_TRUE(source.ok()) << source.status().ToString();
+    gguf::Writer writer;
+    for (const gguf::KeyValue& kv : (*source)->metadata()) {
+      if (kv.key != "general.alignment") writer.Set(kv.key, kv.value);
+    }
+    for (const gguf::TensorInfo& t : (*source)->tensors()) {
+      if (t.name == "output.weight") continue;
+      const std::span<const uint8_t> bytes = (*source)->TensorData(t);
+      writer.AddTensor(t.name, t.type, t.ne, std::vector<uint8_t>(bytes.begin(), bytes.end()));
+    }
+    char path[] = "/tmp/cohort-tied-XXXXXX";
+    const int fd = ::mkstemp(path);
+    ASSERT_GE(fd, 0);
+    ::close(fd);
+    ASSERT_TRUE(writer.WriteFile(path).ok());
+    auto mapped_file = gguf::File::Open(path);
+    auto packed_file = gguf::File::Open(path);
+    ASSERT_TRUE(mapped_file.ok() && packed_file.ok());
+    auto mapped = Model::Load(**mapped_file);
+    auto packed = Model::Load(**packed_file);
+    ASSERT_TRUE(mapped.ok() && packed.ok());
+    auto bytes = (*packed)->PackWeights();
+    ASSERT_TRUE(bytes.ok()) << bytes.status().ToString();
+    EXPECT_GT(*bytes, static_cast<int64_t>((*packed_file)->file_size()) / 4);
+
+    const Golden golden = LoadGolden(name);
+    std::vector<int32_t> tokens = golden.prompt_ids;
+    tokens.insert(tokens.end(), golden.greedy_ids.begin(), golden.greedy_ids.end());
+    ThreadPool pool(2);
+    Context ctx;
+    ctx.pool = &pool;
+    KvCacheOptions o;
+    o.n_ctx = 128;
+    auto a = (*mapped)->NewKvCache(o);
+    auto b = (*packed)->NewKvCache(o);
+    ASSERT_TRUE(a.ok() && b.ok());
+    const std::vector<float> want = RunChunks(**mapped, ctx, **a, tokens, golden.prompt_ids.size(), 1);
+    const std::vector<float> got = RunChunks(**packed, ctx, **b, tokens, golden.prompt_ids.size(), 1);
+    ASSERT_EQ(got.size(), want.size());
+    EXPECT_EQ(std::memcmp(got.data(), want.data(), got.size() * sizeof(float)), 0);
+    ::unlink(path);
+  }
+}
 
 TEST(OwnedSlices, OwnCopiesARowsMappingIntoOneHugePageAlignedRegion) {
   // A file of three "tensors" of F32 rows, mapped read-only as a GGUF is.
