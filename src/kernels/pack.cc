@@ -15,11 +15,11 @@ namespace {
 
 constexpr int64_t kGroup = TensorView::kPackRows;
 
-// Q8_0 and Q6_K: the group's stripes of `stripe` rows one after another, and in each, block i
-// of its rows together, the blocks unchanged.
-int64_t StripeRows(DType type) { return type == DType::kQ8_0 ? kQ8_0StripeRows : kQ6KStripeRows; }
+// Q8_0: the group's stripes of `stripe` rows one after another, and in each, block i of its
+// rows together, the blocks unchanged.
+constexpr int64_t kStripe = kQ8_0StripeRows;
 
-// Where block i of row k (of its group) lies in a packed Q8_0 / Q6_K group.
+// Where block i of row k (of its group) lies in a packed Q8_0 group.
 int64_t StripedOffset(int64_t stripe, int64_t row_bytes, int64_t block_bytes, int64_t k, int64_t i) {
   return (k / stripe) * stripe * row_bytes + (stripe * i + k % stripe) * block_bytes;
 }
@@ -40,7 +40,7 @@ void PackStripes(const uint8_t* src, int64_t row_bytes, int64_t n_rows, int64_t 
 }  // namespace
 
 bool CanPackRows(DType type, int64_t n_rows, int64_t row_bytes) {
-  return (type == DType::kQ4_0 || type == DType::kQ4_K || type == DType::kQ8_0 || type == DType::kQ6_K) &&
+  return (type == DType::kQ4_0 || type == DType::kQ4_K || type == DType::kQ8_0) &&
          n_rows > 0 && n_rows % TensorView::kPackRows == 0 &&
          row_bytes * TensorView::kPackRows < (int64_t{1} << 31) &&
          GetWideTilePacked(type, BestSimdLevel(), false).fn != nullptr;
@@ -53,7 +53,7 @@ void PackRows(DType type, const uint8_t* src, int64_t row_bytes, int64_t n_rows,
   switch (type) {
     case DType::kQ4_K: avx512::PackSegments16(src, row_bytes, n_rows, Traits(type).type_size, dst); break;
     case DType::kQ4_0: avx512::PackQ4_0(src, row_bytes, n_rows, dst); break;
-    default: PackStripes(src, row_bytes, n_rows, Traits(type).type_size, StripeRows(type), dst); break;
+    default: PackStripes(src, row_bytes, n_rows, Traits(type).type_size, kStripe, dst); break;
   }
 }
 
@@ -76,7 +76,7 @@ void UnpackRow(DType type, const uint8_t* packed, int64_t row_bytes, int64_t r, 
         }
         break;
       default:
-        std::memcpy(out, group + StripedOffset(StripeRows(type), row_bytes, block_bytes, k, i),
+        std::memcpy(out, group + StripedOffset(kStripe, row_bytes, block_bytes, k, i),
                     static_cast<size_t>(block_bytes));
         break;
     }

@@ -5,7 +5,8 @@
 // and run at 65-75% of the read bandwidth even so). Q4_0 and Q4_K blocks are also split into
 // the 32-bit words the wide tile kernel loads as vectors, so it need not transpose 16 rows in
 // registers for every block and every call (llama.cpp repacks its weights at load time for
-// the same reason); Q8_0 and Q6_K blocks stay whole. The copy has the same size as the rows.
+// the same reason); Q8_0 blocks stay whole, in stripes of 4 rows (its kernel's passes). The
+// copy has the same size as the rows.
 #pragma once
 
 #include <cstdint>
@@ -15,7 +16,7 @@
 namespace cohort::kernels {
 
 // Whether PackRows can pack n_rows rows of `type` and MatMul would use the packed copy on
-// this CPU (Q4_0, Q4_K, Q8_0 and Q6_K with the AVX-512 kernels, whole groups of rows).
+// this CPU (Q4_0, Q4_K and Q8_0 with the AVX-512 kernels, whole groups of rows).
 bool CanPackRows(DType type, int64_t n_rows, int64_t row_bytes);
 
 // Writes the packed copy of rows src + r * row_bytes, r < n_rows (CanPackRows must hold) to
@@ -23,8 +24,8 @@ bool CanPackRows(DType type, int64_t n_rows, int64_t row_bytes);
 void PackRows(DType type, const uint8_t* src, int64_t row_bytes, int64_t n_rows, uint8_t* dst);
 
 // Whether columns [begin, end) of packed rows of `type` are packed + kPackRows * RowBytes(type,
-// begin) with the group stride unchanged (Q4_0, Q4_K), as for the stored rows; Q8_0 and
-// Q6_K's stripes are not, and a column slice of them reads the stored rows.
+// begin) with the group stride unchanged (Q4_0, Q4_K), as for the stored rows; Q8_0's
+// stripes are not, and a column slice of them reads the stored rows.
 bool PackedColumnsSlice(DType type);
 
 // Writes row r of rows that PackRows packed to `packed` back in its stored layout (row_bytes

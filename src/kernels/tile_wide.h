@@ -17,9 +17,8 @@ namespace cohort::kernels {
 
 inline constexpr int kWideRows = 16;
 inline constexpr int kWideTokens = 8;
-// Rows per stripe of a packed Q8_0 / Q6_K group (pack.h): the rows of one pass of its kernel.
+// Rows per stripe of a packed Q8_0 group (pack.h): the rows of one pass of its kernel.
 inline constexpr int kQ8_0StripeRows = 4;
-inline constexpr int kQ6KStripeRows = 8;
 
 // out[t * out_stride + r] = dot(weight row r, activation row t) for r < kWideRows, t <
 // n_tokens (1..max_tokens). `side` holds, per token (stride side_stride floats), what the
