@@ -58,6 +58,7 @@ class Q4_0Rows {
  public:
   COHORT_TARGET_AVX512 Q4_0Rows(const uint8_t* w, int64_t w_stride) : rows_(w, w_stride) {}
   // q[c] lane r: bytes 4c..4c+3 of block i's qs in row r; returns the rows' scales d.
+  template <int T>
   COHORT_TARGET_AVX512 __m512 Block(int64_t i, __m512i q[4]) const {
     const int64_t off = i * static_cast<int64_t>(sizeof(BlockQ4_0));
     rows_.PrefetchNext(i, sizeof(BlockQ4_0));
@@ -75,8 +76,10 @@ class Q4_0Packed {
  public:
   static constexpr int64_t kBlockBytes = 16 * static_cast<int64_t>(sizeof(BlockQ4_0));
   // w: the group's first block; group_stride: bytes to the next group.
-  Q4_0Packed(const uint8_t* w, int64_t /*group_stride*/) : group_(w) {}
+  Q4_0Packed(const uint8_t* w, int64_t group_stride) : group_(w, group_stride) {}
+  template <int T>
   COHORT_TARGET_AVX512 __m512 Block(int64_t i, __m512i q[4]) const {
+    if constexpr (x86::kPrefetchPacked(T)) group_.PrefetchNextPart(i, 0, 1);
     const uint8_t* b = group_.Block(i);
     for (int c = 0; c < 4; ++c) q[c] = _mm512_loadu_si512(b + 32 + 64 * c);
     return _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(b)));
@@ -98,7 +101,7 @@ COHORT_TARGET_AVX512 void WideQ4_0(const uint8_t* w, int64_t w_stride, const uin
   for (int64_t i = 0; i < nb; ++i) {
     // q[c] lane r: bytes 4c..4c+3 of row r's qs (low nibbles: elements 4c.., high: 16+4c..).
     __m512i q[4];
-    const __m512 dw = rows.Block(i, q);
+    const __m512 dw = rows.template Block<T>(i, q);
     __m512i lo[4], hi[4];
     for (int c = 0; c < 4; ++c) {
       lo[c] = _mm512_and_si512(q[c], low_mask);
@@ -157,6 +160,7 @@ class Q8_0QuadRows {
     return rows_ + r * stride_ + i * static_cast<int64_t>(sizeof(BlockQ8_0));
   }
   // The next tile's lines, as many per block as the quad reads.
+  template <int T>
   void Prefetch(int64_t i) const {
     const int64_t off = 4 * i * static_cast<int64_t>(sizeof(BlockQ8_0));
     for (int64_t b = 0; b < 4 * static_cast<int64_t>(sizeof(BlockQ8_0)); b += 64) {
@@ -172,19 +176,29 @@ class Q8_0QuadRows {
 
 // ... or packed (PackRows): the group's 4 quads one after another, and in each quad's stripe
 // block i of its 4 rows together, so that every pass is one stream through memory, which the
-// hardware prefetcher follows alone. (Block i of all 16 rows together, with each pass
-// reading a quarter of every block, ran at a quarter of the bandwidth.)
+// hardware prefetcher follows alone at 1 token (x86::kPrefetchPacked). (Block i of all 16
+// rows together, with each pass reading a quarter of every block, ran at a quarter of the
+// bandwidth.)
 class Q8_0QuadPacked {
  public:
-  Q8_0QuadPacked(const uint8_t* w, int64_t /*group_stride*/, int g, int64_t nb)
-      : stripe_(w + g * 4 * nb * static_cast<int64_t>(sizeof(BlockQ8_0))) {}
+  Q8_0QuadPacked(const uint8_t* w, int64_t group_stride, int g, int64_t nb)
+      : stripe_(w + g * 4 * nb * static_cast<int64_t>(sizeof(BlockQ8_0))), next_(stripe_ + group_stride) {}
   const uint8_t* Block(int r, int64_t i) const {
     return stripe_ + (4 * i + r) * static_cast<int64_t>(sizeof(BlockQ8_0));
   }
-  void Prefetch(int64_t) const {}
+  // The next group's stripe, as the rows' Prefetch does, with more than 1 token.
+  template <int T>
+  void Prefetch(int64_t i) const {
+    if constexpr (!x86::kPrefetchPacked(T)) return;
+    const int64_t off = 4 * i * static_cast<int64_t>(sizeof(BlockQ8_0));
+    for (int64_t b = 0; b < 4 * static_cast<int64_t>(sizeof(BlockQ8_0)); b += 64) {
+      _mm_prefetch(reinterpret_cast<const char*>(next_ + off + b), _MM_HINT_T1);
+    }
+  }
 
  private:
   const uint8_t* stripe_;
+  const uint8_t* next_;
 };
 
 template <class Source, int T>
@@ -217,7 +231,7 @@ COHORT_TARGET_AVX512 void WideQ8_0Quad(const uint8_t* w, int64_t w_stride, int g
     }
     for (int64_t i = i0; i < i1; ++i) {
       const int64_t off = i * static_cast<int64_t>(sizeof(BlockQ8_0));
-      rows.Prefetch(i);
+      rows.template Prefetch<T>(i);
       __m256i q[kRows];
       for (int r = 0; r < kRows; ++r) {
         q[r] = _mm256_xor_si256(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(rows.Block(r, i) + 2)), flip);

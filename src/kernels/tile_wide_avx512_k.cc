@@ -56,6 +56,7 @@ class Q4KRows {
   COHORT_TARGET_AVX512 void Segment(int64_t i, int segment, __m512i q[4]) const {
     rows_.Load16x16(i * static_cast<int64_t>(sizeof(BlockQ4_K)) + 16 * segment, q);
   }
+  template <int T>
   void Prefetch(int64_t i, int part, int parts) const {
     rows_.PrefetchNextPart(i, sizeof(BlockQ4_K), part, parts);
   }
@@ -69,14 +70,16 @@ class Q4KRows {
 class Q4KPacked {
  public:
   static constexpr int64_t kBlockBytes = 16 * static_cast<int64_t>(sizeof(BlockQ4_K));
-  Q4KPacked(const uint8_t* w, int64_t /*group_stride*/) : group_(w) {}
+  Q4KPacked(const uint8_t* w, int64_t group_stride) : group_(w, group_stride) {}
   COHORT_TARGET_AVX512 void Segment(int64_t i, int segment, __m512i q[4]) const {
     const uint8_t* b = group_.Block(i) + 256 * segment;
     for (int j = 0; j < 4; ++j) q[j] = _mm512_loadu_si512(b + 64 * j);
   }
-  // None: the group is one stream through memory, which the hardware prefetcher follows
-  // (see PackedGroup).
-  void Prefetch(int64_t, int, int) const {}
+  // With more than 1 token only (x86::kPrefetchPacked).
+  template <int T>
+  void Prefetch(int64_t i, int part, int parts) const {
+    if constexpr (x86::kPrefetchPacked(T)) group_.PrefetchNextPart(i, part, parts);
+  }
 
  private:
   x86::PackedGroup<kBlockBytes> group_;
@@ -140,7 +143,7 @@ COHORT_TARGET_AVX512 void WideQ4K(const uint8_t* w, int64_t w_stride, const uint
     __m512i sum[T];
     for (int t = 0; t < T; ++t) sum[t] = _mm512_setzero_si512();
     for (int c = 0; c < 4; ++c) {  // 64 elements: sub-blocks 2c (low nibbles), 2c + 1 (high)
-      rows.Prefetch(i, c, 4);
+      rows.template Prefetch<T>(i, c, 4);
       __m512i sub_lo[T], sub_hi[T];
       for (int t = 0; t < T; ++t) sub_lo[t] = sub_hi[t] = _mm512_setzero_si512();
       for (int half = 0; half < 2; ++half) {
