@@ -15,6 +15,22 @@
 namespace cohort::model::testing {
 namespace {
 
+// Every position's logits over the golden's prompt (one batch: the wide tiles) and then its
+// greedy ids (one token per step: the matvec kernels), on 2 threads.
+std::vector<float> GoldenTokenLogits(Model& model, const Golden& golden) {
+  std::vector<int32_t> tokens = golden.prompt_ids;
+  tokens.insert(tokens.end(), golden.greedy_ids.begin(), golden.greedy_ids.end());
+  ThreadPool pool(2);
+  Context ctx;
+  ctx.pool = &pool;
+  KvCacheOptions o;
+  o.n_ctx = 128;
+  auto cache = model.NewKvCache(o);
+  EXPECT_TRUE(cache.ok()) << cache.status().ToString();
+  if (!cache.ok()) return {};
+  return RunChunks(model, ctx, **cache, tokens, golden.prompt_ids.size(), 1);
+}
+
 class PackWeightsTest : public ::testing::TestWithParam<const char*> {};
 
 TEST_P(PackWeightsTest, PackedModelGivesTheMappedModelsLogitsBitForBit) {
@@ -28,19 +44,8 @@ TEST_P(PackWeightsTest, PackedModelGivesTheMappedModelsLogitsBitForBit) {
   // Every matmul weight is copied, whatever its type: a model of several MB has MBs of them.
   EXPECT_GT(*bytes, static_cast<int64_t>(packed.file->file_size()) / 4);
 
-  std::vector<int32_t> tokens = golden.prompt_ids;
-  tokens.insert(tokens.end(), golden.greedy_ids.begin(), golden.greedy_ids.end());
-  ThreadPool pool(2);
-  Context ctx;
-  ctx.pool = &pool;
-  KvCacheOptions o;
-  o.n_ctx = 128;
-  // The prompt as one batch (the wide tiles), then one token per step (the matvec kernels).
-  auto a = mapped.model->NewKvCache(o);
-  auto b = packed.model->NewKvCache(o);
-  ASSERT_TRUE(a.ok() && b.ok());
-  const std::vector<float> want = RunChunks(*mapped.model, ctx, **a, tokens, golden.prompt_ids.size(), 1);
-  const std::vector<float> got = RunChunks(*packed.model, ctx, **b, tokens, golden.prompt_ids.size(), 1);
+  const std::vector<float> want = GoldenTokenLogits(*mapped.model, golden);
+  const std::vector<float> got = GoldenTokenLogits(*packed.model, golden);
   ASSERT_EQ(got.size(), want.size());
   EXPECT_EQ(std::memcmp(got.data(), want.data(), got.size() * sizeof(float)), 0);
 }
@@ -89,18 +94,8 @@ TEST(PackWeightsTied, PackedTiedHeadServesTheEmbeddingRows) {
     EXPECT_GT(*bytes, static_cast<int64_t>((*packed_file)->file_size()) / 4);
 
     const Golden golden = LoadGolden(name);
-    std::vector<int32_t> tokens = golden.prompt_ids;
-    tokens.insert(tokens.end(), golden.greedy_ids.begin(), golden.greedy_ids.end());
-    ThreadPool pool(2);
-    Context ctx;
-    ctx.pool = &pool;
-    KvCacheOptions o;
-    o.n_ctx = 128;
-    auto a = (*mapped)->NewKvCache(o);
-    auto b = (*packed)->NewKvCache(o);
-    ASSERT_TRUE(a.ok() && b.ok());
-    const std::vector<float> want = RunChunks(**mapped, ctx, **a, tokens, golden.prompt_ids.size(), 1);
-    const std::vector<float> got = RunChunks(**packed, ctx, **b, tokens, golden.prompt_ids.size(), 1);
+    const std::vector<float> want = GoldenTokenLogits(**mapped, golden);
+    const std::vector<float> got = GoldenTokenLogits(**packed, golden);
     ASSERT_EQ(got.size(), want.size());
     EXPECT_EQ(std::memcmp(got.data(), want.data(), got.size() * sizeof(float)), 0);
     ::unlink(path);
