@@ -7,6 +7,7 @@
 #include "core/check.h"
 #include "core/tensor.h"
 #include "kernels/quant.h"
+#include "kernels/quant_blocks.h"
 #include "kernels/tile_wide.h"
 
 namespace cohort::kernels {
@@ -15,23 +16,21 @@ namespace {
 
 constexpr int64_t kGroup = TensorView::kPackRows;
 
-// Q8_0: the group's stripes of `stripe` rows one after another, and in each, block i of its
-// rows together, the blocks unchanged.
-constexpr int64_t kStripe = kQ8_0StripeRows;
-
-// Where block i of row k (of its group) lies in a packed Q8_0 group.
-int64_t StripedOffset(int64_t stripe, int64_t row_bytes, int64_t block_bytes, int64_t k, int64_t i) {
-  return (k / stripe) * stripe * row_bytes + (stripe * i + k % stripe) * block_bytes;
+// Q8_0: the group's stripes of kQ8_0StripeRows rows one after another, and in each, block i
+// of its rows together, the blocks unchanged. Where block i of row k (of its group) lies:
+int64_t Q8_0Offset(int64_t row_bytes, int64_t k, int64_t i) {
+  constexpr int64_t kStripe = kQ8_0StripeRows;
+  constexpr int64_t kBlock = sizeof(BlockQ8_0);
+  return (k / kStripe) * kStripe * row_bytes + (kStripe * i + k % kStripe) * kBlock;
 }
 
-void PackStripes(const uint8_t* src, int64_t row_bytes, int64_t n_rows, int64_t block_bytes, int64_t stripe,
-                 uint8_t* dst) {
-  const int64_t nb = row_bytes / block_bytes;
+void PackQ8_0(const uint8_t* src, int64_t row_bytes, int64_t n_rows, uint8_t* dst) {
+  const int64_t nb = row_bytes / static_cast<int64_t>(sizeof(BlockQ8_0));
   for (int64_t g = 0; g < n_rows / kGroup; ++g) {
     for (int64_t k = 0; k < kGroup; ++k) {
       for (int64_t i = 0; i < nb; ++i) {
-        std::memcpy(dst + g * kGroup * row_bytes + StripedOffset(stripe, row_bytes, block_bytes, k, i),
-                    src + (kGroup * g + k) * row_bytes + i * block_bytes, static_cast<size_t>(block_bytes));
+        std::memcpy(dst + g * kGroup * row_bytes + Q8_0Offset(row_bytes, k, i),
+                    src + (kGroup * g + k) * row_bytes + i * sizeof(BlockQ8_0), sizeof(BlockQ8_0));
       }
     }
   }
@@ -53,7 +52,7 @@ void PackRows(DType type, const uint8_t* src, int64_t row_bytes, int64_t n_rows,
   switch (type) {
     case DType::kQ4_K: avx512::PackSegments16(src, row_bytes, n_rows, Traits(type).type_size, dst); break;
     case DType::kQ4_0: avx512::PackQ4_0(src, row_bytes, n_rows, dst); break;
-    default: PackStripes(src, row_bytes, n_rows, Traits(type).type_size, kStripe, dst); break;
+    default: PackQ8_0(src, row_bytes, n_rows, dst); break;  // kQ8_0, as CanPackRows allows
   }
 }
 
@@ -75,9 +74,8 @@ void UnpackRow(DType type, const uint8_t* packed, int64_t row_bytes, int64_t r, 
           for (int j = 0; j < 4; ++j) std::memcpy(out + 16 * seg + 4 * j, in + 256 * seg + 64 * j + 4 * k, 4);
         }
         break;
-      default:
-        std::memcpy(out, group + StripedOffset(kStripe, row_bytes, block_bytes, k, i),
-                    static_cast<size_t>(block_bytes));
+      default:  // kQ8_0
+        std::memcpy(out, group + Q8_0Offset(row_bytes, k, i), static_cast<size_t>(block_bytes));
         break;
     }
   }

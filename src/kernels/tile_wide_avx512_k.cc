@@ -231,26 +231,9 @@ COHORT_TARGET_AVX512_GFNI inline Q6KConsts MakeQ6KConsts() {
   return c;
 }
 
-// Where WideQ6KPass finds row r's super-block i: in the rows as stored, w_stride apart, each
-// its own stream through memory, with a software prefetch of the same row of the next tile
-// (8 rows ahead, the next pass's rows, is too short a distance to cover DRAM latency at 1
-// token). (Packed in stripes of 8 rows, one stream per thread without prefetch, Q6_K ran
-// 3-15% faster in most measurements, but now and then at 17 GB/s against 55-59 for these
-// rows, in the same run on the same buffers: not packed until that is understood.)
-struct Q6KRows {
-  const uint8_t* w;
-  int64_t stride;
-  const uint8_t* Block(int r, int64_t i) const { return w + r * stride + i * static_cast<int64_t>(sizeof(BlockQ6_K)); }
-  void Prefetch(const uint8_t* block) const {
-    for (int line = 0; line < 4; ++line) {
-      _mm_prefetch(reinterpret_cast<const char*>(block + kWideRows * stride + 64 * line), _MM_HINT_T1);
-    }
-  }
-};
-
 // Rows [r0, r0 + R) of the tile, all n elements, T tokens.
-template <class Source, int R, int T>
-COHORT_TARGET_AVX512_GFNI void WideQ6KPass(const Source& rows, int r0, const uint8_t* act,
+template <int R, int T>
+COHORT_TARGET_AVX512_GFNI void WideQ6KPass(const uint8_t* w, int64_t w_stride, int r0, const uint8_t* act,
                                       int64_t act_stride, int64_t n, float* out, int64_t out_stride) {
   const Q6KConsts c = MakeQ6KConsts();
   __m256 acc[R][T];
@@ -258,11 +241,19 @@ COHORT_TARGET_AVX512_GFNI void WideQ6KPass(const Source& rows, int r0, const uin
     for (int t = 0; t < T; ++t) acc[r][t] = _mm256_setzero_ps();
   }
   for (int64_t i = 0; i < n / kQK_K; ++i) {
+    const int64_t off = i * static_cast<int64_t>(sizeof(BlockQ6_K));
     const BlockQ8_K* y[T];
     for (int t = 0; t < T; ++t) y[t] = reinterpret_cast<const BlockQ8_K*>(act + t * act_stride) + i;
     for (int r = 0; r < R; ++r) {
-      const uint8_t* row = rows.Block(r0 + r, i);
-      rows.Prefetch(row);
+      const uint8_t* row = w + (r0 + r) * w_stride + off;
+      // The same row of the next tile (the caller's next call): 8 rows ahead, the next
+      // pass's rows, is too short a distance to cover DRAM latency at 1 token. (Packed in
+      // stripes of 8 rows, one stream per thread without this prefetch, Q6_K ran 3-15%
+      // faster in most measurements, but now and then at 17 GB/s against 55-59 for the rows
+      // as stored, in the same run on the same buffers: not packed until that is understood.)
+      for (int line = 0; line < 4; ++line) {
+        _mm_prefetch(reinterpret_cast<const char*>(row + kWideRows * w_stride + 64 * line), _MM_HINT_T1);
+      }
       const auto* x = reinterpret_cast<const BlockQ6_K*>(row);
       const __m256i scales16 = _mm256_cvtepi8_epi16(_mm_loadu_si128(reinterpret_cast<const __m128i*>(x->scales)));
       const __m512i scales = _mm512_castsi256_si512(scales16);
@@ -301,20 +292,16 @@ COHORT_TARGET_AVX512_GFNI void WideQ6KPass(const Source& rows, int r0, const uin
   }
 }
 
-template <class Source>
+template <int T>
 struct Q6KKernel {
-  template <int T>
-  struct Shape {
-    static void Run(const uint8_t* w, int64_t w_stride, const uint8_t* act, int64_t act_stride,
-                    const float*, int64_t, int64_t n, float* out, int64_t out_stride) {
-      // R * T float accumulators stay in registers.
-      constexpr int kRows = T <= 2 ? 8 : T <= 4 ? 4 : 2;
-      const Source rows{w, w_stride};
-      for (int r0 = 0; r0 < kWideRows; r0 += kRows) {
-        WideQ6KPass<Source, kRows, T>(rows, r0, act, act_stride, n, out, out_stride);
-      }
+  static void Run(const uint8_t* w, int64_t w_stride, const uint8_t* act, int64_t act_stride,
+                  const float*, int64_t, int64_t n, float* out, int64_t out_stride) {
+    // R * T float accumulators stay in registers.
+    constexpr int kRows = T <= 2 ? 8 : T <= 4 ? 4 : 2;
+    for (int r0 = 0; r0 < kWideRows; r0 += kRows) {
+      WideQ6KPass<kRows, T>(w, w_stride, r0, act, act_stride, n, out, out_stride);
     }
-  };
+  }
 };
 
 constexpr int kQ6KTokens = 4;
@@ -326,7 +313,7 @@ WideTile GetWideTileK(DType weight, bool grouped) {
     // GFNI is not part of the AVX-512 level (Cascade Lake has VNNI without it): without it
     // the 4-row tile, with the same results, does Q6_K.
     if (!__builtin_cpu_supports("gfni")) return {};
-    return {x86::WideRun<Q6KKernel<Q6KRows>::Shape, kQ6KTokens>, nullptr, 0, kQ6KTokens};
+    return {x86::WideRun<Q6KKernel, kQ6KTokens>, nullptr, 0, kQ6KTokens};
   }
   if (weight != DType::kQ4_K) return {};
   const WideTileFn fn = grouped ? x86::WideRun<Q4KKernel<Q4KRows, true>::Shape, kQ4KTokens>
