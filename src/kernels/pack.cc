@@ -16,21 +16,16 @@ namespace {
 
 constexpr int64_t kGroup = TensorView::kPackRows;
 
-// Q8_0: the group's stripes of kQ8_0StripeRows rows one after another, and in each, block i
-// of its rows together, the blocks unchanged. Where block i of row k (of its group) lies:
-int64_t Q8_0Offset(int64_t row_bytes, int64_t k, int64_t i) {
-  constexpr int64_t kStripe = kQ8_0StripeRows;
-  constexpr int64_t kBlock = sizeof(BlockQ8_0);
-  return (k / kStripe) * kStripe * row_bytes + (kStripe * i + k % kStripe) * kBlock;
-}
-
+// Q8_0: per chunk of blocks, each quad's scales, then its quants (Q8_0PackedLayout).
 void PackQ8_0(const uint8_t* src, int64_t row_bytes, int64_t n_rows, uint8_t* dst) {
-  const int64_t nb = row_bytes / static_cast<int64_t>(sizeof(BlockQ8_0));
+  const Q8_0PackedLayout layout{row_bytes / static_cast<int64_t>(sizeof(BlockQ8_0))};
   for (int64_t g = 0; g < n_rows / kGroup; ++g) {
-    for (int64_t k = 0; k < kGroup; ++k) {
-      for (int64_t i = 0; i < nb; ++i) {
-        std::memcpy(dst + g * kGroup * row_bytes + Q8_0Offset(row_bytes, k, i),
-                    src + (kGroup * g + k) * row_bytes + i * sizeof(BlockQ8_0), sizeof(BlockQ8_0));
+    uint8_t* group = dst + g * kGroup * row_bytes;
+    for (int k = 0; k < kGroup; ++k) {
+      const auto* row = reinterpret_cast<const BlockQ8_0*>(src + (kGroup * g + k) * row_bytes);
+      for (int64_t i = 0; i < layout.nb; ++i) {
+        std::memcpy(group + layout.Scale(k, i), &row[i].d, 2);
+        std::memcpy(group + layout.Quants(k, i), row[i].qs, 32);
       }
     }
   }
@@ -74,9 +69,12 @@ void UnpackRow(DType type, const uint8_t* packed, int64_t row_bytes, int64_t r, 
           for (int j = 0; j < 4; ++j) std::memcpy(out + 16 * seg + 4 * j, in + 256 * seg + 64 * j + 4 * k, 4);
         }
         break;
-      default:  // kQ8_0
-        std::memcpy(out, group + Q8_0Offset(row_bytes, k, i), static_cast<size_t>(block_bytes));
+      default: {  // kQ8_0
+        const Q8_0PackedLayout layout{nb};
+        std::memcpy(out, group + layout.Scale(static_cast<int>(k), i), 2);
+        std::memcpy(out + 2, group + layout.Quants(static_cast<int>(k), i), 32);
         break;
+      }
     }
   }
 }

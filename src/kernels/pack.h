@@ -5,8 +5,9 @@
 // and run at 65-75% of the read bandwidth even so). Q4_0 and Q4_K blocks are also split into
 // the 32-bit words the wide tile kernel loads as vectors, so it need not transpose 16 rows in
 // registers for every block and every call (llama.cpp repacks its weights at load time for
-// the same reason); Q8_0 blocks stay whole, in stripes of 4 rows (its kernel's passes). The
-// copy has the same size as the rows.
+// the same reason); Q8_0 blocks are split into scales and quants, in chunks of 32 blocks and
+// quads of rows (its kernel's passes; Q8_0PackedLayout in tile_wide.h). The copy has the same
+// size as the rows.
 #pragma once
 
 #include <cstdint>

@@ -17,8 +17,38 @@ namespace cohort::kernels {
 
 inline constexpr int kWideRows = 16;
 inline constexpr int kWideTokens = 8;
-// Rows per stripe of a packed Q8_0 group (pack.h): the rows of one pass of its kernel.
-inline constexpr int kQ8_0StripeRows = 4;
+// A packed Q8_0 group (pack.h): its 16 rows' blocks in chunks of kQ8_0ChunkBlocks blocks
+// (the last chunk may be shorter), and in each chunk the group's four quads of rows (the rows
+// of one pass of its kernel) one after another: the quad's scales, block by block and row by
+// row, then its quants the same way, 32 bytes each. A thread's share of a matrix is one
+// stream through memory, every quant load is whole 32 bytes (a plain block's start at byte 2
+// split one load in two across cache lines), and the activation's chunk stays in L1 while
+// the four quads use it.
+inline constexpr int kQ8_0QuadRows = 4;
+inline constexpr int64_t kQ8_0ChunkBlocks = 32;
+
+struct Q8_0PackedLayout {
+  static constexpr int64_t kBlockBytes = 34;  // sizeof(BlockQ8_0): a 2-byte scale, 32 quants
+  int64_t nb;                                 // blocks per row
+
+  int64_t ChunkLen(int64_t c) const {
+    const int64_t left = nb - c * kQ8_0ChunkBlocks;
+    return left < kQ8_0ChunkBlocks ? left : kQ8_0ChunkBlocks;
+  }
+  // Bytes from the group's start to quad g's part of chunk c: its scales, then its quants.
+  int64_t Quad(int64_t c, int g) const {
+    return c * kQ8_0ChunkBlocks * kWideRows * kBlockBytes + g * ChunkLen(c) * kQ8_0QuadRows * kBlockBytes;
+  }
+  int64_t QuantsOfQuad(int64_t c, int g) const { return Quad(c, g) + ChunkLen(c) * kQ8_0QuadRows * 2; }
+  // Where the scale and the quants of block i of the group's row k lie.
+  int64_t Scale(int k, int64_t i) const {
+    return Quad(i / kQ8_0ChunkBlocks, k / kQ8_0QuadRows) + (kQ8_0QuadRows * (i % kQ8_0ChunkBlocks) + k % kQ8_0QuadRows) * 2;
+  }
+  int64_t Quants(int k, int64_t i) const {
+    return QuantsOfQuad(i / kQ8_0ChunkBlocks, k / kQ8_0QuadRows) +
+           (kQ8_0QuadRows * (i % kQ8_0ChunkBlocks) + k % kQ8_0QuadRows) * 32;
+  }
+};
 
 // out[t * out_stride + r] = dot(weight row r, activation row t) for r < kWideRows, t <
 // n_tokens (1..max_tokens). `side` holds, per token (stride side_stride floats), what the

@@ -148,9 +148,9 @@ COHORT_TARGET_AVX512 void WideQ4_0(const uint8_t* w, int64_t w_stride, const uin
 // and last sharing the two multiply units, and little else for the front end to issue.
 // (Two rows per zmm, as before, needed a permute per (row pair, token, block) to spread the
 // scales: 25% slower.)
-// Where WideQ8_0Quad finds the quad's blocks: the rows as stored, w_stride apart, each its own
-// stream through memory (four at once need a software prefetch of the next tile, else the
-// hardware prefetcher falls behind and the kernel runs at half speed), ...
+// WideQ8_0Quad reads the rows as stored, w_stride apart, each its own stream through memory
+// (four at once need a software prefetch of the next tile, else the hardware prefetcher falls
+// behind and the kernel runs at half speed); WideQ8_0Packed below reads a packed copy.
 class Q8_0QuadRows {
  public:
   Q8_0QuadRows(const uint8_t* w, int64_t w_stride, int g, int64_t nb)
@@ -174,41 +174,14 @@ class Q8_0QuadRows {
   const uint8_t* next_;
 };
 
-// ... or packed (PackRows): the group's 4 quads one after another, and in each quad's stripe
-// block i of its 4 rows together, so that every pass is one stream through memory, which the
-// hardware prefetcher follows alone at 1 token (x86::kPrefetchPacked). (Block i of all 16
-// rows together, with each pass reading a quarter of every block, ran at a quarter of the
-// bandwidth.)
-class Q8_0QuadPacked {
- public:
-  Q8_0QuadPacked(const uint8_t* w, int64_t group_stride, int g, int64_t nb)
-      : stripe_(w + g * 4 * nb * static_cast<int64_t>(sizeof(BlockQ8_0))), next_(stripe_ + group_stride) {}
-  const uint8_t* Block(int r, int64_t i) const {
-    return stripe_ + (4 * i + r) * static_cast<int64_t>(sizeof(BlockQ8_0));
-  }
-  // The next group's stripe, as the rows' Prefetch does, with more than 1 token.
-  template <int T>
-  void Prefetch(int64_t i) const {
-    if constexpr (!x86::kPrefetchPacked(T)) return;
-    const int64_t off = 4 * i * static_cast<int64_t>(sizeof(BlockQ8_0));
-    for (int64_t b = 0; b < 4 * static_cast<int64_t>(sizeof(BlockQ8_0)); b += 64) {
-      _mm_prefetch(reinterpret_cast<const char*>(next_ + off + b), _MM_HINT_T1);
-    }
-  }
-
- private:
-  const uint8_t* stripe_;
-  const uint8_t* next_;
-};
-
-template <class Source, int T>
+template <int T>
 COHORT_TARGET_AVX512 void WideQ8_0Quad(const uint8_t* w, int64_t w_stride, int g, const uint8_t* act,
                                        int64_t act_stride, const float* side, int64_t side_stride,
                                        int64_t n, float* out, int64_t out_stride) {
-  constexpr int kRows = 4;
+  constexpr int kRows = kQ8_0QuadRows;
   const int64_t nb = n / kQK;
   const __m256i flip = _mm256_set1_epi8(static_cast<char>(0x80));
-  const Source rows(w, w_stride, g, nb);
+  const Q8_0QuadRows rows(w, w_stride, g, nb);
   __m256 acc[kRows][T];
   for (int r = 0; r < kRows; ++r) {
     for (int t = 0; t < T; ++t) acc[r][t] = _mm256_setzero_ps();
@@ -251,15 +224,107 @@ COHORT_TARGET_AVX512 void WideQ8_0Quad(const uint8_t* w, int64_t w_stride, int g
   }
 }
 
-template <class Source>
+// The packed group (Q8_0PackedLayout), chunk by chunk, each chunk quad by quad: the same
+// steps as WideQ8_0Quad for each row and block in the same order, so the same bits, with the
+// quads' accumulators kept in memory between chunks. The quads' scales come first in their
+// part of the chunk, so the pass that makes d_w * d_a reads them as a few whole lines.
+template <int T>
+COHORT_TARGET_AVX512 void WideQ8_0Packed(const uint8_t* w, int64_t group_stride, const uint8_t* act,
+                                         int64_t act_stride, const float* side, int64_t side_stride,
+                                         int64_t n, float* out, int64_t out_stride) {
+  constexpr int kRows = kQ8_0QuadRows;
+  constexpr int kQuads = kWideRows / kQ8_0QuadRows;
+  const Q8_0PackedLayout layout{n / kQK};
+  const __m256i flip = _mm256_set1_epi8(static_cast<char>(0x80));
+  __m256 acc_of[kQuads][kRows][T];
+  for (int g = 0; g < kQuads; ++g) {
+    for (int r = 0; r < kRows; ++r) {
+      for (int t = 0; t < T; ++t) acc_of[g][r][t] = _mm256_setzero_ps();
+    }
+  }
+  alignas(64) float d[T][kQ8_0ChunkBlocks][kRows];  // d[t][j][r] = d_w(row r) * d_a(token t)
+  for (int64_t c = 0; c * kQ8_0ChunkBlocks < layout.nb; ++c) {
+    const int64_t i0 = c * kQ8_0ChunkBlocks;
+    const int64_t len = layout.ChunkLen(c);
+    for (int g = 0; g < kQuads; ++g) {
+      const uint8_t* scales = w + layout.Quad(c, g);
+      const uint8_t* quants = w + layout.QuantsOfQuad(c, g);
+      if constexpr (x86::kPrefetchPacked(T)) {
+        for (int64_t b = 0; b < len * kRows * 2; b += 64) {
+          _mm_prefetch(reinterpret_cast<const char*>(scales + group_stride + b), _MM_HINT_T1);
+        }
+      }
+      // Two blocks' 8 scales per conversion; an odd chunk's last block alone.
+      int64_t j = 0;
+      for (; j + 2 <= len; j += 2) {
+        const __m256 dw = _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(scales + 8 * j)));
+        for (int t = 0; t < T; ++t) {
+          const float* s = side + t * side_stride + kQ8_0SeedWords * (i0 + j);
+          const __m256 da = _mm256_setr_m128(_mm_set1_ps(s[0]), _mm_set1_ps(s[kQ8_0SeedWords]));
+          _mm256_store_ps(d[t][j], _mm256_mul_ps(dw, da));
+        }
+      }
+      if (j < len) {
+        const __m128 dw = _mm_cvtph_ps(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(scales + 8 * j)));
+        for (int t = 0; t < T; ++t) {
+          _mm_store_ps(d[t][j], _mm_mul_ps(dw, _mm_set1_ps(side[t * side_stride + kQ8_0SeedWords * (i0 + j)])));
+        }
+      }
+      __m256 acc[kRows][T];
+      for (int r = 0; r < kRows; ++r) {
+        for (int t = 0; t < T; ++t) acc[r][t] = acc_of[g][r][t];
+      }
+      for (j = 0; j < len; ++j) {
+        const uint8_t* q_j = quants + j * kRows * 32;
+        if constexpr (x86::kPrefetchPacked(T)) {
+          _mm_prefetch(reinterpret_cast<const char*>(q_j + group_stride), _MM_HINT_T1);
+          _mm_prefetch(reinterpret_cast<const char*>(q_j + group_stride + 64), _MM_HINT_T1);
+        }
+        __m256i q[kRows];
+        for (int r = 0; r < kRows; ++r) {
+          q[r] = _mm256_xor_si256(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(q_j + 32 * r)), flip);
+        }
+        const int64_t i = i0 + j;
+        for (int t = 0; t < T; ++t) {
+          const __m256i y = _mm256_loadu_si256(
+              reinterpret_cast<const __m256i*>(act + t * act_stride + i * static_cast<int64_t>(sizeof(BlockQ8_0)) + 2));
+          const __m256i seed = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(side + t * side_stride + kQ8_0SeedWords * i + 1));
+          for (int r = 0; r < kRows; ++r) {
+            const __m256i sum = _mm256_dpbusd_epi32(seed, q[r], y);
+            acc[r][t] = _mm256_fmadd_ps(_mm256_set1_ps(d[t][j][r]), _mm256_cvtepi32_ps(sum), acc[r][t]);
+          }
+        }
+      }
+      for (int r = 0; r < kRows; ++r) {
+        for (int t = 0; t < T; ++t) acc_of[g][r][t] = acc[r][t];
+      }
+    }
+  }
+  for (int g = 0; g < kQuads; ++g) {
+    for (int r = 0; r < kRows; ++r) {
+      for (int t = 0; t < T; ++t) out[t * out_stride + kRows * g + r] = x86::HorizontalSum(acc_of[g][r][t]);
+    }
+  }
+}
+
 struct Q8_0Kernel {
   template <int T>
   struct Shape {
     static void Run(const uint8_t* w, int64_t w_stride, const uint8_t* act, int64_t act_stride,
                     const float* side, int64_t side_stride, int64_t n, float* out, int64_t out_stride) {
-      for (int g = 0; g < 4; ++g) {
-        WideQ8_0Quad<Source, T>(w, w_stride, g, act, act_stride, side, side_stride, n, out, out_stride);
+      for (int g = 0; g < kWideRows / kQ8_0QuadRows; ++g) {
+        WideQ8_0Quad<T>(w, w_stride, g, act, act_stride, side, side_stride, n, out, out_stride);
       }
+    }
+  };
+};
+
+struct Q8_0PackedKernel {
+  template <int T>
+  struct Shape {
+    static void Run(const uint8_t* w, int64_t w_stride, const uint8_t* act, int64_t act_stride,
+                    const float* side, int64_t side_stride, int64_t n, float* out, int64_t out_stride) {
+      WideQ8_0Packed<T>(w, w_stride, act, act_stride, side, side_stride, n, out, out_stride);
     }
   };
 };
@@ -281,7 +346,7 @@ WideTile GetWideTile(DType weight, bool grouped) {
   switch (weight) {
     case DType::kQ4_0: return {x86::WideRun<Q4_0Kernel<Q4_0Rows>::Shape, kWideTokens>, SideQ8_0, 16, kWideTokens};
     // 4 tokens keep the 4 x 4 accumulators of an 8-row half in registers.
-    case DType::kQ8_0: return {x86::WideRun<Q8_0Kernel<Q8_0QuadRows>::Shape, 4>, SideQ8_0Seeds, kQ8_0SeedWords * 8, 4};
+    case DType::kQ8_0: return {x86::WideRun<Q8_0Kernel::Shape, 4>, SideQ8_0Seeds, kQ8_0SeedWords * 8, 4};
     default: return GetWideTileK(weight, grouped);
   }
 }
@@ -289,7 +354,7 @@ WideTile GetWideTile(DType weight, bool grouped) {
 WideTile GetWideTilePacked(DType weight) {
   switch (weight) {
     case DType::kQ4_0: return {x86::WideRun<Q4_0Kernel<Q4_0Packed>::Shape, kWideTokens>, SideQ8_0, 16, kWideTokens};
-    case DType::kQ8_0: return {x86::WideRun<Q8_0Kernel<Q8_0QuadPacked>::Shape, 4>, SideQ8_0Seeds, kQ8_0SeedWords * 8, 4};
+    case DType::kQ8_0: return {x86::WideRun<Q8_0PackedKernel::Shape, 4>, SideQ8_0Seeds, kQ8_0SeedWords * 8, 4};
     default: return {};
   }
 }
