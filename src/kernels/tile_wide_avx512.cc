@@ -210,7 +210,7 @@ COHORT_TARGET_AVX512 void WideQ8_0Quad(const uint8_t* w, int64_t w_stride, int g
         q[r] = _mm256_xor_si256(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(rows.Block(r, i) + 2)), flip);
       }
       for (int t = 0; t < T; ++t) {
-        const __m256i y = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(act + t * act_stride + off + 2));
+        const __m256i y = x86::LoadToRegister(act + t * act_stride + off + 2);
         const __m256i seed = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(side + t * side_stride + kQ8_0SeedWords * i + 1));
         for (int r = 0; r < kRows; ++r) {
           const __m256i sum = _mm256_dpbusd_epi32(seed, q[r], y);
@@ -286,8 +286,7 @@ COHORT_TARGET_AVX512 void WideQ8_0Packed(const uint8_t* w, int64_t group_stride,
         }
         const int64_t i = i0 + j;
         for (int t = 0; t < T; ++t) {
-          const __m256i y = _mm256_loadu_si256(
-              reinterpret_cast<const __m256i*>(act + t * act_stride + i * static_cast<int64_t>(sizeof(BlockQ8_0)) + 2));
+          const __m256i y = x86::LoadToRegister(act + t * act_stride + i * static_cast<int64_t>(sizeof(BlockQ8_0)) + 2);
           const __m256i seed = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(side + t * side_stride + kQ8_0SeedWords * i + 1));
           for (int r = 0; r < kRows; ++r) {
             const __m256i sum = _mm256_dpbusd_epi32(seed, q[r], y);
