@@ -5,7 +5,9 @@
 # Versions as Debian 12 (bookworm) ships them, which is what the project is tested with:
 #   g++ 12.2, cmake 3.25.1, libgtest-dev 1.12.1, libpcre2-dev 10.42, libfmt-dev 9.1.0,
 #   nlohmann-json3-dev 3.11.2, libcli11-dev 2.1.2, libcpp-httplib-dev 0.11.4,
-#   libsodium-dev 1.0.18, clang 14 (libFuzzer), nodejs 18+/npm (test vectors, openai client).
+#   libsodium-dev 1.0.18, clang 14 (libFuzzer), nodejs 18+/npm (test vectors, openai client),
+#   g++-aarch64-linux-gnu 12.2 and qemu-user 7.2 with arm64 libgtest-dev/libfmt-dev (the
+#   AArch64 kernels' cross build, run under emulation).
 set -euo pipefail
 
 packages=(
@@ -15,6 +17,7 @@ packages=(
   clang libclang-rt-14-dev
   iproute2
   libopenmpi-dev openmpi-bin libucx-dev
+  g++-aarch64-linux-gnu qemu-user libgtest-dev:arm64 libfmt-dev:arm64
 )
 # Node.js may come from elsewhere (e.g. nodesource); only ask Debian for it when absent.
 command -v node >/dev/null 2>&1 || packages+=(nodejs)
@@ -30,6 +33,8 @@ if ((${#missing[@]})); then
   sudo_cmd=()
   [ "$(id -u)" -eq 0 ] || sudo_cmd=(sudo)
   export DEBIAN_FRONTEND=noninteractive
+  # The arm64 libraries for the AArch64 cross build come from Debian's multiarch archive.
+  dpkg --print-foreign-architectures | grep -qx arm64 || "${sudo_cmd[@]}" dpkg --add-architecture arm64
   "${sudo_cmd[@]}" apt-get update -qq
   "${sudo_cmd[@]}" apt-get install -y -qq --no-install-recommends "${missing[@]}"
 fi

@@ -2,7 +2,8 @@
 # The whole test suite from a fresh Debian 12 machine: installs packages, fetches the
 # llama.cpp test vectors, builds the release preset, runs every test not labelled slow, then
 # runs the GGUF parser's tests (malformed corpus, truncations, fuzz seeds) under the address
-# and undefined-behaviour sanitizers.
+# and undefined-behaviour sanitizers, and the kernels' tests cross-built for AArch64 (the
+# NEON kernels) under qemu-aarch64.
 #   scripts/test.sh              # default suite
 #   scripts/test.sh -L slow      # extra ctest arguments replace the default selection
 set -euo pipefail
@@ -25,5 +26,8 @@ if [ "$*" = "-LE slow" ]; then
   cmake --preset asan >/dev/null
   cmake --build --preset asan -j "$jobs" --target gguf_test
   (cd build/asan && ctest --output-on-failure --timeout 900 -j "$jobs" -R '^Gguf') || status=$?
+  cmake --preset arm64 >/dev/null
+  cmake --build --preset arm64 -j "$jobs"
+  (cd build/arm64 && ctest --output-on-failure --timeout 900 -j "$jobs" -LE slow) || status=$?
 fi
 exit "$status"

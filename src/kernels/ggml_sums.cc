@@ -8,6 +8,14 @@
 #include "core/check.h"
 #include "kernels/quant.h"
 
+// The FMA variants are compiled for AVX2 + FMA on x86 (whose baseline has no FMA instruction:
+// std::fma is a library call there) and chosen at run time; AArch64 always has FMA.
+#if defined(__x86_64__) || defined(__i386__)
+#define COHORT_TARGET_FMA __attribute__((target("avx2,fma")))
+#else
+#define COHORT_TARGET_FMA
+#endif
+
 namespace cohort::kernels {
 namespace {
 
@@ -76,12 +84,12 @@ __attribute__((always_inline)) inline float DotSgemmBody(const float* a, const f
 }
 
 float DotSgemmPlain(const float* a, const float* b, int64_t n) { return DotSgemmBody(a, b, n); }
-__attribute__((target("avx2,fma"))) float DotSgemmFma(const float* a, const float* b, int64_t n) {
+COHORT_TARGET_FMA float DotSgemmFma(const float* a, const float* b, int64_t n) {
   return DotSgemmBody(a, b, n);
 }
 
 float DotGgmlPlain(const float* a, const float* b, int64_t n) { return DotGgmlBody(a, b, n); }
-__attribute__((target("avx2,fma"))) float DotGgmlFma(const float* a, const float* b, int64_t n) {
+COHORT_TARGET_FMA float DotGgmlFma(const float* a, const float* b, int64_t n) {
   return DotGgmlBody(a, b, n);
 }
 
@@ -91,12 +99,12 @@ void WeightedRowSumPlain(const float* w, const float* rows, int64_t stride, int6
   WeightedRowSumBody<kLanes>(w, rows, stride, n, width, out);
 }
 template <int kLanes>
-__attribute__((target("avx2,fma"))) void WeightedRowSumFma(const float* w, const float* rows, int64_t stride,
+COHORT_TARGET_FMA void WeightedRowSumFma(const float* w, const float* rows, int64_t stride,
                                                       int64_t n, int64_t width, float* out) {
   WeightedRowSumBody<kLanes>(w, rows, stride, n, width, out);
 }
 
-bool HasFma() { return BestSimdLevel() >= SimdLevel::kAvx2; }  // AVX2 level includes FMA
+bool HasFma() { return HasAvx2(BestSimdLevel()); }  // AVX2 level includes FMA
 
 }  // namespace
 

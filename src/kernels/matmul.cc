@@ -39,22 +39,22 @@ void RunParallel(ThreadPool* pool, int64_t n, const Fn& fn) {
 }  // namespace
 
 TileFn GetTile(DType weight, SimdLevel level) {
-  if (level >= SimdLevel::kAvx512) return avx512::GetTile(weight);
+  if (HasAvx512(level)) return avx512::GetTile(weight);
   return nullptr;
 }
 
 TileFn GetTileGrouped(DType weight, SimdLevel level) {
-  if (level >= SimdLevel::kAvx512 && weight == DType::kQ4_K) return avx512::GetKTileGrouped(weight);
+  if (HasAvx512(level) && weight == DType::kQ4_K) return avx512::GetKTileGrouped(weight);
   return GetTile(weight, level);
 }
 
 WideTile GetWideTile(DType weight, SimdLevel level, bool grouped) {
-  if (level >= SimdLevel::kAvx512) return avx512::GetWideTile(weight, grouped);
+  if (HasAvx512(level)) return avx512::GetWideTile(weight, grouped);
   return {};
 }
 
 WideTile GetWideTilePacked(DType weight, SimdLevel level, bool grouped) {
-  if (level < SimdLevel::kAvx512) return {};
+  if (!HasAvx512(level)) return {};
   if (weight == DType::kQ4_K) return avx512::GetWideTilePackedK(weight, grouped);
   return avx512::GetWideTilePacked(weight);
 }

@@ -3,6 +3,10 @@
 #include "kernels/quant.h"
 
 #include <array>
+#if defined(__aarch64__) && defined(__linux__)
+#include <asm/hwcap.h>
+#include <sys/auxv.h>
+#endif
 
 #include "core/check.h"
 #include "kernels/ggml_sums.h"
@@ -29,6 +33,11 @@ CpuLevels DetectLevels() {
     out.levels[out.count++] = SimdLevel::kAvx512;
   }
 #endif
+#if defined(__aarch64__) && defined(__linux__)
+  if (getauxval(AT_HWCAP) & HWCAP_ASIMDDP) out.levels[out.count++] = SimdLevel::kNeonDot;
+#elif defined(__aarch64__) && defined(__APPLE__)
+  out.levels[out.count++] = SimdLevel::kNeonDot;  // every Apple CPU since the M1 has sdot
+#endif
   return out;
 }
 
@@ -52,6 +61,7 @@ const char* SimdLevelName(SimdLevel level) {
     case SimdLevel::kScalar: return "scalar";
     case SimdLevel::kAvx2: return "avx2";
     case SimdLevel::kAvx512: return "avx512";
+    case SimdLevel::kNeonDot: return "neon-dotprod";
   }
   return "?";
 }
@@ -114,7 +124,7 @@ void QuantizeRow(DType type, const float* src, void* dst, int64_t n) {
   COHORT_CHECK_EQ(n % Traits(type).block_size, 0);
   if (ref::IsKType(type)) {
     ref::QuantizeKRow(type, src, dst, n);
-  } else if (BestSimdLevel() < SimdLevel::kAvx512 || !avx512::QuantizeRow(type, src, dst, n)) {
+  } else if (!HasAvx512(BestSimdLevel()) || !avx512::QuantizeRow(type, src, dst, n)) {
     ref::QuantizeLegacyRow(type, src, dst, n);
   }
 }
@@ -136,12 +146,15 @@ float F32SgemmOrder(const void* w, const void* a, int64_t n) {
 
 VecDotFn GetVecDot(DType weight, SimdLevel level) {
   COHORT_CHECK(IsWeightType(weight));
-  if (weight == DType::kF32 && level >= SimdLevel::kAvx2) return F32VecDotOrder;
-  if (level >= SimdLevel::kAvx512) {
+  if (weight == DType::kF32 && HasAvx2(level)) return F32VecDotOrder;
+  if (HasAvx512(level)) {
     if (VecDotFn fn = avx512::GetVecDot(weight)) return fn;
   }
-  if (level >= SimdLevel::kAvx2) {
+  if (HasAvx2(level)) {
     if (VecDotFn fn = avx2::GetVecDot(weight)) return fn;
+  }
+  if (level == SimdLevel::kNeonDot) {
+    if (VecDotFn fn = neon::GetVecDot(weight)) return fn;
   }
   VecDotFn fn = ref::IsKType(weight) ? ref::GetKVecDot(weight) : ref::GetLegacyVecDot(weight);
   COHORT_CHECK(fn != nullptr);
@@ -149,8 +162,8 @@ VecDotFn GetVecDot(DType weight, SimdLevel level) {
 }
 
 VecDotFn GetVecDotGrouped(DType weight, SimdLevel level) {
-  if (weight == DType::kQ4_K && level >= SimdLevel::kAvx2) return avx2::GetKVecDotGrouped(weight);
-  if (weight == DType::kF32 && level >= SimdLevel::kAvx2) return F32SgemmOrder;
+  if (weight == DType::kQ4_K && HasAvx2(level)) return avx2::GetKVecDotGrouped(weight);
+  if (weight == DType::kF32 && HasAvx2(level)) return F32SgemmOrder;
   return GetVecDot(weight, level);
 }
 

@@ -10,9 +10,13 @@
 
 namespace cohort::kernels {
 
-// Instruction sets a kernel may be written for, from slowest to fastest. kScalar is the
-// reference every other level is tested against.
-enum class SimdLevel { kScalar = 0, kAvx2 = 1, kAvx512 = 2 };
+// Instruction sets a kernel may be written for. kScalar is the reference every other level is
+// tested against. The x86 levels are ordered (the AVX-512 level includes AVX2); kNeonDot
+// (AArch64 NEON with the dot-product extension) is the one ARM level.
+enum class SimdLevel { kScalar = 0, kAvx2 = 1, kAvx512 = 2, kNeonDot = 3 };
+
+constexpr bool HasAvx2(SimdLevel level) { return level == SimdLevel::kAvx2 || level == SimdLevel::kAvx512; }
+constexpr bool HasAvx512(SimdLevel level) { return level == SimdLevel::kAvx512; }
 
 // The best level this CPU runs (detected once, at the first call).
 SimdLevel BestSimdLevel();

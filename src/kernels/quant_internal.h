@@ -42,6 +42,9 @@ VecDotFn GetVecDot(DType weight);   // vec_dot_avx2.cc: plain and legacy types
 VecDotFn GetKVecDot(DType weight);  // vec_dot_avx2_k.cc: K-quants
 VecDotFn GetKVecDotGrouped(DType weight);  // the same, in llama.cpp's repacked-GEMM order
 }
+namespace neon {
+VecDotFn GetVecDot(DType weight);  // vec_dot_neon.cc: Q4_0, Q8_0, Q4_K, Q6_K (AArch64 dotprod)
+}
 namespace avx512 {
 VecDotFn GetVecDot(DType weight);
 // quantize_avx512.cc: Q8_0 and Q8_1 rows (ref::QuantizeLegacyRow's bytes); false for others.

@@ -150,6 +150,7 @@ TileFn GetTile(DType weight) {
 
 TileFn GetTile(DType) { return nullptr; }
 TileFn GetKTile(DType) { return nullptr; }
+TileFn GetKTileGrouped(DType) { return nullptr; }
 
 #endif
 

@@ -155,6 +155,7 @@ VecDotFn GetVecDot(DType weight) {
 
 VecDotFn GetVecDot(DType) { return nullptr; }
 VecDotFn GetKVecDot(DType) { return nullptr; }
+VecDotFn GetKVecDotGrouped(DType) { return nullptr; }
 
 #endif
 
