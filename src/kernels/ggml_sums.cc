@@ -104,7 +104,7 @@ COHORT_TARGET_FMA void WeightedRowSumFma(const float* w, const float* rows, int6
   WeightedRowSumBody<kLanes>(w, rows, stride, n, width, out);
 }
 
-bool HasFma() { return HasAvx2(BestSimdLevel()); }  // AVX2 level includes FMA
+bool HasFma() { return HasFmaUnit(BestSimdLevel()); }
 
 }  // namespace
 

@@ -146,7 +146,7 @@ float F32SgemmOrder(const void* w, const void* a, int64_t n) {
 
 VecDotFn GetVecDot(DType weight, SimdLevel level) {
   COHORT_CHECK(IsWeightType(weight));
-  if (weight == DType::kF32 && HasAvx2(level)) return F32VecDotOrder;
+  if (weight == DType::kF32 && HasFmaUnit(level)) return F32VecDotOrder;
   if (HasAvx512(level)) {
     if (VecDotFn fn = avx512::GetVecDot(weight)) return fn;
   }
@@ -163,7 +163,10 @@ VecDotFn GetVecDot(DType weight, SimdLevel level) {
 
 VecDotFn GetVecDotGrouped(DType weight, SimdLevel level) {
   if (weight == DType::kQ4_K && HasAvx2(level)) return avx2::GetKVecDotGrouped(weight);
-  if (weight == DType::kF32 && HasAvx2(level)) return F32SgemmOrder;
+  if (weight == DType::kF32 && HasFmaUnit(level)) return F32SgemmOrder;
+  if (level == SimdLevel::kNeonDot) {
+    if (VecDotFn fn = neon::GetVecDotGrouped(weight)) return fn;
+  }
   return GetVecDot(weight, level);
 }
 

@@ -17,6 +17,9 @@ enum class SimdLevel { kScalar = 0, kAvx2 = 1, kAvx512 = 2, kNeonDot = 3 };
 
 constexpr bool HasAvx2(SimdLevel level) { return level == SimdLevel::kAvx2 || level == SimdLevel::kAvx512; }
 constexpr bool HasAvx512(SimdLevel level) { return level == SimdLevel::kAvx512; }
+// Whether fused multiply-add is one instruction at this level (F32 dots then follow ggml's
+// lanes, written with std::fma; without it std::fma is a slow library call).
+constexpr bool HasFmaUnit(SimdLevel level) { return HasAvx2(level) || level == SimdLevel::kNeonDot; }
 
 // The best level this CPU runs (detected once, at the first call).
 SimdLevel BestSimdLevel();

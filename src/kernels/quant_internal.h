@@ -44,6 +44,7 @@ VecDotFn GetKVecDotGrouped(DType weight);  // the same, in llama.cpp's repacked-
 }
 namespace neon {
 VecDotFn GetVecDot(DType weight);  // vec_dot_neon.cc: Q4_0, Q8_0, Q4_K, Q6_K (AArch64 dotprod)
+VecDotFn GetVecDotGrouped(DType weight);  // the same, Q4_K in llama.cpp's repacked-GEMM order
 }
 namespace avx512 {
 VecDotFn GetVecDot(DType weight);

@@ -42,10 +42,6 @@ TEST(VecDotSimd, MatchesScalarOnOddSizesAndMisalignedRows) {
             const float want = scalar(wq.data(), aq.data(), n);
             const float got = simd(wq.data(), aq.data(), n);
             ASSERT_NEAR(got, want, 2e-6 * ref.abs_sum + 1e-30);
-            // The NEON kernels keep the reference's float steps (vec_dot_neon.cc).
-            if (level == SimdLevel::kNeonDot) {
-              ASSERT_EQ(got, want);
-            }
           }
         }
       }
