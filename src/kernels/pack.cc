@@ -24,8 +24,8 @@ void PackQ8_0(const uint8_t* src, int64_t row_bytes, int64_t n_rows, uint8_t* ds
     for (int k = 0; k < kGroup; ++k) {
       const auto* row = reinterpret_cast<const BlockQ8_0*>(src + (kGroup * g + k) * row_bytes);
       for (int64_t i = 0; i < layout.nb; ++i) {
-        std::memcpy(group + layout.Scale(k, i), &row[i].d, 2);
-        std::memcpy(group + layout.Quants(k, i), row[i].qs, 32);
+        std::memcpy(group + layout.Scale(k, i), &row[i].d, layout.kScaleBytes);
+        std::memcpy(group + layout.Quants(k, i), row[i].qs, layout.kQuantBytes);
       }
     }
   }
@@ -71,8 +71,8 @@ void UnpackRow(DType type, const uint8_t* packed, int64_t row_bytes, int64_t r, 
         break;
       default: {  // kQ8_0
         const Q8_0PackedLayout layout{nb};
-        std::memcpy(out, group + layout.Scale(static_cast<int>(k), i), 2);
-        std::memcpy(out + 2, group + layout.Quants(static_cast<int>(k), i), 32);
+        std::memcpy(out, group + layout.Scale(static_cast<int>(k), i), layout.kScaleBytes);
+        std::memcpy(out + layout.kScaleBytes, group + layout.Quants(static_cast<int>(k), i), layout.kQuantBytes);
         break;
       }
     }

@@ -103,6 +103,13 @@ inline void GetScaleMinK4(const uint8_t* s, int j, int* sc, int* m) {
   }
 }
 
+// Mins times activation sums for Q4_K's sub-blocks 2c and 2c + 1 (64 elements) against a Q8_K
+// block, whose bsums cover 16 elements: sub-block j (32 elements) is bsums[2j] + bsums[2j+1].
+inline int Q4KPairMinSum(const BlockQ8_K& y, const int* mins, int c) {
+  return mins[2 * c] * (y.bsums[4 * c] + y.bsums[4 * c + 1]) +
+         mins[2 * c + 1] * (y.bsums[4 * c + 2] + y.bsums[4 * c + 3]);
+}
+
 // The 16 6-bit scales of Q3_K: low nibble in byte j (j < 8) or high nibble of byte j - 8,
 // top two bits in byte 8 + j % 4 at bit 2 * (j / 4). Stored biased by 32.
 inline int GetQ3KScale(const uint8_t* s, int j) {

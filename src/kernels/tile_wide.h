@@ -12,6 +12,7 @@
 
 #include "core/dtype.h"
 #include "kernels/quant.h"
+#include "kernels/quant_blocks.h"
 
 namespace cohort::kernels {
 
@@ -28,8 +29,10 @@ inline constexpr int kQ8_0QuadRows = 4;
 inline constexpr int64_t kQ8_0ChunkBlocks = 32;
 
 struct Q8_0PackedLayout {
-  static constexpr int64_t kBlockBytes = 34;  // sizeof(BlockQ8_0): a 2-byte scale, 32 quants
-  int64_t nb;                                 // blocks per row
+  static constexpr int64_t kBlockBytes = sizeof(BlockQ8_0);
+  static constexpr int64_t kScaleBytes = sizeof(BlockQ8_0::d);
+  static constexpr int64_t kQuantBytes = sizeof(BlockQ8_0::qs);
+  int64_t nb;  // blocks per row
 
   int64_t ChunkLen(int64_t c) const {
     const int64_t left = nb - c * kQ8_0ChunkBlocks;
@@ -39,14 +42,14 @@ struct Q8_0PackedLayout {
   int64_t Quad(int64_t c, int g) const {
     return c * kQ8_0ChunkBlocks * kWideRows * kBlockBytes + g * ChunkLen(c) * kQ8_0QuadRows * kBlockBytes;
   }
-  int64_t QuantsOfQuad(int64_t c, int g) const { return Quad(c, g) + ChunkLen(c) * kQ8_0QuadRows * 2; }
+  int64_t QuantsOfQuad(int64_t c, int g) const { return Quad(c, g) + ChunkLen(c) * kQ8_0QuadRows * kScaleBytes; }
   // Where the scale and the quants of block i of the group's row k lie.
   int64_t Scale(int k, int64_t i) const {
-    return Quad(i / kQ8_0ChunkBlocks, k / kQ8_0QuadRows) + (kQ8_0QuadRows * (i % kQ8_0ChunkBlocks) + k % kQ8_0QuadRows) * 2;
+    return Quad(i / kQ8_0ChunkBlocks, k / kQ8_0QuadRows) + (kQ8_0QuadRows * (i % kQ8_0ChunkBlocks) + k % kQ8_0QuadRows) * kScaleBytes;
   }
   int64_t Quants(int k, int64_t i) const {
     return QuantsOfQuad(i / kQ8_0ChunkBlocks, k / kQ8_0QuadRows) +
-           (kQ8_0QuadRows * (i % kQ8_0ChunkBlocks) + k % kQ8_0QuadRows) * 32;
+           (kQ8_0QuadRows * (i % kQ8_0ChunkBlocks) + k % kQ8_0QuadRows) * kQuantBytes;
   }
 };
 

@@ -61,9 +61,7 @@ COHORT_TARGET_AVX2 float VecDotQ4_KRepacked(const void* w, const void* a, int64_
       const __m256i hi = _mm256_and_si256(_mm256_srli_epi16(q, 4), low_mask);
       sum = _mm256_add_epi32(sum, ScaledDot(lo, Load32(y[i].qs + 64 * c), ScalePair(sc[2 * c], sc[2 * c])));
       sum = _mm256_add_epi32(sum, ScaledDot(hi, Load32(y[i].qs + 64 * c + 32), ScalePair(sc[2 * c + 1], sc[2 * c + 1])));
-      // Q8_K's bsums cover 16 elements: sub-block j (32 elements) is bsums[2j] + bsums[2j+1].
-      const int pair_min = mn[2 * c] * (y[i].bsums[4 * c] + y[i].bsums[4 * c + 1]) +
-                           mn[2 * c + 1] * (y[i].bsums[4 * c + 2] + y[i].bsums[4 * c + 3]);
+      const int pair_min = Q4KPairMinSum(y[i], mn, c);
       if constexpr (kPerPair) {
         acc = std::fma(static_cast<float>(x86::HorizontalSum(sum)), d, acc);
         acc_min = std::fma(static_cast<float>(pair_min), dmin, acc_min);

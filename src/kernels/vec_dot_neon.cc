@@ -95,9 +95,7 @@ COHORT_TARGET_DOTPROD float VecDotQ4_K(const void* w, const void* a, int64_t n) 
                                vreinterpretq_s8_u8(vandq_u8(q1, low_mask)), yq);
       const int32_t hi = Dot32(vreinterpretq_s8_u8(vshrq_n_u8(q0, 4)), vreinterpretq_s8_u8(vshrq_n_u8(q1, 4)), yq + 32);
       sum += sc[2 * c] * lo + sc[2 * c + 1] * hi;
-      // Q8_K's bsums cover 16 elements: sub-block j (32 elements) is bsums[2j] + bsums[2j+1].
-      const int pair_min = mn[2 * c] * (y[i].bsums[4 * c] + y[i].bsums[4 * c + 1]) +
-                           mn[2 * c + 1] * (y[i].bsums[4 * c + 2] + y[i].bsums[4 * c + 3]);
+      const int pair_min = Q4KPairMinSum(y[i], mn, c);
       if constexpr (kPerPair) {
         acc = std::fma(static_cast<float>(sum), d, acc);
         acc_min = std::fma(static_cast<float>(pair_min), dmin, acc_min);
