@@ -38,7 +38,7 @@ c++ -O2 -std=c++20 -pthread "$root/bench/stream_read.cc" -o "$root/build/bench/s
 # This VM's read bandwidth swings between about 30 and 60 GB/s within minutes (other guests on
 # the host), so it is measured in every round, just before that round's runs, and each
 # round's generation rates are set against the bandwidth of their own round.
-read_bw() { "$root/build/bench/stream_read" "$threads" 512 3 2>/dev/null; }
+read_bw() { "$root/build/bench/stream_read" "$threads" 512 4 2>/dev/null; }
 
 median() { tr ',' '\n' | sort -g | awk '{v[NR]=$1} END {if (NR==0) print 0; else if (NR%2) print v[(NR+1)/2]; else print (v[NR/2]+v[NR/2+1])/2}'; }
 

@@ -55,7 +55,7 @@ WideTile GetWideTile(DType weight, SimdLevel level, bool grouped) {
 
 WideTile GetWideTilePacked(DType weight, SimdLevel level, bool grouped) {
   if (!HasAvx512(level)) return {};
-  if (weight == DType::kQ4_K) return avx512::GetWideTilePackedK(weight, grouped);
+  if (weight == DType::kQ4_K || weight == DType::kQ6_K) return avx512::GetWideTilePackedK(weight, grouped);
   return avx512::GetWideTilePacked(weight);
 }
 

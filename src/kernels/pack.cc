@@ -31,10 +31,24 @@ void PackQ8_0(const uint8_t* src, int64_t row_bytes, int64_t n_rows, uint8_t* ds
   }
 }
 
+// Q6_K: stripes of kQ6KStripeRows rows, block by block (Q6KPackedLayout).
+void PackQ6_K(const uint8_t* src, int64_t row_bytes, int64_t n_rows, uint8_t* dst) {
+  const Q6KPackedLayout layout{row_bytes / Q6KPackedLayout::kBlockBytes};
+  for (int64_t g = 0; g < n_rows / kGroup; ++g) {
+    uint8_t* group = dst + g * kGroup * row_bytes;
+    for (int k = 0; k < kGroup; ++k) {
+      const uint8_t* row = src + (kGroup * g + k) * row_bytes;
+      for (int64_t i = 0; i < layout.nb; ++i) {
+        std::memcpy(group + layout.Block(k, i), row + i * layout.kBlockBytes, layout.kBlockBytes);
+      }
+    }
+  }
+}
+
 }  // namespace
 
 bool CanPackRows(DType type, int64_t n_rows, int64_t row_bytes) {
-  return (type == DType::kQ4_0 || type == DType::kQ4_K || type == DType::kQ8_0) &&
+  return (type == DType::kQ4_0 || type == DType::kQ4_K || type == DType::kQ8_0 || type == DType::kQ6_K) &&
          n_rows > 0 && n_rows % TensorView::kPackRows == 0 &&
          row_bytes * TensorView::kPackRows < (int64_t{1} << 31) &&
          GetWideTilePacked(type, BestSimdLevel(), false).fn != nullptr;
@@ -47,6 +61,7 @@ void PackRows(DType type, const uint8_t* src, int64_t row_bytes, int64_t n_rows,
   switch (type) {
     case DType::kQ4_K: avx512::PackSegments16(src, row_bytes, n_rows, Traits(type).type_size, dst); break;
     case DType::kQ4_0: avx512::PackQ4_0(src, row_bytes, n_rows, dst); break;
+    case DType::kQ6_K: PackQ6_K(src, row_bytes, n_rows, dst); break;
     default: PackQ8_0(src, row_bytes, n_rows, dst); break;  // kQ8_0, as CanPackRows allows
   }
 }
@@ -69,6 +84,11 @@ void UnpackRow(DType type, const uint8_t* packed, int64_t row_bytes, int64_t r, 
           for (int j = 0; j < 4; ++j) std::memcpy(out + 16 * seg + 4 * j, in + 256 * seg + 64 * j + 4 * k, 4);
         }
         break;
+      case DType::kQ6_K: {
+        const Q6KPackedLayout layout{nb};
+        std::memcpy(out, group + layout.Block(static_cast<int>(k), i), block_bytes);
+        break;
+      }
       default: {  // kQ8_0
         const Q8_0PackedLayout layout{nb};
         std::memcpy(out, group + layout.Scale(static_cast<int>(k), i), layout.kScaleBytes);

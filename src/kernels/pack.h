@@ -6,8 +6,9 @@
 // the 32-bit words the wide tile kernel loads as vectors, so it need not transpose 16 rows in
 // registers for every block and every call (llama.cpp repacks its weights at load time for
 // the same reason); Q8_0 blocks are split into scales and quants, in chunks of 32 blocks and
-// quads of rows (its kernel's passes; Q8_0PackedLayout in tile_wide.h). The copy has the same
-// size as the rows.
+// quads of rows (its kernel's passes; Q8_0PackedLayout in tile_wide.h); Q6_K blocks stay whole,
+// in stripes of 8 rows (its kernel's single-token passes; Q6KPackedLayout). The copy has the
+// same size as the rows.
 #pragma once
 
 #include <cstdint>
@@ -17,7 +18,7 @@
 namespace cohort::kernels {
 
 // Whether PackRows can pack n_rows rows of `type` and MatMul would use the packed copy on
-// this CPU (Q4_0, Q4_K and Q8_0 with the AVX-512 kernels, whole groups of rows).
+// this CPU (Q4_0, Q4_K, Q6_K and Q8_0 with the AVX-512 kernels, whole groups of rows).
 bool CanPackRows(DType type, int64_t n_rows, int64_t row_bytes);
 
 // Writes the packed copy of rows src + r * row_bytes, r < n_rows (CanPackRows must hold) to
@@ -25,8 +26,8 @@ bool CanPackRows(DType type, int64_t n_rows, int64_t row_bytes);
 void PackRows(DType type, const uint8_t* src, int64_t row_bytes, int64_t n_rows, uint8_t* dst);
 
 // Whether columns [begin, end) of packed rows of `type` are packed + kPackRows * RowBytes(type,
-// begin) with the group stride unchanged (Q4_0, Q4_K), as for the stored rows; Q8_0's
-// stripes are not, and a column slice of them reads the stored rows.
+// begin) with the group stride unchanged (Q4_0, Q4_K), as for the stored rows; Q8_0's and
+// Q6_K's are not, and a column slice of them reads the stored rows.
 bool PackedColumnsSlice(DType type);
 
 // Writes row r of rows that PackRows packed to `packed` back in its stored layout (row_bytes

@@ -45,6 +45,11 @@ COHORT_TARGET_AVX2 inline __m256i LoadToRegister(const void* p) {
   asm("" : "+v"(v));
   return v;
 }
+COHORT_TARGET_AVX512 inline __m512i LoadToRegister512(const void* p) {
+  __m512i v = _mm512_loadu_si512(p);
+  asm("" : "+v"(v));
+  return v;
+}
 COHORT_TARGET_AVX2 inline __m256i Load32(const void* p) {
   return _mm256_loadu_si256(static_cast<const __m256i*>(p));
 }

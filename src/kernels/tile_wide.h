@@ -53,6 +53,21 @@ struct Q8_0PackedLayout {
   }
 };
 
+// A packed Q6_K group (pack.h): its 16 rows as two stripes of kQ6KStripeRows rows (the rows of
+// one single-token pass of its kernel), each stripe block by block, the stripe's rows' block i
+// one after another, unchanged: a pass reads its stripe as one stream.
+inline constexpr int kQ6KStripeRows = 8;
+
+struct Q6KPackedLayout {
+  static constexpr int64_t kBlockBytes = sizeof(BlockQ6_K);
+  int64_t nb;  // blocks per row
+
+  // Bytes from the group's start to block i of the group's row k.
+  int64_t Block(int k, int64_t i) const {
+    return ((k / kQ6KStripeRows) * nb * kQ6KStripeRows + i * kQ6KStripeRows + k % kQ6KStripeRows) * kBlockBytes;
+  }
+};
+
 // out[t * out_stride + r] = dot(weight row r, activation row t) for r < kWideRows, t <
 // n_tokens (1..max_tokens). `side` holds, per token (stride side_stride floats), what the
 // kernel's side function computed from that token's activation row (nullptr if none).

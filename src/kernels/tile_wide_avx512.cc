@@ -80,6 +80,7 @@ class Q4_0Packed {
   template <int T>
   COHORT_TARGET_AVX512 __m512 Block(int64_t i, __m512i q[4]) const {
     if constexpr (x86::kPrefetchPacked(T)) group_.PrefetchNextPart(i, 0, 1);
+    if constexpr (T == 1) x86::PrefetchPageAhead(group_.Block(i), kBlockBytes);
     const uint8_t* b = group_.Block(i);
     for (int c = 0; c < 4; ++c) q[c] = _mm512_loadu_si512(b + 32 + 64 * c);
     return _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(b)));
@@ -276,6 +277,10 @@ COHORT_TARGET_AVX512 void WideQ8_0Packed(const uint8_t* w, int64_t group_stride,
       }
       for (j = 0; j < len; ++j) {
         const uint8_t* q_j = quants + j * kRows * 32;
+        if constexpr (T == 1) {
+          x86::PrefetchPageAhead(q_j, kRows * 32);
+          x86::PrefetchLinesAhead(q_j, kRows * 32, 0, 1);
+        }
         if constexpr (x86::kPrefetchPacked(T)) {
           _mm_prefetch(reinterpret_cast<const char*>(q_j + group_stride), _MM_HINT_T1);
           _mm_prefetch(reinterpret_cast<const char*>(q_j + group_stride + 64), _MM_HINT_T1);

@@ -73,12 +73,17 @@ class Q4KPacked {
   Q4KPacked(const uint8_t* w, int64_t group_stride) : group_(w, group_stride) {}
   COHORT_TARGET_AVX512 void Segment(int64_t i, int segment, __m512i q[4]) const {
     const uint8_t* b = group_.Block(i) + 256 * segment;
-    for (int j = 0; j < 4; ++j) q[j] = _mm512_loadu_si512(b + 64 * j);
+    for (int j = 0; j < 4; ++j) q[j] = x86::LoadToRegister512(b + 64 * j);
   }
-  // With more than 1 token only (x86::kPrefetchPacked).
+  // The next group with more than 1 token (x86::kPrefetchPacked); at 1 token the stream's
+  // next page and lines (PrefetchPageAhead, PrefetchLinesAhead).
   template <int T>
   void Prefetch(int64_t i, int part, int parts) const {
     if constexpr (x86::kPrefetchPacked(T)) group_.PrefetchNextPart(i, part, parts);
+    if constexpr (T == 1) {
+      if (part == 0) x86::PrefetchPageAhead(group_.Block(i), kBlockBytes);
+      x86::PrefetchLinesAhead(group_.Block(i), kBlockBytes, part, parts);
+    }
   }
 
  private:
@@ -231,10 +236,12 @@ COHORT_TARGET_AVX512_GFNI inline Q6KConsts MakeQ6KConsts() {
   return c;
 }
 
-// Rows [r0, r0 + R) of the tile, all n elements, T tokens.
-template <int R, int T>
+// Rows [r0, r0 + R) of the tile, all n elements, T tokens. kPacked: w is a group packed by
+// PackRows (Q6KPackedLayout), w_stride the bytes from one group to the next.
+template <int R, int T, bool kPacked>
 COHORT_TARGET_AVX512_GFNI void WideQ6KPass(const uint8_t* w, int64_t w_stride, int r0, const uint8_t* act,
                                       int64_t act_stride, int64_t n, float* out, int64_t out_stride) {
+  const Q6KPackedLayout layout{n / kQK_K};
   const Q6KConsts c = MakeQ6KConsts();
   __m256 acc[R][T];
   for (int r = 0; r < R; ++r) {
@@ -245,14 +252,15 @@ COHORT_TARGET_AVX512_GFNI void WideQ6KPass(const uint8_t* w, int64_t w_stride, i
     const BlockQ8_K* y[T];
     for (int t = 0; t < T; ++t) y[t] = reinterpret_cast<const BlockQ8_K*>(act + t * act_stride) + i;
     for (int r = 0; r < R; ++r) {
-      const uint8_t* row = w + (r0 + r) * w_stride + off;
-      // The same row of the next tile (the caller's next call): 8 rows ahead, the next
-      // pass's rows, is too short a distance to cover DRAM latency at 1 token. (Packed in
-      // stripes of 8 rows, one stream per thread without this prefetch, Q6_K ran 3-15%
-      // faster in most measurements, but now and then at 17 GB/s against 55-59 for the rows
-      // as stored, in the same run on the same buffers: not packed until that is understood.)
-      for (int line = 0; line < 4; ++line) {
-        _mm_prefetch(reinterpret_cast<const char*>(row + kWideRows * w_stride + 64 * line), _MM_HINT_T1);
+      const uint8_t* row = kPacked ? w + layout.Block(r0 + r, i) : w + (r0 + r) * w_stride + off;
+      // Packed, a single-token pass reads its stripe as one stream (PrefetchPageAhead);
+      // otherwise the same bytes of the next tile (the caller's next call) are prefetched:
+      // 8 rows ahead, the next pass's rows, is too short a distance to cover DRAM latency.
+      if (kPacked && T == 1) {
+        x86::PrefetchPageAhead(row, sizeof(BlockQ6_K));
+      } else {
+        const uint8_t* next = kPacked ? row + w_stride : row + kWideRows * w_stride;
+        for (int line = 0; line < 4; ++line) _mm_prefetch(reinterpret_cast<const char*>(next + 64 * line), _MM_HINT_T1);
       }
       const auto* x = reinterpret_cast<const BlockQ6_K*>(row);
       const __m256i scales16 = _mm256_cvtepi8_epi16(_mm_loadu_si128(reinterpret_cast<const __m128i*>(x->scales)));
@@ -292,16 +300,20 @@ COHORT_TARGET_AVX512_GFNI void WideQ6KPass(const uint8_t* w, int64_t w_stride, i
   }
 }
 
-template <int T>
+template <bool kPacked>
 struct Q6KKernel {
-  static void Run(const uint8_t* w, int64_t w_stride, const uint8_t* act, int64_t act_stride,
-                  const float*, int64_t, int64_t n, float* out, int64_t out_stride) {
-    // R * T float accumulators stay in registers.
-    constexpr int kRows = T <= 2 ? 8 : T <= 4 ? 4 : 2;
-    for (int r0 = 0; r0 < kWideRows; r0 += kRows) {
-      WideQ6KPass<kRows, T>(w, w_stride, r0, act, act_stride, n, out, out_stride);
+  template <int T>
+  struct Shape {
+    static void Run(const uint8_t* w, int64_t w_stride, const uint8_t* act, int64_t act_stride,
+                    const float*, int64_t, int64_t n, float* out, int64_t out_stride) {
+      // R * T float accumulators stay in registers; a pass never spans two packed stripes.
+      constexpr int kRows = T <= 2 ? 8 : T <= 4 ? 4 : 2;
+      static_assert(kQ6KStripeRows % kRows == 0);
+      for (int r0 = 0; r0 < kWideRows; r0 += kRows) {
+        WideQ6KPass<kRows, T, kPacked>(w, w_stride, r0, act, act_stride, n, out, out_stride);
+      }
     }
-  }
+  };
 };
 
 constexpr int kQ6KTokens = 4;
@@ -313,7 +325,7 @@ WideTile GetWideTileK(DType weight, bool grouped) {
     // GFNI is not part of the AVX-512 level (Cascade Lake has VNNI without it): without it
     // the 4-row tile, with the same results, does Q6_K.
     if (!__builtin_cpu_supports("gfni")) return {};
-    return {x86::WideRun<Q6KKernel, kQ6KTokens>, nullptr, 0, kQ6KTokens};
+    return {x86::WideRun<Q6KKernel<false>::Shape, kQ6KTokens>, nullptr, 0, kQ6KTokens};
   }
   if (weight != DType::kQ4_K) return {};
   const WideTileFn fn = grouped ? x86::WideRun<Q4KKernel<Q4KRows, true>::Shape, kQ4KTokens>
@@ -322,6 +334,10 @@ WideTile GetWideTileK(DType weight, bool grouped) {
 }
 
 WideTile GetWideTilePackedK(DType weight, bool grouped) {
+  if (weight == DType::kQ6_K) {
+    if (!__builtin_cpu_supports("gfni")) return {};
+    return {x86::WideRun<Q6KKernel<true>::Shape, kQ6KTokens>, nullptr, 0, kQ6KTokens};
+  }
   if (weight != DType::kQ4_K) return {};
   const WideTileFn fn = grouped ? x86::WideRun<Q4KKernel<Q4KPacked, true>::Shape, kQ4KTokens>
                                 : x86::WideRun<Q4KKernel<Q4KPacked, false>::Shape, kQ4KTokens>;

@@ -107,12 +107,47 @@ class WideRows {
 // worth), one after another, the next group group_stride bytes on.
 // kPrefetchPacked(T): whether a kernel for T tokens prefetches the next group into L2 as it
 // goes. A thread's groups follow one another in memory (ThreadPool::ParallelFor gives each
-// thread one contiguous share), and at 1 token, where the kernel is bound by memory, the
-// hardware prefetcher keeps that one stream ahead by itself: a software prefetch on top cost
-// a fifth of the bandwidth when memory runs at its fastest (2048 x 8192 Q4_0, 2 threads: 53
-// GB/s with it, 67-69 without, against a 68 GB/s read). With more tokens the kernel is bound
-// by compute and the prefetch pays: 8 streams served 128-142 tok/s with it, 95-116 without.
+// thread one contiguous share); at 1 token, where the kernel is bound by memory, prefetching
+// a whole group ahead cost a fifth of the bandwidth when memory runs at its fastest (2048 x
+// 8192 Q4_0, 2 threads: 53 GB/s with it, 67-69 without), and the single-token kernels take
+// PrefetchPageAhead / PrefetchLinesAhead instead. With more tokens the kernel is bound by
+// compute and the prefetch pays: 8 streams served 128-142 tok/s with it, 95-116 without.
 constexpr bool kPrefetchPacked(int tokens) { return tokens > 1; }
+// Software prefetch for the single-token passes over packed weights, which memory bounds. A
+// thread's share of a packed matrix is one stream, but the hardware prefetchers stop at every
+// 4 KiB page boundary, so each new page begins with a demand miss (and a TLB miss) that the
+// out-of-order window, a couple of KB of weights deep in these kernels, cannot hide: without
+// help the kernels read at 60-85% of a plain read loop's speed. Measured on 256 MiB matrices
+// 2048 wide, 2 threads, medians of 5 runs spread over both of this VM's memory modes, as the
+// ratio to a plain read loop (which has the same page-boundary stalls, hence ratios above 1):
+// - PrefetchPageAhead, the first line of each page kPageAheadBytes on (one prefetch per
+//   4 KiB): Q4_0 0.84 -> 1.22, Q6_K 0.82 -> 1.11.
+// - PrefetchLinesAhead, every line kLinesAheadBytes on, on top, where the kernel's loads are
+//   whole aligned lines: Q4_K 0.65 -> 1.16, Q8_0 0.67 -> 1.15 (for Q4_0 and Q6_K, whose loads
+//   straddle lines, it costs more than it gives).
+// Written as asm: GCC 12 dropped __builtin_prefetch from an earlier form of these helpers, with
+// no instruction left in the object code.
+inline constexpr int64_t kPageAheadBytes = 16384;
+inline constexpr int64_t kLinesAheadBytes = 2048;
+
+inline void PrefetchLine(const uint8_t* p) { asm volatile("prefetcht0 %0" : : "m"(*p)); }
+
+// For a kernel step that reads [run, run + bytes) of its stream: the first line of the page,
+// if any, that begins in the same range kPageAheadBytes on.
+inline void PrefetchPageAhead(const uint8_t* run, int64_t bytes) {
+  const uintptr_t ahead = reinterpret_cast<uintptr_t>(run) + kPageAheadBytes;
+  const uintptr_t page = (ahead + bytes - 1) & ~uintptr_t{4095};
+  if (page >= ahead) PrefetchLine(reinterpret_cast<const uint8_t*>(page));
+}
+
+// Part `part` of `parts` of the lines of [run, run + bytes) kLinesAheadBytes on: a step that
+// reads a large block spreads them over its parts.
+inline void PrefetchLinesAhead(const uint8_t* run, int64_t bytes, int part, int parts) {
+  const int64_t lines = (bytes + 63) / 64;
+  for (int64_t l = lines * part / parts; l < lines * (part + 1) / parts; ++l) {
+    PrefetchLine(run + kLinesAheadBytes + 64 * l);
+  }
+}
 
 template <int64_t kBlockBytes>
 class PackedGroup {
