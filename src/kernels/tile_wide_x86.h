@@ -117,16 +117,18 @@ constexpr bool kPrefetchPacked(int tokens) { return tokens > 1; }
 // thread's share of a packed matrix is one stream, but the hardware prefetchers stop at every
 // 4 KiB page boundary, so each new page begins with a demand miss (and a TLB miss) that the
 // out-of-order window, a couple of KB of weights deep in these kernels, cannot hide: without
-// help the kernels read at 60-85% of a plain read loop's speed. Measured on 256 MiB matrices
-// 2048 wide, 2 threads, medians of 5 runs spread over both of this VM's memory modes, as the
-// ratio to a plain read loop (which has the same page-boundary stalls, hence ratios above 1):
-// - PrefetchPageAhead, the first line of each page kPageAheadBytes on (one prefetch per
-//   4 KiB): Q4_0 0.84 -> 1.22, Q6_K 0.82 -> 1.11.
+// help the kernels read at 60-85% of a plain read loop's speed. Two kinds of prefetch:
+// - PrefetchPageAhead, the first line of each page kPageAheadBytes on (one prefetch per 4 KiB);
 // - PrefetchLinesAhead, every line kLinesAheadBytes on, on top, where the kernel's loads are
-//   whole aligned lines: Q4_K 0.65 -> 1.16, Q8_0 0.67 -> 1.15 (for Q4_0 and Q6_K, whose loads
-//   straddle lines, it costs more than it gives).
-// Written as asm: GCC 12 dropped __builtin_prefetch from an earlier form of these helpers, with
-// no instruction left in the object code.
+//   whole aligned lines (Q4_K, Q8_0; for Q4_0 and Q6_K, whose loads straddle lines, it costs
+//   more than it gives).
+// Chosen by a sweep on 256 MiB matrices 2048 wide, 2 threads, medians of 5 runs spread over
+// both of this VM's memory modes, as the ratio to a plain read loop (which has the same stalls,
+// hence ratios above 1): Q4_0 0.84 -> 1.22 and Q6_K 0.82 -> 1.11 (page, 16 KiB), Q4_K 0.65 ->
+// 1.16 and Q8_0 0.67 -> 1.15 (page 8 KiB and lines 2 KiB). These kernels against the previous
+// ones, alternated in the slow mode: Q4_0 0.93 -> 1.11, Q4_K 0.83 -> 1.14, Q8_0 0.87 -> 1.15,
+// Q6_K 0.87 (rows as stored) -> 1.06. Written as asm: GCC 12 dropped the __builtin_prefetch of
+// an earlier form of these helpers, leaving no instruction in the object code.
 inline constexpr int64_t kPageAheadBytes = 16384;
 inline constexpr int64_t kLinesAheadBytes = 2048;
 
