@@ -18,10 +18,15 @@ struct TensorView {
   int64_t row_bytes = 0;             // bytes between consecutive rows (ne[0] elements)
   // Optionally the same rows again, packed for the matmul kernels: groups of kPackRows rows,
   // each group's blocks one after another, each block holding the group's kPackRows blocks
-  // interleaved (kernels/pack.h). Group g starts at packed + g * kPackRows * row_bytes, so
-  // rows and column slices offset it as they do data. Null when not packed (the kernels then
-  // read data).
+  // interleaved (kernels/pack.h). Group g starts at packed + g * kPackRows * PackedRowBytes(),
+  // so rows and column slices offset it as they do data. Null when not packed (the kernels
+  // then read data).
   const uint8_t* packed = nullptr;
+  // The packed copy's row stride when it differs from row_bytes (0: row_bytes): a rank's
+  // packed column slice holds only its columns, while data keeps the mapped rows' stride.
+  int64_t packed_row_bytes = 0;
+
+  int64_t PackedRowBytes() const { return packed_row_bytes != 0 ? packed_row_bytes : row_bytes; }
 
   int64_t n_rows() const { return ne[1] * ne[2] * ne[3]; }
   int64_t n_elements() const { return ne[0] * n_rows(); }
@@ -39,7 +44,7 @@ struct TensorView {
     COHORT_CHECK(0 <= begin && begin <= end && end <= n_rows());
     TensorView v = *this;
     v.data = data + begin * row_bytes;
-    v.packed = packed != nullptr && begin % kPackRows == 0 ? packed + begin * row_bytes : nullptr;
+    v.packed = packed != nullptr && begin % kPackRows == 0 ? packed + begin * PackedRowBytes() : nullptr;
     v.ne = {ne[0], end - begin, 1, 1};
     return v;
   }

@@ -106,6 +106,7 @@ struct Plan {
   Kernels k;
   const uint8_t* w_rows = nullptr;
   const uint8_t* packed = nullptr;  // the rows' packed copy (TensorView::packed), if used
+  int64_t packed_row_bytes = 0;      // its row stride (TensorView::PackedRowBytes)
   int64_t row_bytes = 0, n = 0, n_rows = 0;
   DType act_type = DType::kF32;
   const float* x = nullptr;
@@ -133,7 +134,10 @@ Plan MakePlan(const TensorView& w, int64_t row_begin, int64_t row_end, const flo
   Plan p;
   p.k = GetKernels(w);
   p.w_rows = w.data + row_begin * w.row_bytes;
-  if (p.k.wide_packed.fn != nullptr && row_begin % kWideRows == 0) p.packed = w.packed + row_begin * w.row_bytes;
+  if (p.k.wide_packed.fn != nullptr && row_begin % kWideRows == 0) {
+    p.packed_row_bytes = w.PackedRowBytes();
+    p.packed = w.packed + row_begin * p.packed_row_bytes;
+  }
   p.row_bytes = w.row_bytes;
   p.n = w.ne[0];  // elements per row, shared by weights and activations
   p.n_rows = row_end - row_begin;
@@ -219,8 +223,8 @@ void RunUnit(const Plan& p, int64_t unit, int64_t t0, int64_t t1) {
     const bool packed = p.packed != nullptr;
     const WideTile& plain = packed ? k.wide_packed : k.wide;
     const WideTile& grouped = packed ? k.wide_packed_grouped : k.wide_grouped;
-    const uint8_t* w = packed ? p.packed + r0 * p.row_bytes : p.w_rows + r0 * p.row_bytes;
-    const int64_t w_stride = packed ? kWideRows * p.row_bytes : p.row_bytes;
+    const uint8_t* w = packed ? p.packed + r0 * p.packed_row_bytes : p.w_rows + r0 * p.row_bytes;
+    const int64_t w_stride = packed ? kWideRows * p.packed_row_bytes : p.row_bytes;
     const bool split = grouped.fn != plain.fn;
     for (int64_t t = t0; t < t1;) {
       const int64_t stop = split && t < p.n_grouped ? std::min(t1, p.n_grouped) : t1;

@@ -22,10 +22,13 @@ TensorView ColumnSlice(const TensorView& w, int64_t begin, int64_t end) {
   COHORT_CHECK_EQ(end % block, 0);
   TensorView v = w;
   v.data = w.data + RowBytes(w.type, begin);
-  // A packed copy whose layout slices as the rows do, else none (the stored rows then serve).
-  v.packed = w.packed != nullptr && kernels::PackedColumnsSlice(w.type)
+  // A packed copy of exactly these columns (OwnedSlices::PackColumns), or one whose layout
+  // slices as the rows do; else none (the stored rows then serve).
+  const bool exact = w.packed_row_bytes == RowBytes(w.type, end - begin);
+  v.packed = w.packed != nullptr && (exact || (w.packed_row_bytes == 0 && kernels::PackedColumnsSlice(w.type)))
                  ? w.packed + TensorView::kPackRows * RowBytes(w.type, begin)
                  : nullptr;
+  if (v.packed == nullptr) v.packed_row_bytes = 0;
   v.ne[0] = end - begin;  // row_bytes keeps the full row stride
   return v;
 }

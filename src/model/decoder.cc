@@ -170,19 +170,12 @@ void Decoder::HeadRows(const Batch& batch, ThreadPool* pool, const float* x, int
 
 namespace {
 
-// Copies rows [begin, end) of *w into `owned` unless that is all of it (then it stays mapped).
 Status CopyRowsOf(OwnedSlices& owned, TensorView* w, int64_t begin, int64_t end) {
-  if (w->empty() || begin >= end || (begin == 0 && end == w->n_rows())) return Status::Ok();
-  COHORT_ASSIGN_OR_RETURN(*w, owned.CopyRows(*w, begin, end));
-  return Status::Ok();
+  return owned.ShareRows(w, begin, end);
 }
 
 Status CopyColumnsOf(OwnedSlices& owned, TensorView* w, int64_t begin, int64_t end) {
-  if (w == nullptr || w->empty() || begin >= end || (begin == 0 && end == w->ne[0])) {
-    return Status::Ok();
-  }
-  COHORT_ASSIGN_OR_RETURN(*w, owned.CopyColumns(*w, begin, end));
-  return Status::Ok();
+  return w == nullptr ? Status::Ok() : owned.ShareColumns(w, begin, end);
 }
 
 }  // namespace

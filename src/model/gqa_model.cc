@@ -60,11 +60,7 @@ Status GqaModel::CopyAttentionRows(int layer, OwnedSlices& owned) {
   const int64_t q0 = shard().heads.begin * hd, q1 = shard().heads.end * hd;
   const int64_t kv0 = shard().heads.begin / group * hd;
   const int64_t kv1 = (shard().heads.end + group - 1) / group * hd;
-  auto copy = [&owned](TensorView* t, int64_t begin, int64_t end) -> Status {
-    if (begin == 0 && end == t->n_rows()) return Status::Ok();
-    COHORT_ASSIGN_OR_RETURN(*t, owned.CopyRows(*t, begin, end));
-    return Status::Ok();
-  };
+  auto copy = [&owned](TensorView* t, int64_t begin, int64_t end) { return owned.ShareRows(t, begin, end); };
   COHORT_RETURN_IF_ERROR(copy(&w.wq, q0, q1));
   COHORT_RETURN_IF_ERROR(copy(&w.wk, kv0, kv1));
   return copy(&w.wv, kv0, kv1);

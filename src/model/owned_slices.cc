@@ -20,15 +20,22 @@ OwnedSlices::~OwnedSlices() {
   for (const Region& r : regions_) ::munmap(r.base, r.size);
 }
 
-Result<uint8_t*> OwnedSlices::Allocate(size_t front, size_t bytes) {
-  const size_t size = front + bytes;
+Result<uint8_t*> OwnedSlices::Allocate(size_t front, size_t bytes, bool huge) {
+  constexpr size_t kHugePage = size_t{2} << 20;
+  // `huge`: over-allocated by a huge page so that the bytes start on a huge-page boundary.
+  const size_t size = front + bytes + (huge ? kHugePage : 0);
   void* base = ::mmap(nullptr, size, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
   if (base == MAP_FAILED) {
     return ResourceExhausted(std::string("mmap of a weight slice failed: ") + std::strerror(errno));
   }
   regions_.push_back({base, size});
   bytes_ += static_cast<int64_t>(bytes);
-  return static_cast<uint8_t*>(base) + front;
+  uint8_t* start = static_cast<uint8_t*>(base) + front;
+  if (huge) {
+    start += (kHugePage - reinterpret_cast<uintptr_t>(start) % kHugePage) % kHugePage;
+    ::madvise(start, bytes, MADV_HUGEPAGE);  // advice only, as in ReserveArena
+  }
+  return start;
 }
 
 Status OwnedSlices::ReserveArena(int64_t bytes) {
@@ -140,6 +147,68 @@ void OwnedSlices::ReleaseCopiedSources() {
     if (last > first) ::madvise(reinterpret_cast<void*>(first), last - first, MADV_RANDOM);
     Release(w);
   }
+}
+
+Result<bool> OwnedSlices::PackRowRange(TensorView& w, int64_t begin, int64_t end) {
+  const int64_t n = end - begin;
+  if (w.packed != nullptr || begin % TensorView::kPackRows != 0 || RowBytes(w.type, w.ne[0]) != w.row_bytes ||
+      !kernels::CanPackRows(w.type, n, w.row_bytes)) {
+    return false;
+  }
+  const TensorView rows = w.Rows(begin, end);
+  COHORT_ASSIGN_OR_RETURN(uint8_t* dst, Allocate(static_cast<size_t>(begin * w.row_bytes),
+                                                 static_cast<size_t>(n * w.row_bytes), /*huge=*/true));
+  CopyReleasing(rows, TensorView::kPackRows, [&](int64_t r, int64_t k) {
+    kernels::PackRows(w.type, rows.row(r), w.row_bytes, k, dst + r * w.row_bytes);
+  });
+  w.packed = dst - begin * w.row_bytes;  // the start of the (untouched, unbacked) front
+  return true;
+}
+
+Result<bool> OwnedSlices::PackColumnRange(TensorView& w, int64_t begin, int64_t end) {
+  COHORT_CHECK(0 <= begin && begin < end && end <= w.ne[0]);
+  COHORT_CHECK_EQ(begin % Traits(w.type).block_size, 0);
+  COHORT_CHECK_EQ(end % Traits(w.type).block_size, 0);
+  const int64_t slice = RowBytes(w.type, end - begin);
+  const int64_t offset = RowBytes(w.type, begin);
+  const int64_t n = w.n_rows();
+  constexpr int64_t kGroup = TensorView::kPackRows;
+  if (w.packed != nullptr || RowBytes(w.type, w.ne[0]) != w.row_bytes || !kernels::CanPackRows(w.type, n, slice)) {
+    return false;
+  }
+  // ColumnSlice(w, begin, end) finds the copy at packed + kGroup * offset.
+  const size_t front = static_cast<size_t>(kGroup * offset);
+  COHORT_ASSIGN_OR_RETURN(uint8_t* dst, Allocate(front, static_cast<size_t>(n * slice), /*huge=*/true));
+  std::vector<uint8_t> group(static_cast<size_t>(kGroup * slice));  // one group's columns, compact
+  int64_t released = 0;  // rows whose mapped pages are released
+  for (int64_t g = 0; g < n; g += kGroup) {
+    for (int64_t k = 0; k < kGroup; ++k) std::memcpy(group.data() + k * slice, w.row(g + k) + offset, slice);
+    kernels::PackRows(w.type, group.data(), slice, kGroup, dst + g * slice);
+    if ((g + kGroup - released) * w.row_bytes >= kReleaseChunkBytes || g + kGroup == n) {
+      ReleaseRange(w.data + released * w.row_bytes, w.data + (g + kGroup) * w.row_bytes);
+      released = g + kGroup;
+    }
+  }
+  w.packed = dst - front;
+  w.packed_row_bytes = slice;
+  return true;
+}
+
+Status OwnedSlices::ShareRows(TensorView* w, int64_t begin, int64_t end) {
+  if (w->empty() || begin >= end) return Status::Ok();
+  COHORT_ASSIGN_OR_RETURN(const bool packed, PackRowRange(*w, begin, end));
+  if (packed || (begin == 0 && end == w->n_rows())) return Status::Ok();
+  COHORT_ASSIGN_OR_RETURN(*w, CopyRows(*w, begin, end));
+  return Status::Ok();
+}
+
+Status OwnedSlices::ShareColumns(TensorView* w, int64_t begin, int64_t end) {
+  if (w->empty() || begin >= end) return Status::Ok();
+  if (begin == 0 && end == w->ne[0]) return ShareRows(w, 0, w->n_rows());
+  COHORT_ASSIGN_OR_RETURN(const bool packed, PackColumnRange(*w, begin, end));
+  if (packed) return Status::Ok();
+  COHORT_ASSIGN_OR_RETURN(*w, CopyColumns(*w, begin, end));
+  return Status::Ok();
 }
 
 Result<TensorView> OwnedSlices::CopyRows(const TensorView& w, int64_t begin, int64_t end) {

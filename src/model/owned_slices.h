@@ -28,6 +28,21 @@ class OwnedSlices {
   // Copies rows [begin, end) (of the flattened rows) likewise: w.Rows(b, e) and w.row(r) of the
   // returned view are valid for begin <= b <= e <= end only.
   Result<TensorView> CopyRows(const TensorView& w, int64_t begin, int64_t end);
+  // A rank's rows [begin, end) of w: packed into memory of their own (PackRowRange) where the
+  // kernels read w's type packed, else copied (CopyRows) unless they are all of w (then w
+  // stays mapped as it is). On return *w serves rows [begin, end).
+  Status ShareRows(TensorView* w, int64_t begin, int64_t end);
+  // The same for columns [begin, end) of every row: PackColumnRange, else CopyColumns.
+  Status ShareColumns(TensorView* w, int64_t begin, int64_t end);
+  // Packs rows [begin, end) of w, whole groups from a group boundary, out of a read-only file
+  // mapping into memory of their own (huge pages where the kernel gives them), releasing the
+  // mapped pages as it goes: w.packed serves those rows (indexed as in w), w.data stays the
+  // mapping (readers of plain rows fault its pages in again). Returns whether it packed (the
+  // kernels read w's type packed, the range and the rows suit).
+  Result<bool> PackRowRange(TensorView& w, int64_t begin, int64_t end);
+  // Packs columns [begin, end) (quant-block aligned) of every row likewise, as a matrix of
+  // their own (TensorView::packed_row_bytes), which ColumnSlice(w, begin, end) reads.
+  Result<bool> PackColumnRange(TensorView& w, int64_t begin, int64_t end);
   // Sets aside one region of `bytes` for the Pack and Own copies that follow, backed by huge
   // pages where the kernel allows them (transparent huge pages on request): one TLB entry
   // per 2 MiB instead of 512 lets a stream of weights reach more of the memory bandwidth
@@ -49,8 +64,9 @@ class OwnedSlices {
   int64_t bytes() const { return bytes_; }
 
  private:
-  // An anonymous mapping of front + bytes; returns the start of the `bytes` part.
-  Result<uint8_t*> Allocate(size_t front, size_t bytes);
+  // An anonymous mapping of front + bytes; returns the start of the `bytes` part, which
+  // `huge` asks to be backed by transparent huge pages.
+  Result<uint8_t*> Allocate(size_t front, size_t bytes, bool huge = false);
   // `bytes` from the arena (cache-line aligned) if it has them left, else from Allocate.
   Result<uint8_t*> AllocateWhole(size_t bytes);
   // Copies rows [0, n_rows) of w to dst with `copy`, `rows_per_step` rows at a time,

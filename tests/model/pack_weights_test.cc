@@ -5,11 +5,16 @@
 #include <sys/mman.h>
 #include <unistd.h>
 
+#include <cmath>
 #include <cstdlib>
 #include <cstring>
 
 #include "golden_util.h"
 #include "gguf/writer.h"
+#include "kernels/matmul.h"
+#include "kernels/pack.h"
+#include "kernels/quant.h"
+#include "model/block_env.h"
 #include "model/owned_slices.h"
 
 namespace cohort::model::testing {
@@ -145,6 +150,72 @@ TEST(OwnedSlices, OwnCopiesARowsMappingIntoOneHugePageAlignedRegion) {
   }
   EXPECT_EQ(owned.bytes(), 3 * tensor_bytes);
   ::munmap(map, file_bytes);
+}
+
+// A rank's share of a matrix (OwnedSlices::ShareRows, ShareColumns), from a real read-only
+// file mapping: packed where the kernels read the type packed, and MatMul over the share (rows
+// through TensorView::Rows, columns through ColumnSlice, as the decoder takes them) gives the
+// floats it gives over the mapped rows, at 1 token and at 3; the product reads the packed copy
+// (the plain rows it would otherwise read are replaced by garbage).
+TEST(OwnedSlices, SharedRowsAndColumnsArePackedAndGiveTheMappedProducts) {
+  constexpr int64_t kCols = 1024, kRows = 64;
+  constexpr int64_t kRow0 = 16, kRow1 = 48, kCol0 = 256, kCol1 = 768;
+  int packed_types = 0;
+  for (DType type : {DType::kQ4_0, DType::kQ8_0, DType::kQ4_K, DType::kQ6_K}) {
+    SCOPED_TRACE(DTypeName(type));
+    const int64_t row_bytes = RowBytes(type, kCols);
+    if (!kernels::CanPackRows(type, kRows, row_bytes)) continue;  // no packed kernel on this CPU
+    ++packed_types;
+    std::vector<uint8_t> bytes(static_cast<size_t>(kRows * row_bytes));
+    std::vector<float> row(kCols);
+    for (int64_t r = 0; r < kRows; ++r) {
+      for (int64_t c = 0; c < kCols; ++c) row[c] = std::sin(0.37f * static_cast<float>(r * kCols + c)) * 2.0f;
+      kernels::QuantizeRow(type, row.data(), bytes.data() + r * row_bytes, kCols);
+    }
+    char path[] = "/tmp/cohort-share-XXXXXX";
+    const int fd = ::mkstemp(path);
+    ASSERT_GE(fd, 0);
+    ASSERT_EQ(::write(fd, bytes.data(), bytes.size()), static_cast<ssize_t>(bytes.size()));
+    void* map = ::mmap(nullptr, bytes.size(), PROT_READ, MAP_PRIVATE, fd, 0);
+    ::close(fd);
+    ::unlink(path);
+    ASSERT_NE(map, MAP_FAILED);
+    const TensorView mapped = TensorView::Make(type, bytes.data(), {kCols, kRows, 1, 1});
+    TensorView shared = mapped;
+    shared.data = static_cast<const uint8_t*>(map);
+    TensorView by_rows = shared, by_cols = shared;
+    OwnedSlices owned;
+    ASSERT_TRUE(owned.ShareRows(&by_rows, kRow0, kRow1).ok());
+    ASSERT_TRUE(owned.ShareColumns(&by_cols, kCol0, kCol1).ok());
+    ASSERT_NE(by_rows.packed, nullptr);
+    ASSERT_NE(by_cols.packed, nullptr);
+    EXPECT_EQ(by_cols.packed_row_bytes, RowBytes(type, kCol1 - kCol0));
+
+    const std::vector<uint8_t> garbage(bytes.size(), 0x5a);
+    struct Case {
+      TensorView want, got;
+    };
+    TensorView rows_got = by_rows.Rows(kRow0, kRow1);
+    rows_got.data = garbage.data();
+    TensorView cols_got = ColumnSlice(by_cols, kCol0, kCol1);
+    cols_got.data = garbage.data();
+    for (const Case& c : {Case{mapped.Rows(kRow0, kRow1), rows_got}, Case{ColumnSlice(mapped, kCol0, kCol1), cols_got}}) {
+      ASSERT_NE(c.got.packed, nullptr);
+      for (int64_t n_tokens : {1, 3}) {
+        std::vector<float> x(static_cast<size_t>(c.want.ne[0] * n_tokens));
+        for (size_t i = 0; i < x.size(); ++i) x[i] = std::cos(0.11f * static_cast<float>(i));
+        std::vector<float> want(static_cast<size_t>(c.want.n_rows() * n_tokens)), got(want.size(), -1.0f);
+        std::vector<uint8_t> scratch;
+        ThreadPool pool(2);
+        kernels::MatMul(c.want, x.data(), n_tokens, want.data(), &pool, &scratch);
+        kernels::MatMul(c.got, x.data(), n_tokens, got.data(), &pool, &scratch);
+        EXPECT_EQ(std::memcmp(got.data(), want.data(), got.size() * sizeof(float)), 0)
+            << "cols " << c.want.ne[0] << " tokens " << n_tokens;
+      }
+    }
+    ::munmap(map, bytes.size());
+  }
+  if (packed_types == 0) GTEST_SKIP() << "no packed kernel on this CPU";
 }
 
 }  // namespace
