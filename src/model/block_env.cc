@@ -22,8 +22,9 @@ TensorView ColumnSlice(const TensorView& w, int64_t begin, int64_t end) {
   COHORT_CHECK_EQ(end % block, 0);
   TensorView v = w;
   v.data = w.data + RowBytes(w.type, begin);
-  // A packed copy of exactly these columns (OwnedSlices::PackColumns), or one whose layout
-  // slices as the rows do; else none (the stored rows then serve).
+  // A packed copy of exactly these columns (OwnedSlices::PackColumnRange: no other slice of
+  // such a view is valid, as for CopyColumns), or one whose layout slices as the rows do; else
+  // none (the stored rows then serve).
   const bool exact = w.packed_row_bytes == RowBytes(w.type, end - begin);
   v.packed = w.packed != nullptr && (exact || (w.packed_row_bytes == 0 && kernels::PackedColumnsSlice(w.type)))
                  ? w.packed + TensorView::kPackRows * RowBytes(w.type, begin)
