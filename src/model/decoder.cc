@@ -168,57 +168,47 @@ void Decoder::HeadRows(const Batch& batch, ThreadPool* pool, const float* x, int
   kernels::MatMul(head, head_in_.data(), n_out, logits, pool, &matmul_scratch_);
 }
 
-namespace {
-
-Status CopyRowsOf(OwnedSlices& owned, TensorView* w, int64_t begin, int64_t end) {
-  return owned.ShareRows(w, begin, end);
-}
-
-Status CopyColumnsOf(OwnedSlices& owned, TensorView* w, int64_t begin, int64_t end) {
-  return w == nullptr ? Status::Ok() : owned.ShareColumns(w, begin, end);
-}
-
-}  // namespace
-
 Status Decoder::CopyFfnSlices(FfnWeights& ffn) {
   const LayerShard& l = stage_.layer;
   if (auto* dense = std::get_if<DenseFfnWeights>(&ffn)) {
-    COHORT_RETURN_IF_ERROR(CopyRowsOf(owned_, &dense->gate, l.ffn_cols.begin, l.ffn_cols.end));
-    COHORT_RETURN_IF_ERROR(CopyRowsOf(owned_, &dense->up, l.ffn_cols.begin, l.ffn_cols.end));
-    return CopyColumnsOf(owned_, &dense->down, l.ffn_cols.begin, l.ffn_cols.end);
+    COHORT_RETURN_IF_ERROR(owned_.ShareRows(&dense->gate, l.ffn_cols.begin, l.ffn_cols.end));
+    COHORT_RETURN_IF_ERROR(owned_.ShareRows(&dense->up, l.ffn_cols.begin, l.ffn_cols.end));
+    return owned_.ShareColumns(&dense->down, l.ffn_cols.begin, l.ffn_cols.end);
   }
   MoeWeights& moe = std::get<MoeWeights>(ffn);
   const int64_t n_ff = config_.moe.n_ff_expert;
   const int64_t n_embd = config_.n_embd;
-  COHORT_RETURN_IF_ERROR(CopyRowsOf(owned_, &moe.gate_exps, l.experts.begin * n_ff, l.experts.end * n_ff));
-  COHORT_RETURN_IF_ERROR(CopyRowsOf(owned_, &moe.up_exps, l.experts.begin * n_ff, l.experts.end * n_ff));
+  COHORT_RETURN_IF_ERROR(owned_.ShareRows(&moe.gate_exps, l.experts.begin * n_ff, l.experts.end * n_ff));
+  COHORT_RETURN_IF_ERROR(owned_.ShareRows(&moe.up_exps, l.experts.begin * n_ff, l.experts.end * n_ff));
   COHORT_RETURN_IF_ERROR(
-      CopyRowsOf(owned_, &moe.down_exps, l.experts.begin * n_embd, l.experts.end * n_embd));
+      owned_.ShareRows(&moe.down_exps, l.experts.begin * n_embd, l.experts.end * n_embd));
   if (!moe.shared.has_value()) return Status::Ok();
-  COHORT_RETURN_IF_ERROR(CopyRowsOf(owned_, &moe.shared->gate, l.shared_cols.begin, l.shared_cols.end));
-  COHORT_RETURN_IF_ERROR(CopyRowsOf(owned_, &moe.shared->up, l.shared_cols.begin, l.shared_cols.end));
-  return CopyColumnsOf(owned_, &moe.shared->down, l.shared_cols.begin, l.shared_cols.end);
+  COHORT_RETURN_IF_ERROR(owned_.ShareRows(&moe.shared->gate, l.shared_cols.begin, l.shared_cols.end));
+  COHORT_RETURN_IF_ERROR(owned_.ShareRows(&moe.shared->up, l.shared_cols.begin, l.shared_cols.end));
+  return owned_.ShareColumns(&moe.shared->down, l.shared_cols.begin, l.shared_cols.end);
 }
 
 Status Decoder::CopyVocabRows(int64_t embd_begin, int64_t embd_end, int64_t out_begin,
                               int64_t out_end) {
   const bool tied = output_.output.data == output_.token_embd.data;
   if (tied && embd_begin == out_begin && embd_end == out_end) {
-    COHORT_RETURN_IF_ERROR(CopyRowsOf(owned_, &output_.token_embd, embd_begin, embd_end));
+    COHORT_RETURN_IF_ERROR(owned_.ShareRows(&output_.token_embd, embd_begin, embd_end));
     output_.output = output_.token_embd;
     return Status::Ok();
   }
   const TensorView embd = output_.token_embd;  // the source of a tied head's copy, too
-  COHORT_RETURN_IF_ERROR(CopyRowsOf(owned_, &output_.token_embd, embd_begin, embd_end));
+  COHORT_RETURN_IF_ERROR(owned_.ShareRows(&output_.token_embd, embd_begin, embd_end));
   if (tied) output_.output = embd;
-  return CopyRowsOf(owned_, &output_.output, out_begin, out_end);
+  return owned_.ShareRows(&output_.output, out_begin, out_end);
 }
 
 Result<int64_t> Decoder::CopyShardWeights(int64_t embd_begin, int64_t embd_end, int64_t out_begin,
                                           int64_t out_end) {
   const ColumnRange attn = AttnOutputColumns();
   for (int layer = stage_.layer_begin; layer < stage_.layer_end; ++layer) {
-    COHORT_RETURN_IF_ERROR(CopyColumnsOf(owned_, MutableAttnOutput(layer), attn.begin, attn.end));
+    if (TensorView* wo = MutableAttnOutput(layer); wo != nullptr) {
+      COHORT_RETURN_IF_ERROR(owned_.ShareColumns(wo, attn.begin, attn.end));
+    }
     COHORT_RETURN_IF_ERROR(CopyAttentionRows(layer, owned_));
     if (FfnWeights* ffn = MutableFfn(layer); ffn != nullptr) {
       COHORT_RETURN_IF_ERROR(CopyFfnSlices(*ffn));

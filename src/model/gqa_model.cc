@@ -60,10 +60,9 @@ Status GqaModel::CopyAttentionRows(int layer, OwnedSlices& owned) {
   const int64_t q0 = shard().heads.begin * hd, q1 = shard().heads.end * hd;
   const int64_t kv0 = shard().heads.begin / group * hd;
   const int64_t kv1 = (shard().heads.end + group - 1) / group * hd;
-  auto copy = [&owned](TensorView* t, int64_t begin, int64_t end) { return owned.ShareRows(t, begin, end); };
-  COHORT_RETURN_IF_ERROR(copy(&w.wq, q0, q1));
-  COHORT_RETURN_IF_ERROR(copy(&w.wk, kv0, kv1));
-  return copy(&w.wv, kv0, kv1);
+  COHORT_RETURN_IF_ERROR(owned.ShareRows(&w.wq, q0, q1));
+  COHORT_RETURN_IF_ERROR(owned.ShareRows(&w.wk, kv0, kv1));
+  return owned.ShareRows(&w.wv, kv0, kv1);
 }
 
 Result<std::unique_ptr<Model>> LoadGqaModel(const gguf::File& file, const ModelConfig& c) {
