@@ -11,7 +11,7 @@
 
 #include <fmt/format.h>
 
-#include "cluster/gguf_shape.h"
+#include "plan/gguf_shape.h"
 #include "gguf/gguf.h"
 #include "model/config.h"
 
@@ -42,14 +42,14 @@ std::string Hex(const unsigned char* bytes, size_t n) {
 }
 
 // The slowest thing this node measured to a peer, or a LAN default before any measurement.
-cluster::LinkProfile LinkOf(const cluster::ClusterSnapshot& snap) {
+plan::LinkProfile LinkOf(const cluster::ClusterSnapshot& snap) {
   for (const cluster::MemberView& m : snap.members) {
     if (!m.is_self) continue;
     for (const cluster::LinkMeasurement& l : m.links) {
       if (l.latency_s > 0 && l.bandwidth_Bps > 0) return cluster::ToLinkProfile("measured", l);
     }
   }
-  cluster::LinkProfile link;
+  plan::LinkProfile link;
   link.name = "default";
   link.latency_s = 100e-6;
   link.bandwidth_Bps = 1e9 / 8;
@@ -123,7 +123,7 @@ Result<cluster::ModelEntry> ClusterDaemon::ResolveModel(const std::string& path_
   if (ec) return IoError("cannot resolve " + path_or_name);
   entry.name = std::filesystem::path(entry.path).stem().string();
   COHORT_ASSIGN_OR_RETURN(entry.sha256, Sha256Of(entry.path));
-  COHORT_ASSIGN_OR_RETURN(cluster::GgufModel shape, cluster::ReadGgufModel(entry.path));
+  COHORT_ASSIGN_OR_RETURN(plan::GgufModel shape, plan::ReadGgufModel(entry.path));
   entry.shape = shape.shape;
   entry.quant = shape.quant;
   entry.file_bytes = static_cast<int64_t>(shape.file_bytes);

@@ -10,13 +10,13 @@
 #include <map>
 #include <sstream>
 
-#include "cluster/gguf_shape.h"
-#include "cluster/planner.h"
+#include "plan/gguf_shape.h"
+#include "plan/planner.h"
 
 namespace cohort::app {
 namespace {
 
-using cluster::Prediction;
+using plan::Prediction;
 using Json = nlohmann::json;
 
 constexpr double kGB = 1e9;
@@ -38,31 +38,31 @@ bool LooksLikePath(const std::string& s) {
   return s.find('/') != std::string::npos || s.find(".gguf") != std::string::npos;
 }
 
-Status LoadModel(const PlanOptions& o, cluster::PlanRequest* r) {
+Status LoadModel(const PlanOptions& o, plan::PlanRequest* r) {
   if (LooksLikePath(o.model)) {
-    COHORT_ASSIGN_OR_RETURN(cluster::GgufModel m, cluster::ReadGgufModel(o.model));
+    COHORT_ASSIGN_OR_RETURN(plan::GgufModel m, plan::ReadGgufModel(o.model));
     r->model = m.shape;
     r->quant = m.quant;
   } else {
-    COHORT_ASSIGN_OR_RETURN(r->model, cluster::FindBuiltinShape(o.model));
-    COHORT_ASSIGN_OR_RETURN(r->quant, cluster::FindBuiltinQuant("q4_k_m"));
+    COHORT_ASSIGN_OR_RETURN(r->model, plan::FindBuiltinShape(o.model));
+    COHORT_ASSIGN_OR_RETURN(r->quant, plan::FindBuiltinQuant("q4_k_m"));
   }
   if (!o.quant.empty()) {
-    COHORT_ASSIGN_OR_RETURN(r->quant, cluster::FindBuiltinQuant(o.quant));
+    COHORT_ASSIGN_OR_RETURN(r->quant, plan::FindBuiltinQuant(o.quant));
   }
   return Status::Ok();
 }
 
-Result<cluster::PlanRequest> BuildRequest(const PlanOptions& o) {
-  cluster::PlanRequest r;
+Result<plan::PlanRequest> BuildRequest(const PlanOptions& o) {
+  plan::PlanRequest r;
   COHORT_RETURN_IF_ERROR(LoadModel(o, &r));
   std::string spec = o.nodes;
   if (spec.empty()) return InvalidArgument("--nodes SPEC.json is required (see docs/PLANNER.md)");
   if (spec.front() != '{') {
     COHORT_ASSIGN_OR_RETURN(spec, ReadFile(o.nodes));
   }
-  COHORT_ASSIGN_OR_RETURN(r.cluster, cluster::ParseClusterSpec(spec));
-  COHORT_ASSIGN_OR_RETURN(r.objective, cluster::ParseObjective(o.objective));
+  COHORT_ASSIGN_OR_RETURN(r.cluster, plan::ParseClusterSpec(spec));
+  COHORT_ASSIGN_OR_RETURN(r.objective, plan::ParseObjective(o.objective));
   r.layout = o.layout;
   r.workload.batch = o.batch;
   r.workload.prompt_tokens = o.prompt;
@@ -70,10 +70,10 @@ Result<cluster::PlanRequest> BuildRequest(const PlanOptions& o) {
   return r;
 }
 
-std::string NodeSummary(const cluster::ClusterSpec& c) {
+std::string NodeSummary(const plan::ClusterSpec& c) {
   std::map<std::string, int> counts;
   std::vector<std::string> order;
-  for (const cluster::NodeProfile& n : c.nodes) {
+  for (const plan::NodeProfile& n : c.nodes) {
     if (counts[n.name]++ == 0) order.push_back(n.name);
   }
   std::string out;
@@ -99,51 +99,51 @@ std::string Count(double n) {
   return buf;
 }
 
-void PrintHeader(const cluster::PlanRequest& r) {
-  const cluster::ClusterSpec& c = r.cluster;
+void PrintHeader(const plan::PlanRequest& r) {
+  const plan::ClusterSpec& c = r.cluster;
   std::printf("model: %s, %s parameters (%s active), %s: %.3g GB, %.3g GB read per token\n",
               r.model.name.c_str(), Count(r.model.TotalParams()).c_str(),
               Count(r.model.ActiveParams()).c_str(), r.quant.name.c_str(),
-              cluster::ModelBytes(r.model, r.quant) / kGB, cluster::ActiveBytes(r.model, r.quant) / kGB);
+              plan::ModelBytes(r.model, r.quant) / kGB, plan::ActiveBytes(r.model, r.quant) / kGB);
   std::printf("nodes: %s; link %s (%.0f us, %.1f Gb/s%s), %s; stack %s\n", NodeSummary(c).c_str(),
               c.link.name.c_str(), c.link.latency_s * 1e6, c.link.bandwidth_Bps * 8 / 1e9,
-              c.link.rdma ? ", RDMA" : "", cluster::TopologyName(c.topology), c.stack.name.c_str());
+              c.link.rdma ? ", RDMA" : "", plan::TopologyName(c.topology), c.stack.name.c_str());
   std::printf("workload: batch %d, prompt %d, context %d; objective: %s\n\n", r.workload.batch,
-              r.workload.prompt_tokens, r.workload.context_tokens, cluster::ObjectiveName(r.objective));
+              r.workload.prompt_tokens, r.workload.context_tokens, plan::ObjectiveName(r.objective));
 }
 
-void PrintRow(int index, const Prediction& p) {
+void PrintRow(int index, const plan::Prediction& p) {
   std::printf("%3d  %-18s %5zu %10.1f %10.1f %9.0f %8.0f %9.1f\n", index, p.layout.label.c_str(),
               p.ranks.size(), p.gen_tok_s_b1, p.gen_tok_s_batch, p.prompt_tok_s, p.ttft_s * 1e3,
               p.max_memory_bytes() / kGB);
 }
 
-void PrintMemory(const Prediction& p) {
+void PrintMemory(const plan::Prediction& p) {
   std::printf("\nmemory per node (%s):\n", p.layout.label.c_str());
-  for (const cluster::RankCost& rc : p.ranks) {
+  for (const plan::RankCost& rc : p.ranks) {
     std::printf("  rank %d on %s: weights %.1f GB + KV %.1f GB + runtime = %.1f GB of %.1f GB usable%s\n",
                 rc.rank, rc.node_name.c_str(), rc.weight_bytes / kGB, rc.kv_bytes / kGB,
                 rc.memory_bytes / kGB, rc.usable_bytes / kGB, rc.fits() ? "" : "  (DOES NOT FIT)");
   }
 }
 
-void PrintText(const PlanOptions& o, const cluster::PlanRequest& r, const cluster::PlanResult& res) {
+void PrintText(const PlanOptions& o, const plan::PlanRequest& r, const plan::PlanResult& res) {
   PrintHeader(r);
   std::printf("  #  %-18s %5s %10s %10s %9s %8s %9s\n", "layout", "nodes", "gen tok/s",
               ("batch " + std::to_string(r.workload.batch)).c_str(), "prompt", "TTFT ms", "GB/node");
   int i = 0;
-  for (const Prediction& p : res.candidates) {
+  for (const plan::Prediction& p : res.candidates) {
     if (i >= o.top) break;
     PrintRow(++i, p);
   }
   if (res.candidates.size() > static_cast<size_t>(o.top)) {
     std::printf("     ... %zu more\n", res.candidates.size() - o.top);
   }
-  for (const Prediction& p : res.too_big) {
+  for (const plan::Prediction& p : res.too_big) {
     std::printf("  -  %-18s does not fit: needs %.1f GB on one node\n", p.layout.label.c_str(),
                 p.max_memory_bytes() / kGB);
   }
-  for (const cluster::RejectedLayout& x : res.rejected) {
+  for (const plan::RejectedLayout& x : res.rejected) {
     std::printf("  -  %-18s no valid shard plan: %s\n", x.label.c_str(), x.reason.c_str());
   }
   std::printf("\n%s", res.explanation.c_str());
@@ -153,15 +153,15 @@ void PrintText(const PlanOptions& o, const cluster::PlanRequest& r, const cluste
   }
 }
 
-Json PredictionJson(const Prediction& p) {
+Json PredictionJson(const plan::Prediction& p) {
   Json memory = Json::array();
-  for (const cluster::RankCost& rc : p.ranks) {
+  for (const plan::RankCost& rc : p.ranks) {
     memory.push_back({{"rank", rc.rank}, {"node", rc.node}, {"node_name", rc.node_name},
                       {"weights_gb", rc.weight_bytes / kGB}, {"kv_gb", rc.kv_bytes / kGB},
                       {"total_gb", rc.memory_bytes / kGB}, {"usable_gb", rc.usable_bytes / kGB},
                       {"fits", rc.fits()}});
   }
-  const cluster::StepTime& s = p.step_b1;
+  const plan::StepTime& s = p.step_b1;
   return {{"layout", p.layout.label},
           {"nodes", p.ranks.size()},
           {"gen_tok_s_batch1", p.gen_tok_s_b1},
@@ -175,19 +175,19 @@ Json PredictionJson(const Prediction& p) {
           {"memory_per_node", std::move(memory)}};
 }
 
-void PrintJson(const PlanOptions& o, const cluster::PlanRequest& r, const cluster::PlanResult& res) {
+void PrintJson(const PlanOptions& o, const plan::PlanRequest& r, const plan::PlanResult& res) {
   Json doc;
   doc["model"] = {{"name", r.model.name}, {"quant", r.quant.name},
                   {"params_b", r.model.TotalParams() / 1e9}, {"active_params_b", r.model.ActiveParams() / 1e9},
-                  {"weights_gb", cluster::ModelBytes(r.model, r.quant) / kGB}};
+                  {"weights_gb", plan::ModelBytes(r.model, r.quant) / kGB}};
   doc["cluster"] = {{"nodes", NodeSummary(r.cluster)}, {"link", r.cluster.link.name},
-                    {"topology", cluster::TopologyName(r.cluster.topology)}, {"stack", r.cluster.stack.name}};
+                    {"topology", plan::TopologyName(r.cluster.topology)}, {"stack", r.cluster.stack.name}};
   doc["workload"] = {{"batch", r.workload.batch}, {"prompt", r.workload.prompt_tokens},
                      {"context", r.workload.context_tokens}, {"objective", o.objective}};
   doc["candidates"] = Json::array();
-  for (const Prediction& p : res.candidates) doc["candidates"].push_back(PredictionJson(p));
+  for (const plan::Prediction& p : res.candidates) doc["candidates"].push_back(PredictionJson(p));
   doc["too_big"] = Json::array();
-  for (const Prediction& p : res.too_big) doc["too_big"].push_back(PredictionJson(p));
+  for (const plan::Prediction& p : res.too_big) doc["too_big"].push_back(PredictionJson(p));
   doc["rejected"] = Json::array();
   for (const auto& x : res.rejected) doc["rejected"].push_back({{"layout", x.label}, {"reason", x.reason}});
   doc["best"] = res.best() ? Json(res.best()->layout.label) : Json(nullptr);
@@ -198,25 +198,25 @@ void PrintJson(const PlanOptions& o, const cluster::PlanRequest& r, const cluste
 
 void PrintBuiltins() {
   std::printf("model shapes:\n");
-  for (const auto& m : cluster::BuiltinShapes()) {
+  for (const auto& m : plan::BuiltinShapes()) {
     std::printf("  %-18s %7.1fB params, %6.1fB active\n", m.name.c_str(), m.TotalParams() / 1e9,
                 m.ActiveParams() / 1e9);
   }
   std::printf("quantizations:\n");
-  for (const auto& q : cluster::BuiltinQuants()) std::printf("  %-18s %s\n", q.name.c_str(), q.note.c_str());
+  for (const auto& q : plan::BuiltinQuants()) std::printf("  %-18s %s\n", q.name.c_str(), q.note.c_str());
   std::printf("nodes:\n");
-  for (const auto& n : cluster::BuiltinNodes()) {
+  for (const auto& n : plan::BuiltinNodes()) {
     std::printf("  %-24s %5.0f GB, %5.0f GB/s, %5.1f TFLOP/s  (%s)\n", n.name.c_str(),
                 n.memory_bytes / (1024.0 * 1024 * 1024), n.memory_bandwidth_Bps / 1e9, n.flops / 1e12,
                 n.source.c_str());
   }
   std::printf("links:\n");
-  for (const auto& l : cluster::BuiltinLinks()) {
+  for (const auto& l : plan::BuiltinLinks()) {
     std::printf("  %-10s %6.0f us, %5.1f Gb/s%s  (%s)\n", l.name.c_str(), l.latency_s * 1e6,
                 l.bandwidth_Bps * 8 / 1e9, l.rdma ? ", RDMA" : "", l.source.c_str());
   }
   std::printf("stacks:\n");
-  for (const auto& s : cluster::BuiltinStacks()) std::printf("  %-14s %s\n", s.name.c_str(), s.source.c_str());
+  for (const auto& s : plan::BuiltinStacks()) std::printf("  %-14s %s\n", s.name.c_str(), s.source.c_str());
 }
 
 }  // namespace
@@ -247,7 +247,7 @@ int PlanCommand(const PlanOptions& options) {
   if (options.model.empty()) return Fail(InvalidArgument("--model MODEL|SHAPE is required"));
   auto request = BuildRequest(options);
   if (!request.ok()) return Fail(request.status());
-  auto result = cluster::PlanLayouts(*request);
+  auto result = plan::PlanLayouts(*request);
   if (!result.ok()) return Fail(result.status());
   if (options.json) {
     PrintJson(options, *request, *result);

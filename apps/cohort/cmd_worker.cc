@@ -185,7 +185,7 @@ Status DistributedModel::StartMpi(const DistOptions& options, const gguf::File& 
   if (!options.shares.empty()) {
     COHORT_ASSIGN_OR_RETURN(s.shares, ParseShares(options.shares));
   }
-  COHORT_ASSIGN_OR_RETURN(parallel::ShardPlan plan,
+  COHORT_ASSIGN_OR_RETURN(plan::ShardPlan plan,
                           parallel::MakeSessionPlan(s, file, runtime->world_size()));
   COHORT_ASSIGN_OR_RETURN(auto transport, comm::ConnectMpiGroup(*runtime));
   if (runtime->world_rank() != 0) {

@@ -101,7 +101,7 @@ nlohmann::json SnapshotToJson(const ClusterSnapshot& snapshot);
 // first) and, as the single link, the slowest measured link between two alive members (the
 // highest latency and the lowest bandwidth seen, so a plan never counts on a better link
 // than the worst one it may use). Fails while some member has not finished measuring.
-Result<ClusterSpec> MeasuredClusterSpec(const ClusterSnapshot& snapshot, const StackProfile& stack);
+Result<plan::ClusterSpec> MeasuredClusterSpec(const ClusterSnapshot& snapshot, const plan::StackProfile& stack);
 
 struct ClusterCallbacks {
   // Called from the node's threads, never with its lock held; must not block for long.

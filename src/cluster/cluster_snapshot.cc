@@ -107,8 +107,8 @@ nlohmann::json SnapshotToJson(const ClusterSnapshot& snap) {
                         {"dropped_total", snap.counters.dropped_total()}, {"dropped", dropped}}}};
 }
 
-Result<ClusterSpec> MeasuredClusterSpec(const ClusterSnapshot& snapshot, const StackProfile& stack) {
-  ClusterSpec spec;
+Result<plan::ClusterSpec> MeasuredClusterSpec(const ClusterSnapshot& snapshot, const plan::StackProfile& stack) {
+  plan::ClusterSpec spec;
   spec.stack = stack;
   std::vector<NodeId> alive;
   for (const MemberView& m : snapshot.members) {

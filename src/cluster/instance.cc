@@ -6,8 +6,8 @@
 
 #include <fmt/format.h>
 
-#include "cluster/cost_model.h"
-#include "cluster/planner.h"
+#include "plan/cost_model.h"
+#include "plan/planner.h"
 
 namespace cohort::cluster {
 namespace {
@@ -20,7 +20,7 @@ constexpr double kMiB = 1024.0 * 1024.0;
 constexpr double kDefaultBandwidthBps = 10e9;
 constexpr double kDefaultFlops = 100e9;
 
-json ShapeToJson(const ModelShape& s) {
+json ShapeToJson(const plan::ModelShape& s) {
   return {{"name", s.name}, {"n_layer", s.n_layer}, {"n_embd", s.n_embd}, {"n_head", s.n_head},
           {"n_head_kv", s.n_head_kv}, {"head_dim", s.head_dim}, {"q_lora_rank", s.q_lora_rank},
           {"kv_lora_rank", s.kv_lora_rank}, {"qk_nope_dim", s.qk_nope_dim},
@@ -31,32 +31,32 @@ json ShapeToJson(const ModelShape& s) {
           {"tied_embeddings", s.tied_embeddings}};
 }
 
-ModelShape ShapeFromJson(const json& j) {
-  ModelShape s;
+plan::ModelShape ShapeFromJson(const json& j) {
+  plan::ModelShape s;
   s.name = j.at("name").get<std::string>();
-  for (auto [key, field] : std::initializer_list<std::pair<const char*, int ModelShape::*>>{
-           {"n_layer", &ModelShape::n_layer}, {"n_embd", &ModelShape::n_embd},
-           {"n_head", &ModelShape::n_head}, {"n_head_kv", &ModelShape::n_head_kv},
-           {"head_dim", &ModelShape::head_dim}, {"q_lora_rank", &ModelShape::q_lora_rank},
-           {"kv_lora_rank", &ModelShape::kv_lora_rank}, {"qk_nope_dim", &ModelShape::qk_nope_dim},
-           {"qk_rope_dim", &ModelShape::qk_rope_dim}, {"v_head_dim", &ModelShape::v_head_dim},
-           {"n_ff", &ModelShape::n_ff}, {"n_leading_dense", &ModelShape::n_leading_dense},
-           {"n_expert", &ModelShape::n_expert}, {"n_expert_used", &ModelShape::n_expert_used},
-           {"n_ff_expert", &ModelShape::n_ff_expert}, {"n_expert_shared", &ModelShape::n_expert_shared},
-           {"n_vocab", &ModelShape::n_vocab}}) {
+  for (auto [key, field] : std::initializer_list<std::pair<const char*, int plan::ModelShape::*>>{
+           {"n_layer", &plan::ModelShape::n_layer}, {"n_embd", &plan::ModelShape::n_embd},
+           {"n_head", &plan::ModelShape::n_head}, {"n_head_kv", &plan::ModelShape::n_head_kv},
+           {"head_dim", &plan::ModelShape::head_dim}, {"q_lora_rank", &plan::ModelShape::q_lora_rank},
+           {"kv_lora_rank", &plan::ModelShape::kv_lora_rank}, {"qk_nope_dim", &plan::ModelShape::qk_nope_dim},
+           {"qk_rope_dim", &plan::ModelShape::qk_rope_dim}, {"v_head_dim", &plan::ModelShape::v_head_dim},
+           {"n_ff", &plan::ModelShape::n_ff}, {"n_leading_dense", &plan::ModelShape::n_leading_dense},
+           {"n_expert", &plan::ModelShape::n_expert}, {"n_expert_used", &plan::ModelShape::n_expert_used},
+           {"n_ff_expert", &plan::ModelShape::n_ff_expert}, {"n_expert_shared", &plan::ModelShape::n_expert_shared},
+           {"n_vocab", &plan::ModelShape::n_vocab}}) {
     s.*field = j.at(key).get<int>();
   }
   s.tied_embeddings = j.at("tied_embeddings").get<bool>();
   return s;
 }
 
-json QuantToJson(const QuantScheme& q) {
+json QuantToJson(const plan::QuantScheme& q) {
   return {{"name", q.name}, {"bits_expert", q.bits_expert}, {"bits_dense", q.bits_dense},
           {"bits_embd", q.bits_embd}, {"bits_output", q.bits_output}, {"block", q.block}};
 }
 
-QuantScheme QuantFromJson(const json& j) {
-  QuantScheme q;
+plan::QuantScheme QuantFromJson(const json& j) {
+  plan::QuantScheme q;
   q.name = j.at("name").get<std::string>();
   q.bits_expert = j.at("bits_expert").get<double>();
   q.bits_dense = j.at("bits_dense").get<double>();
@@ -79,7 +79,7 @@ Result<T> Parse(const char* what, F&& parse) {
 bool HasFile(const PlacementNode& n, const std::string& sha) { return n.service.files.count(sha) > 0; }
 
 // The SessionOptions layout and shares that build the same ShardPlan as `spec`.
-void SessionLayoutOf(const parallel::LayoutSpec& spec, Instance* out) {
+void SessionLayoutOf(const plan::LayoutSpec& spec, Instance* out) {
   const size_t stages = spec.stage_rank_weights.size();
   out->shares.clear();
   bool one_per_stage = true;
@@ -102,7 +102,7 @@ void SessionLayoutOf(const parallel::LayoutSpec& spec, Instance* out) {
 // Puts a file-holding node at rank 0 of a tensor-parallel prediction (ranks of one group are
 // interchangeable apart from rank 0 coordinating); false when that is not possible, or when
 // a node no longer fits the share of the rank it moved to (shares may be uneven).
-bool CoordinatorFirst(const PlacementInput& in, Prediction* p) {
+bool CoordinatorFirst(const PlacementInput& in, plan::Prediction* p) {
   const std::string& sha = in.model.sha256;
   auto& order = p->layout.node_of_rank;
   if (HasFile(in.candidates[order[0]], sha)) return true;
@@ -112,7 +112,7 @@ bool CoordinatorFirst(const PlacementInput& in, Prediction* p) {
     std::swap(order[0], order[r]);
     // The ranks' costs describe rank positions; the nodes behind positions 0 and r swapped.
     for (size_t i : {size_t{0}, r}) {
-      const NodeProfile& node = in.candidates[order[i]].profile;
+      const plan::NodeProfile& node = in.candidates[order[i]].profile;
       if (p->ranks[i].memory_bytes > node.usable_bytes()) return false;
       p->ranks[i].node = order[i];
       p->ranks[i].node_name = node.name;
@@ -123,13 +123,13 @@ bool CoordinatorFirst(const PlacementInput& in, Prediction* p) {
   return false;
 }
 
-std::string WhyNothingFits(const PlacementInput& in, const PlanResult& plans) {
+std::string WhyNothingFits(const PlacementInput& in, const plan::PlanResult& plans) {
   // The layout that came closest: the smallest worst overflow of a node's budget.
-  const Prediction* closest = nullptr;
+  const plan::Prediction* closest = nullptr;
   double closest_over = 0;
-  for (const Prediction& p : plans.too_big) {
+  for (const plan::Prediction& p : plans.too_big) {
     double over = 0;
-    for (const RankCost& r : p.ranks) over = std::max(over, r.memory_bytes - r.usable_bytes);
+    for (const plan::RankCost& r : p.ranks) over = std::max(over, r.memory_bytes - r.usable_bytes);
     if (closest == nullptr || over < closest_over) {
       closest = &p;
       closest_over = over;
@@ -141,7 +141,7 @@ std::string WhyNothingFits(const PlacementInput& in, const PlanResult& plans) {
     why += fmt::format(" with {} node(s)", std::min<int>(in.nodes, static_cast<int>(in.candidates.size())));
   }
   if (closest != nullptr) {
-    for (const RankCost& r : closest->ranks) {
+    for (const plan::RankCost& r : closest->ranks) {
       if (r.fits()) continue;
       why += fmt::format("; best try {}: node {} needs {:.2f} MiB, its budget is {:.2f} MiB",
                          closest->layout.label, r.node_name, r.memory_bytes / kMiB, r.usable_bytes / kMiB);
@@ -305,10 +305,10 @@ const InstanceView* FindInstance(const std::vector<InstanceView>& views, const s
   return any;
 }
 
-NodeProfile BudgetProfile(const std::string& name, double memory_total_bytes,
+plan::NodeProfile BudgetProfile(const std::string& name, double memory_total_bytes,
                           double memory_available_bytes, double bandwidth_Bps, double flops,
                           int64_t max_memory_bytes) {
-  NodeProfile p;
+  plan::NodeProfile p;
   p.name = name;
   if (max_memory_bytes > 0) {
     p.memory_bytes = static_cast<double>(max_memory_bytes);
@@ -331,12 +331,12 @@ Status PlaceInstance(const PlacementInput& in, Instance* out) {
                    [&](const PlacementNode& n) { return HasFile(n, in.model.sha256); })) {
     return NotFound("no live node holds " + in.model.name + " (sha256 " + in.model.sha256.substr(0, 12) + ")");
   }
-  PlanRequest req;
+  plan::PlanRequest req;
   req.model = in.model.shape;
   req.quant = in.model.quant;
   for (const PlacementNode& n : in.candidates) req.cluster.nodes.push_back(n.profile);
   req.cluster.link = in.link;
-  COHORT_ASSIGN_OR_RETURN(req.cluster.stack, FindBuiltinStack("cohort"));
+  COHORT_ASSIGN_OR_RETURN(req.cluster.stack, plan::FindBuiltinStack("cohort"));
   // A node's budget holds its shard and its KV cache; the runtime's own buffers are small
   // next to them and not counted.
   req.cluster.stack.memory_overhead_bytes = 0;
@@ -344,10 +344,10 @@ Status PlaceInstance(const PlacementInput& in, Instance* out) {
   req.workload.context_tokens = std::max(1, in.context_tokens);
   req.workload.prompt_tokens = std::min(512, req.workload.context_tokens);
   req.layout = in.layout.empty() ? "auto" : in.layout;
-  COHORT_ASSIGN_OR_RETURN(PlanResult plans, PlanLayouts(req));
+  COHORT_ASSIGN_OR_RETURN(plan::PlanResult plans, plan::PlanLayouts(req));
   // "nodes" asks for that many; with fewer alive, as many as there are.
   const int want_nodes = std::min<int>(in.nodes, static_cast<int>(in.candidates.size()));
-  for (Prediction& p : plans.candidates) {
+  for (plan::Prediction& p : plans.candidates) {
     if (want_nodes > 0 && static_cast<int>(p.ranks.size()) != want_nodes) continue;
     if (!CoordinatorFirst(in, &p)) continue;
     const PlacementNode& coordinator = in.candidates[p.layout.node_of_rank[0]];

@@ -14,8 +14,8 @@
 #include <nlohmann/json.hpp>
 
 #include "cluster/cluster_state.h"
-#include "cluster/hardware.h"
-#include "cluster/model_shape.h"
+#include "plan/hardware.h"
+#include "plan/model_shape.h"
 #include "core/status.h"
 
 namespace cohort::cluster {
@@ -46,8 +46,8 @@ struct ModelEntry {
   std::string sha256;     // hex, of the whole file
   int64_t file_bytes = 0;
   int n_ctx_train = 0;
-  ModelShape shape;
-  QuantScheme quant;
+  plan::ModelShape shape;
+  plan::QuantScheme quant;
 };
 nlohmann::json ModelEntryToJson(const ModelEntry& m);
 Result<ModelEntry> ModelEntryFromJson(const nlohmann::json& j);
@@ -119,7 +119,7 @@ const InstanceView* FindInstance(const std::vector<InstanceView>& views, const s
 // A live node as the placement sees it.
 struct PlacementNode {
   NodeService service;
-  NodeProfile profile;  // memory_bytes x usable fraction is its budget
+  plan::NodeProfile profile;  // memory_bytes x usable fraction is its budget
 };
 
 struct PlacementInput {
@@ -129,7 +129,7 @@ struct PlacementInput {
   int context_tokens = 512;    // KV per sequence
   int sequences = 4;           // KV slots
   std::vector<PlacementNode> candidates;  // live nodes, in a stable order
-  LinkProfile link;
+  plan::LinkProfile link;
 };
 
 // Chooses ranks for `input.model` on the candidates with the planner (best predicted
@@ -140,7 +140,7 @@ Status PlaceInstance(const PlacementInput& input, Instance* instance);
 
 // A node's budget as the planner's profile: --max-memory when given (all of it usable),
 // otherwise what the node measured.
-NodeProfile BudgetProfile(const std::string& name, double memory_total_bytes,
+plan::NodeProfile BudgetProfile(const std::string& name, double memory_total_bytes,
                           double memory_available_bytes, double bandwidth_Bps, double flops,
                           int64_t max_memory_bytes);
 

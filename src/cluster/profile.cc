@@ -110,8 +110,8 @@ ResourceProfile ResourceFromJson(const nlohmann::json& j) {
   return p;
 }
 
-NodeProfile ToNodeProfile(const std::string& name, const ResourceProfile& p) {
-  NodeProfile n;
+plan::NodeProfile ToNodeProfile(const std::string& name, const ResourceProfile& p) {
+  plan::NodeProfile n;
   n.name = name;
   n.memory_bytes = p.memory_total_bytes;
   n.usable_memory_fraction =
@@ -123,8 +123,8 @@ NodeProfile ToNodeProfile(const std::string& name, const ResourceProfile& p) {
   return n;
 }
 
-LinkProfile ToLinkProfile(const std::string& name, const LinkMeasurement& m) {
-  LinkProfile l;
+plan::LinkProfile ToLinkProfile(const std::string& name, const LinkMeasurement& m) {
+  plan::LinkProfile l;
   l.name = name;
   l.latency_s = m.latency_s;
   l.bandwidth_Bps = m.bandwidth_Bps;

@@ -8,7 +8,7 @@
 
 #include <nlohmann/json.hpp>
 
-#include "cluster/hardware.h"
+#include "plan/hardware.h"
 #include "cluster/node_id.h"
 #include "core/meminfo.h"
 #include "core/status.h"
@@ -49,7 +49,7 @@ ResourceProfile ResourceFromJson(const nlohmann::json& j);  // missing fields st
 
 // The planner's view: physical memory as memory_bytes with the available fraction as the
 // usable fraction, measured bandwidth and FLOP/s.
-NodeProfile ToNodeProfile(const std::string& name, const ResourceProfile& p);
-LinkProfile ToLinkProfile(const std::string& name, const LinkMeasurement& m);
+plan::NodeProfile ToNodeProfile(const std::string& name, const ResourceProfile& p);
+plan::LinkProfile ToLinkProfile(const std::string& name, const LinkMeasurement& m);
 
 }  // namespace cohort::cluster

@@ -35,7 +35,7 @@ std::span<std::byte> Bytes(std::vector<T>& v) {
 
 }  // namespace
 
-Executor::Executor(std::unique_ptr<model::Model> model, const ShardPlan& plan,
+Executor::Executor(std::unique_ptr<model::Model> model, const plan::ShardPlan& plan,
                    comm::Communicator& world, const ExecutorOptions& options)
     : model_(std::move(model)), plan_(plan), world_(world), options_(options) {}
 
@@ -45,7 +45,7 @@ Executor::~Executor() {
 }
 
 Result<std::unique_ptr<Executor>> Executor::Create(std::unique_ptr<model::Model> model,
-                                                   const ShardPlan& plan, comm::Communicator& world,
+                                                   const plan::ShardPlan& plan, comm::Communicator& world,
                                                    const ExecutorOptions& options) {
   std::unique_ptr<Executor> e(new Executor(std::move(model), plan, world, options));
   COHORT_RETURN_IF_ERROR(e->Init());
@@ -69,14 +69,14 @@ Status Executor::Init() {
   COHORT_RETURN_IF_ERROR(decoder_->SetStageShard(shard).Annotate(fmt::format("rank {}", rank())));
   // The rank's slices get memory of their own and the mapped pages are released, so the
   // rank's resident memory is its share (see OwnedSlices).
-  const RankShard& me = plan_.Rank(rank());
+  const plan::RankShard& me = plan_.Rank(rank());
   COHORT_ASSIGN_OR_RETURN(copied_bytes_,
                           decoder_->CopyShardWeights(me.embd_rows.begin, me.embd_rows.end,
                                                      me.output_rows.begin, me.output_rows.end));
   stage_ = plan_.StageOf(rank());
-  for (const StagePlan& s : plan_.stages) stage_first_rank_.push_back(s.ranks.front().rank);
+  for (const plan::StagePlan& s : plan_.stages) stage_first_rank_.push_back(s.ranks.front().rank);
   std::vector<int> members;
-  for (const RankShard& r : plan_.stages[stage_].ranks) members.push_back(r.rank);
+  for (const plan::RankShard& r : plan_.stages[stage_].ranks) members.push_back(r.rank);
   if (members.size() > 1) {
     group_ = std::make_unique<comm::Communicator>(
         std::make_unique<SubgroupTransport>(world_.transport(), members), world_.options());
@@ -248,7 +248,7 @@ Status Executor::RunStep(const Context& ctx, const model::Batch& batch, model::K
 
 Status Executor::EnterStage(const model::Batch& batch) {
   if (stage_ == 0) {
-    const Range rows = plan_.Rank(rank()).embd_rows;
+    const plan::Range rows = plan_.Rank(rank()).embd_rows;
     decoder_->EmbedRows(batch, rows.begin, rows.end, x_.data());
     if (group_ == nullptr) return Status::Ok();
     return comm::AllReduceSum(*group_, x_).Annotate("summing the split embedding");
@@ -277,7 +277,7 @@ Status Executor::LeaveLastStage(const Context& ctx, const model::Batch& batch,
       full = full_logits_.data();
     }
   }
-  const Range mine = plan_.Rank(rank()).output_rows;
+  const plan::Range mine = plan_.Rank(rank()).output_rows;
   if (group_ == nullptr) {
     decoder_->HeadRows(batch, ctx.pool, x_.data(), mine.begin, mine.end, full);
   } else if (!first_in_stage) {
@@ -302,11 +302,11 @@ Status Executor::GatherHead(const Context& ctx, const model::Batch& batch, float
   const int n_out = batch.n_logits();
   const int64_t n_vocab = config().n_vocab;
   const auto& ranks = plan_.stages[stage_].ranks;
-  const Range mine = plan_.Rank(rank()).output_rows;
+  const plan::Range mine = plan_.Rank(rank()).output_rows;
   const bool in_place = n_out == 1;
   size_t offset = 0;
   std::vector<size_t> offsets;  // [group] where each slice lands in head_all_
-  for (const RankShard& r : ranks) {
+  for (const plan::RankShard& r : ranks) {
     offsets.push_back(offset);
     offset += static_cast<size_t>(n_out) * r.output_rows.size();
   }
@@ -314,7 +314,7 @@ Status Executor::GatherHead(const Context& ctx, const model::Batch& batch, float
   std::vector<comm::RecvOp>& recvs = world_.RecvOps();
   for (size_t g = 0; g < ranks.size(); ++g) {
     if (ranks[g].rank == rank()) continue;
-    const Range rows = ranks[g].output_rows;
+    const plan::Range rows = ranks[g].output_rows;
     float* dst = in_place ? full + rows.begin : head_all_.data() + offsets[g];
     recvs.push_back({ranks[g].rank, kHeadTag,
                      std::as_writable_bytes(std::span(dst, static_cast<size_t>(n_out) * rows.size()))});
@@ -330,7 +330,7 @@ Status Executor::GatherHead(const Context& ctx, const model::Batch& batch, float
                              .Annotate("gathering logits"));
   if (in_place) return Status::Ok();
   for (size_t g = 0; g < ranks.size(); ++g) {
-    const Range rows = ranks[g].output_rows;
+    const plan::Range rows = ranks[g].output_rows;
     const float* slice = ranks[g].rank == rank() ? head_local_.data() : head_all_.data() + offsets[g];
     for (int t = 0; t < n_out; ++t) {
       const float* src = slice + static_cast<size_t>(t) * rows.size();

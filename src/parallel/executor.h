@@ -22,7 +22,7 @@
 #include "core/status.h"
 #include "model/decoder.h"
 #include "model/model.h"
-#include "parallel/shard_plan.h"
+#include "plan/shard_plan.h"
 #include "parallel/step_message.h"
 
 namespace cohort::parallel {
@@ -44,12 +44,12 @@ class Executor final : public model::Model {
   // executor. `model` is this rank's own model, loaded from the same file as everyone's; it is
   // restricted here to the rank's share.
   static Result<std::unique_ptr<Executor>> Create(std::unique_ptr<model::Model> model,
-                                                  const ShardPlan& plan, comm::Communicator& world,
+                                                  const plan::ShardPlan& plan, comm::Communicator& world,
                                                   const ExecutorOptions& options = {});
   ~Executor() override;
 
   int rank() const { return world_.rank(); }
-  const ShardPlan& plan() const { return plan_; }
+  const plan::ShardPlan& plan() const { return plan_; }
   // Bytes of weight slices copied out of the mapping at creation (see OwnedSlices).
   int64_t copied_bytes() const { return copied_bytes_; }
 
@@ -68,7 +68,7 @@ class Executor final : public model::Model {
   Status Serve(const Context& ctx);
 
  private:
-  Executor(std::unique_ptr<model::Model> model, const ShardPlan& plan, comm::Communicator& world,
+  Executor(std::unique_ptr<model::Model> model, const plan::ShardPlan& plan, comm::Communicator& world,
            const ExecutorOptions& options);
   Status Init();
   // The step every rank runs; logits is non-empty on rank 0 only.
@@ -85,7 +85,7 @@ class Executor final : public model::Model {
 
   std::unique_ptr<model::Model> model_;
   model::Decoder* decoder_ = nullptr;  // model_, as the decoder it is
-  ShardPlan plan_;
+  plan::ShardPlan plan_;
   comm::Communicator& world_;
   ExecutorOptions options_;
   int stage_ = 0;

@@ -30,9 +30,9 @@ int SplitBlock(const gguf::File& file) {
 
 }  // namespace
 
-Result<PlanShape> PlanShapeOf(const gguf::File& file, const model::ModelConfig& c) {
+Result<plan::PlanShape> PlanShapeOf(const gguf::File& file, const model::ModelConfig& c) {
   const bool mla = c.arch == model::Arch::kDeepseek2;
-  PlanShape p;
+  plan::PlanShape p;
   p.n_layer = c.n_layer;
   p.n_embd = c.n_embd;
   p.n_head = c.n_head;
@@ -50,13 +50,13 @@ Result<PlanShape> PlanShapeOf(const gguf::File& file, const model::ModelConfig& 
   return p;
 }
 
-Result<model::StageShard> StageShardOf(const ShardPlan& plan, int rank) {
+Result<model::StageShard> StageShardOf(const plan::ShardPlan& plan, int rank) {
   if (rank < 0 || rank >= plan.n_ranks()) {
     return InvalidArgument(fmt::format("rank {} is not in a plan of {} ranks", rank, plan.n_ranks()));
   }
-  const StagePlan& stage = plan.stages[plan.StageOf(rank)];
-  const RankShard& r = plan.Rank(rank);
-  if (plan.shape.n_expert > 0 && plan.expert_split != ExpertSplit::kWhole) {
+  const plan::StagePlan& stage = plan.stages[plan.StageOf(rank)];
+  const plan::RankShard& r = plan.Rank(rank);
+  if (plan.shape.n_expert > 0 && plan.expert_split != plan::ExpertSplit::kWhole) {
     return Unsupported("the MoE block splits routed experts whole, not by columns "
                        "(use ExpertSplit::kWhole)");
   }
@@ -70,17 +70,17 @@ Result<model::StageShard> StageShardOf(const ShardPlan& plan, int rank) {
   return s;
 }
 
-Result<LayoutSpec> ParseLayout(const std::string& text, int n_ranks,
+Result<plan::LayoutSpec> ParseLayout(const std::string& text, int n_ranks,
                                const std::vector<double>& weights) {
   if (n_ranks <= 0) return InvalidArgument("a layout needs at least one rank");
-  LayoutSpec spec;
+  plan::LayoutSpec spec;
   if (text == "tp") {
-    spec = weights.empty() ? LayoutSpec::Tensor(n_ranks) : LayoutSpec::TensorWeighted(weights);
+    spec = weights.empty() ? plan::LayoutSpec::Tensor(n_ranks) : plan::LayoutSpec::TensorWeighted(weights);
     if (!weights.empty() && static_cast<int>(weights.size()) != n_ranks) {
       return InvalidArgument(fmt::format("--shares has {} weights for {} ranks", weights.size(), n_ranks));
     }
   } else if (text == "pp") {
-    spec = weights.empty() ? LayoutSpec::Pipeline(n_ranks) : LayoutSpec::PipelineWeighted(weights);
+    spec = weights.empty() ? plan::LayoutSpec::Pipeline(n_ranks) : plan::LayoutSpec::PipelineWeighted(weights);
     if (!weights.empty() && static_cast<int>(weights.size()) != n_ranks) {
       return InvalidArgument(fmt::format("--shares has {} weights for {} stages", weights.size(), n_ranks));
     }
@@ -98,7 +98,7 @@ Result<LayoutSpec> ParseLayout(const std::string& text, int n_ranks,
                                          n_ranks, stages));
     }
     const int per_stage = n_ranks / stages;
-    spec = LayoutSpec::Hybrid(stages, per_stage);
+    spec = plan::LayoutSpec::Hybrid(stages, per_stage);
     if (!weights.empty()) {
       if (static_cast<int>(weights.size()) != n_ranks) {
         return InvalidArgument(fmt::format("--shares has {} weights for {} ranks", weights.size(), n_ranks));
@@ -111,7 +111,7 @@ Result<LayoutSpec> ParseLayout(const std::string& text, int n_ranks,
     return InvalidArgument("unknown layout '" + text + "' (tp, pp, hybrid or hybrid:STAGES)");
   }
   // The MoE block evaluates whole experts (expert parallelism); see StageShardOf.
-  spec.expert_split = ExpertSplit::kWhole;
+  spec.expert_split = plan::ExpertSplit::kWhole;
   COHORT_RETURN_IF_ERROR(spec.Validate());
   return spec;
 }

@@ -6,7 +6,7 @@
 #include "core/status.h"
 #include "model/config.h"
 #include "model/decoder.h"
-#include "parallel/shard_plan.h"
+#include "plan/shard_plan.h"
 
 namespace cohort::gguf {
 class File;
@@ -16,16 +16,16 @@ namespace cohort::parallel {
 
 // The plan shape of `config`; the quant block is the largest block of the matrices whose
 // columns a plan splits (attn_output, ffn_down, the experts' down projections), 1 for F32.
-Result<PlanShape> PlanShapeOf(const gguf::File& file, const model::ModelConfig& config);
+Result<plan::PlanShape> PlanShapeOf(const gguf::File& file, const model::ModelConfig& config);
 
 // The layers and per-layer slice that plan rank `rank` computes. kUnsupported for plans the
 // model blocks cannot run (routed experts split by columns).
-Result<model::StageShard> StageShardOf(const ShardPlan& plan, int rank);
+Result<model::StageShard> StageShardOf(const plan::ShardPlan& plan, int rank);
 
 // Parses a layout name as the CLI takes it: "tp", "pp", "hybrid" (2 stages) or "hybrid:S",
 // for n_ranks ranks with optional per-rank weights (empty: even). Weights apply to tp (one per
 // rank), pp (one per stage: its share of layers) and hybrid (one per rank, stage by stage).
-Result<LayoutSpec> ParseLayout(const std::string& text, int n_ranks,
+Result<plan::LayoutSpec> ParseLayout(const std::string& text, int n_ranks,
                                const std::vector<double>& weights);
 
 }  // namespace cohort::parallel

@@ -127,15 +127,15 @@ Session::~Session() {
   world_.reset();
 }
 
-Result<ShardPlan> MakeSessionPlan(const SessionOptions& options, const gguf::File& file, int n_ranks) {
+Result<plan::ShardPlan> MakeSessionPlan(const SessionOptions& options, const gguf::File& file, int n_ranks) {
   COHORT_ASSIGN_OR_RETURN(model::ModelConfig config, model::ModelConfig::FromGguf(file));
-  COHORT_ASSIGN_OR_RETURN(PlanShape shape, PlanShapeOf(file, config));
-  COHORT_ASSIGN_OR_RETURN(LayoutSpec spec, ParseLayout(options.layout, n_ranks, options.shares));
-  return MakePlan(shape, spec);
+  COHORT_ASSIGN_OR_RETURN(plan::PlanShape shape, PlanShapeOf(file, config));
+  COHORT_ASSIGN_OR_RETURN(plan::LayoutSpec spec, ParseLayout(options.layout, n_ranks, options.shares));
+  return plan::MakePlan(shape, spec);
 }
 
 Result<std::unique_ptr<Session>> Session::Adopt(std::unique_ptr<comm::Transport> world,
-                                                const ShardPlan& plan, const gguf::File& file,
+                                                const plan::ShardPlan& plan, const gguf::File& file,
                                                 std::chrono::milliseconds comm_timeout) {
   std::unique_ptr<Session> session(new Session());
   COHORT_ASSIGN_OR_RETURN(auto model, model::Model::Load(file));
@@ -146,7 +146,7 @@ Result<std::unique_ptr<Session>> Session::Adopt(std::unique_ptr<comm::Transport>
   return session;
 }
 
-Status ServeRank(std::unique_ptr<comm::Transport> world, const ShardPlan& plan,
+Status ServeRank(std::unique_ptr<comm::Transport> world, const plan::ShardPlan& plan,
                  const gguf::File& file, int threads, std::chrono::milliseconds comm_timeout,
                  Logger* log) {
   COHORT_ASSIGN_OR_RETURN(auto model, model::Model::Load(file));
@@ -178,7 +178,7 @@ Result<std::string> CoordinatorDigest(const SessionOptions& options, const gguf:
 }
 
 // The job every worker gets (its "rank" is set per worker).
-nlohmann::json MakeJob(const SessionOptions& options, const ShardPlan& plan,
+nlohmann::json MakeJob(const SessionOptions& options, const plan::ShardPlan& plan,
                        const std::string& sha256, uint64_t file_bytes) {
   const uint64_t group_id = FreshGroupId();
   return {{"version", kJobVersion}, {"n_ranks", plan.n_ranks()}, {"model", options.model_path},
@@ -196,7 +196,7 @@ nlohmann::json MakeJob(const SessionOptions& options, const ShardPlan& plan,
 
 // One worker's answer to its job: its data address, after streaming it its share if it asks.
 Result<std::string> AwaitWorker(ControlChannel& channel, const SessionOptions& options,
-                                const gguf::File& file, const ShardPlan& plan, int rank,
+                                const gguf::File& file, const plan::ShardPlan& plan, int rank,
                                 comm::Deadline deadline) {
   COHORT_ASSIGN_OR_RETURN(nlohmann::json reply, channel.Receive(deadline));
   if (reply.value("fetch", false)) {
@@ -218,7 +218,7 @@ Result<std::unique_ptr<Session>> Session::Start(const SessionOptions& options,
                                                 const gguf::File& file) {
   COHORT_RETURN_IF_ERROR(options.Validate());
   const int n_ranks = static_cast<int>(options.workers.size()) + 1;
-  COHORT_ASSIGN_OR_RETURN(ShardPlan plan, MakeSessionPlan(options, file, n_ranks));
+  COHORT_ASSIGN_OR_RETURN(plan::ShardPlan plan, MakeSessionPlan(options, file, n_ranks));
   COHORT_ASSIGN_OR_RETURN(const std::string sha256, CoordinatorDigest(options, file));
 
   nlohmann::json job = MakeJob(options, plan, sha256, file.file_size());
@@ -282,7 +282,7 @@ std::string SafeFileName(const std::string& path) {
 // The model file of a job: a local file with the job's size and digest, else the worker's share
 // streamed from the coordinator into the cache.
 Result<std::unique_ptr<gguf::File>> OpenJobModel(ControlChannel& channel, const nlohmann::json& job,
-                                                 const ShardPlan& plan, int rank,
+                                                 const plan::ShardPlan& plan, int rank,
                                                  const WorkerEnvironment& env, Logger* log) {
   const std::string path = job.at("model").get<std::string>();
   const std::string sha256 = job.at("model_sha256").get<std::string>();
@@ -326,7 +326,7 @@ Status RunJob(ControlChannel& channel, const nlohmann::json& job, const WorkerEn
                                        job.value("version", 0), kJobVersion));
   }
   const int rank = job.at("rank").get<int>();
-  COHORT_ASSIGN_OR_RETURN(ShardPlan plan, ShardPlan::FromJson(job.at("plan").get<std::string>()));
+  COHORT_ASSIGN_OR_RETURN(plan::ShardPlan plan, plan::ShardPlan::FromJson(job.at("plan").get<std::string>()));
   const std::string path = job.at("model").get<std::string>();
   COHORT_ASSIGN_OR_RETURN(auto file, OpenJobModel(channel, job, plan, rank, env, log));
   const std::chrono::milliseconds setup(job.at("setup_timeout_ms").get<int64_t>());

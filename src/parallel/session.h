@@ -72,11 +72,11 @@ class Session {
   // Ranks already connected by someone else (mpirun): `world` is rank 0's transport, and
   // every rank builds the same plan with MakeSessionPlan.
   static Result<std::unique_ptr<Session>> Adopt(std::unique_ptr<comm::Transport> world,
-                                                const ShardPlan& plan, const gguf::File& file,
+                                                const plan::ShardPlan& plan, const gguf::File& file,
                                                 std::chrono::milliseconds comm_timeout);
 
   Executor& executor() { return *executor_; }
-  const ShardPlan& plan() const { return executor_->plan(); }
+  const plan::ShardPlan& plan() const { return executor_->plan(); }
 
  private:
   Session() = default;
@@ -87,11 +87,11 @@ class Session {
 
 // The plan of an instance of n_ranks ranks for options.layout/shares on `file`'s model;
 // deterministic, so ranks that cannot talk yet agree on it.
-Result<ShardPlan> MakeSessionPlan(const SessionOptions& options, const gguf::File& file, int n_ranks);
+Result<plan::ShardPlan> MakeSessionPlan(const SessionOptions& options, const gguf::File& file, int n_ranks);
 
 // A worker rank of an already-connected group (mpirun): builds its Executor and serves until
 // rank 0 stops it.
-Status ServeRank(std::unique_ptr<comm::Transport> world, const ShardPlan& plan,
+Status ServeRank(std::unique_ptr<comm::Transport> world, const plan::ShardPlan& plan,
                  const gguf::File& file, int threads, std::chrono::milliseconds comm_timeout,
                  Logger* log);
 

@@ -156,11 +156,11 @@ void AppendTake(const gguf::File& file, const gguf::TensorInfo& t, const TensorT
 
 }  // namespace
 
-Result<std::vector<ByteRange>> ShardByteRanges(const gguf::File& file, const ShardPlan& plan,
+Result<std::vector<ByteRange>> ShardByteRanges(const gguf::File& file, const plan::ShardPlan& plan,
                                                int rank) {
   COHORT_ASSIGN_OR_RETURN(model::ModelConfig c, model::ModelConfig::FromGguf(file));
   COHORT_ASSIGN_OR_RETURN(model::StageShard stage, StageShardOf(plan, rank));
-  const RankShard& me = plan.Rank(rank);
+  const plan::RankShard& me = plan.Rank(rank);
   const bool tied = file.FindTensor("output.weight") == nullptr;
   std::vector<ByteRange> out;
   out.push_back({0, file.data_offset()});  // magic, metadata and tensor infos

@@ -16,7 +16,7 @@
 
 #include "core/status.h"
 #include "parallel/file_digest.h"
-#include "parallel/shard_plan.h"
+#include "plan/shard_plan.h"
 
 namespace cohort::gguf {
 class File;
@@ -41,7 +41,7 @@ bool Covers(std::span<const ByteRange> have, std::span<const ByteRange> need);
 Sha256Digest RangesDigest(std::span<const ByteRange> ranges);
 
 // The merged byte ranges of `file` that plan rank `rank` reads (offsets from the file start).
-Result<std::vector<ByteRange>> ShardByteRanges(const gguf::File& file, const ShardPlan& plan,
+Result<std::vector<ByteRange>> ShardByteRanges(const gguf::File& file, const plan::ShardPlan& plan,
                                                int rank);
 
 }  // namespace cohort::parallel

@@ -237,7 +237,7 @@ Result<std::vector<ByteRange>> ReceiveRanges(ControlChannel& channel, int fd, ui
   }
 }
 
-Status ServeShareFetch(ControlChannel& channel, const gguf::File& file, const ShardPlan& plan,
+Status ServeShareFetch(ControlChannel& channel, const gguf::File& file, const plan::ShardPlan& plan,
                        int rank, const TransferOptions& options) {
   if (file.path().empty()) return InvalidArgument("the coordinator's model was not opened from a file");
   COHORT_ASSIGN_OR_RETURN(std::vector<ByteRange> ranges, ShardByteRanges(file, plan, rank));

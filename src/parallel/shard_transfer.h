@@ -25,7 +25,7 @@
 #include "gguf/gguf.h"
 #include "parallel/control_channel.h"
 #include "parallel/shard_bytes.h"
-#include "parallel/shard_plan.h"
+#include "plan/shard_plan.h"
 
 namespace cohort::parallel {
 
@@ -52,14 +52,14 @@ Result<std::vector<ByteRange>> ReceiveRanges(ControlChannel& channel, int fd, ui
 
 // Coordinator: answers a worker's {"fetch"} for plan rank `rank` from `file` (opened from a
 // path) through to the last frame.
-Status ServeShareFetch(ControlChannel& channel, const gguf::File& file, const ShardPlan& plan,
+Status ServeShareFetch(ControlChannel& channel, const gguf::File& file, const plan::ShardPlan& plan,
                        int rank, const TransferOptions& options);
 
 struct ShareRequest {
   std::string cache_dir;  // where the sparse copies live
   std::string sha256;     // of the whole model file (hex)
   uint64_t file_bytes = 0;
-  ShardPlan plan;
+  plan::ShardPlan plan;
   int rank = 0;
 };
 // Worker: fetches its share (or finds it in the cache) and opens it. The file in the cache is

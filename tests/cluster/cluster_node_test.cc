@@ -156,13 +156,13 @@ TEST_F(ClusterTest, ConvergesOnOneLeaderAndState) {
   ClusterSnapshot measured;
   ASSERT_TRUE(WaitUntil([&] {
     measured = nodes_[3]->Snapshot();
-    return MeasuredClusterSpec(measured, StackProfile{}).ok();
+    return MeasuredClusterSpec(measured, plan::StackProfile{}).ok();
   }, 10000));
-  auto spec = MeasuredClusterSpec(measured, StackProfile{});
+  auto spec = MeasuredClusterSpec(measured, plan::StackProfile{});
   ASSERT_TRUE(spec.ok()) << spec.status().ToString();
   ASSERT_EQ(spec->nodes.size(), 4u);
   EXPECT_EQ(spec->nodes[0].name, "node3");
-  for (const NodeProfile& n : spec->nodes) EXPECT_GT(n.flops, 0) << n.name;
+  for (const plan::NodeProfile& n : spec->nodes) EXPECT_GT(n.flops, 0) << n.name;
   EXPECT_GT(spec->link.bandwidth_Bps, 0);
   EXPECT_GT(spec->link.latency_s, 0);
   const nlohmann::json j = SnapshotToJson(nodes_[1]->Snapshot());

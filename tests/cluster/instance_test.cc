@@ -6,14 +6,14 @@
 
 #include <gtest/gtest.h>
 
-#include "cluster/gguf_shape.h"
+#include "plan/gguf_shape.h"
 
 namespace cohort::cluster {
 namespace {
 
 ModelEntry DemoModel() {
   const std::string path = std::string(COHORT_SOURCE_DIR) + "/models/stories260K.gguf";
-  auto g = ReadGgufModel(path);
+  auto g = plan::ReadGgufModel(path);
   EXPECT_TRUE(g.ok()) << g.status().ToString();
   ModelEntry m;
   m.name = "stories260K";

@@ -245,7 +245,7 @@ TEST(Profile, ParsesMeminfoAndFillsPlannerProfiles) {
   EXPECT_GT(p->cores, 0);
   EXPECT_GT(p->memory_bandwidth_Bps, 1e8);  // any machine streams more than 100 MB/s
   EXPECT_GT(p->matmul_flops, 1e7);
-  const NodeProfile node = ToNodeProfile("me", *p);
+  const plan::NodeProfile node = ToNodeProfile("me", *p);
   EXPECT_TRUE(node.Validate().ok()) << node.Validate().ToString();
   const ResourceProfile back = ResourceFromJson(ResourceToJson(*p));
   EXPECT_EQ(back.matmul_flops, p->matmul_flops);

@@ -45,9 +45,9 @@ Trace SingleRank(const gguf::File& file) {
 
 Result<Trace> Distributed(const gguf::File& file, const Layout& l, comm::TransportKind kind) {
   COHORT_ASSIGN_OR_RETURN(model::ModelConfig config, model::ModelConfig::FromGguf(file));
-  COHORT_ASSIGN_OR_RETURN(PlanShape shape, PlanShapeOf(file, config));
-  COHORT_ASSIGN_OR_RETURN(LayoutSpec spec, ParseLayout(l.layout, l.n_ranks, l.shares));
-  COHORT_ASSIGN_OR_RETURN(ShardPlan plan, MakePlan(shape, spec));
+  COHORT_ASSIGN_OR_RETURN(plan::PlanShape shape, PlanShapeOf(file, config));
+  COHORT_ASSIGN_OR_RETURN(plan::LayoutSpec spec, ParseLayout(l.layout, l.n_ranks, l.shares));
+  COHORT_ASSIGN_OR_RETURN(plan::ShardPlan plan, plan::MakePlan(shape, spec));
   COHORT_ASSIGN_OR_RETURN(auto transports, comm::MakeLocalGroup(kind, l.n_ranks));
   Trace trace;
   const std::vector<Status> statuses = comm::RunOnRanks(l.n_ranks, [&](int r) -> Status {

@@ -34,16 +34,16 @@ TEST(ByteRanges, MergeAndCover) {
   EXPECT_NE(RangesDigest(m), RangesDigest(std::vector<ByteRange>{{0, 6}, {10, 12}}));
 }
 
-Result<ShardPlan> PlanFor(const gguf::File& file, const char* layout, int n_ranks,
+Result<plan::ShardPlan> PlanFor(const gguf::File& file, const char* layout, int n_ranks,
                           const std::vector<double>& shares = {}) {
   COHORT_ASSIGN_OR_RETURN(model::ModelConfig config, model::ModelConfig::FromGguf(file));
-  COHORT_ASSIGN_OR_RETURN(PlanShape shape, PlanShapeOf(file, config));
-  COHORT_ASSIGN_OR_RETURN(LayoutSpec spec, ParseLayout(layout, n_ranks, shares));
-  return MakePlan(shape, spec);
+  COHORT_ASSIGN_OR_RETURN(plan::PlanShape shape, PlanShapeOf(file, config));
+  COHORT_ASSIGN_OR_RETURN(plan::LayoutSpec spec, ParseLayout(layout, n_ranks, shares));
+  return plan::MakePlan(shape, spec);
 }
 
 // Runs `plan` with rank r reading files[r]; the trace of rank 0.
-Result<Trace> RunPlan(const ShardPlan& plan, const std::vector<const gguf::File*>& files) {
+Result<Trace> RunPlan(const plan::ShardPlan& plan, const std::vector<const gguf::File*>& files) {
   const int n = plan.n_ranks();
   COHORT_ASSIGN_OR_RETURN(auto transports, comm::MakeLocalGroup(comm::TransportKind::kTcp, n));
   Trace trace;

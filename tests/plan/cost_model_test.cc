@@ -3,9 +3,9 @@
 // read; collectives by topology; batching and experts).
 #include <gtest/gtest.h>
 
-#include "cluster/cost_model.h"
+#include "plan/cost_model.h"
 
-namespace cohort::cluster {
+namespace cohort::plan {
 namespace {
 
 TEST(ModelShape, ParameterCountsMatchPublishedTotals) {
@@ -38,15 +38,15 @@ ClusterSpec IdealLinkCluster(int nodes) {
 }
 
 Prediction PredictWith(const std::string& model, const std::string& quant, const ClusterSpec& c,
-               parallel::LayoutSpec spec, Workload w = {}) {
+               LayoutSpec spec, Workload w = {}) {
   auto p = Predict(*FindBuiltinShape(model), *FindBuiltinQuant(quant), c, Layout{"x", spec, {}}, w);
   EXPECT_TRUE(p.ok()) << p.status().ToString();
   return *p;
 }
 
 TEST(CostModel, PipelineAtBatchOneAddsMemoryNotSpeed) {
-  const Prediction one = PredictWith("llama-3.1-70b", "q8_0", IdealLinkCluster(1), parallel::LayoutSpec::Tensor(1));
-  const Prediction pp4 = PredictWith("llama-3.1-70b", "q8_0", IdealLinkCluster(4), parallel::LayoutSpec::Pipeline(4));
+  const Prediction one = PredictWith("llama-3.1-70b", "q8_0", IdealLinkCluster(1), LayoutSpec::Tensor(1));
+  const Prediction pp4 = PredictWith("llama-3.1-70b", "q8_0", IdealLinkCluster(4), LayoutSpec::Pipeline(4));
   EXPECT_NEAR(pp4.gen_tok_s_b1 / one.gen_tok_s_b1, 1.0, 0.02);
   EXPECT_NEAR(pp4.max_memory_bytes() / one.max_memory_bytes(), 0.25, 0.03);
   // With several sequences in flight the stages overlap: micro-batches keep every stage busy,
@@ -64,32 +64,32 @@ TEST(CostModel, LinkDelaysPerTokenMatchTheExecutorsMessages) {
   for (int n : {2, 3}) {
     ClusterSpec c = IdealLinkCluster(n);
     c.link.bandwidth_Bps = 1e15;  // delays only
-    const auto delays = [&](parallel::LayoutSpec spec) {
+    const auto delays = [&](LayoutSpec spec) {
       c.link.latency_s = 0;
       const double base = PredictWith("llama-3.2-1b", "q4_0", c, spec).step_b1.total();
       c.link.latency_s = 1e-3;
       return (PredictWith("llama-3.2-1b", "q4_0", c, spec).step_b1.total() - base) / 1e-3;
     };
-    EXPECT_NEAR(delays(parallel::LayoutSpec::Pipeline(n)), n, 1e-6) << n << " stages";
-    EXPECT_NEAR(delays(parallel::LayoutSpec::Tensor(n)), 2 * m.n_layer + 2, 1e-6) << n << " ranks";
+    EXPECT_NEAR(delays(LayoutSpec::Pipeline(n)), n, 1e-6) << n << " stages";
+    EXPECT_NEAR(delays(LayoutSpec::Tensor(n)), 2 * m.n_layer + 2, 1e-6) << n << " ranks";
   }
   // The returned logits are f32 rows of the vocabulary: 1 Gbit/s costs 128256 x 4 x 8 / 1e9 s.
   ClusterSpec slow = IdealLinkCluster(2);
   slow.link.bandwidth_Bps = 1e9 / 8;
-  const StepTime pp2 = PredictWith("llama-3.2-1b", "q4_0", slow, parallel::LayoutSpec::Pipeline(2)).step_b1;
+  const StepTime pp2 = PredictWith("llama-3.2-1b", "q4_0", slow, LayoutSpec::Pipeline(2)).step_b1;
   const double activations = m.n_embd * 4.0 / slow.link.bandwidth_Bps;
   EXPECT_NEAR(pp2.hops_s - activations, m.n_vocab * 4.0 / slow.link.bandwidth_Bps, 1e-9);
 }
 
 TEST(CostModel, TensorParallelDividesBytesReadPerNode) {
-  const Prediction one = PredictWith("llama-3.1-70b", "q8_0", IdealLinkCluster(1), parallel::LayoutSpec::Tensor(1));
-  const Prediction tp4 = PredictWith("llama-3.1-70b", "q8_0", IdealLinkCluster(4), parallel::LayoutSpec::Tensor(4));
+  const Prediction one = PredictWith("llama-3.1-70b", "q8_0", IdealLinkCluster(1), LayoutSpec::Tensor(1));
+  const Prediction tp4 = PredictWith("llama-3.1-70b", "q8_0", IdealLinkCluster(4), LayoutSpec::Tensor(4));
   EXPECT_NEAR(tp4.step_b1.weights_s / one.step_b1.weights_s, 0.25, 0.02);
   EXPECT_NEAR(tp4.ranks[0].read_bytes_b1 / one.ranks[0].read_bytes_b1, 0.25, 0.02);
   EXPECT_GT(tp4.gen_tok_s_b1, 3.5 * one.gen_tok_s_b1);  // ideal link: almost linear
   // A real link costs 2 all-reduces per layer: 160 collectives per token for 80 layers.
   ClusterSpec tcp = *UniformCluster("mac-studio-m3-ultra-512", 4, "tb5-tcp", "cohort");
-  const Prediction slow = PredictWith("llama-3.1-70b", "q8_0", tcp, parallel::LayoutSpec::Tensor(4));
+  const Prediction slow = PredictWith("llama-3.1-70b", "q8_0", tcp, LayoutSpec::Tensor(4));
   EXPECT_GE(slow.step_b1.collectives_s, 160 * AllReduceSeconds(tcp, 4, 8192 * 4));
   EXPECT_LT(slow.step_b1.collectives_s, 160 * AllReduceSeconds(tcp, 4, 8192 * 4) + 1e-3);
   EXPECT_LT(slow.gen_tok_s_b1, 0.5 * tp4.gen_tok_s_b1);
@@ -117,9 +117,9 @@ TEST(CostModel, ExpertsAndBatching) {
   EXPECT_GT(DistinctExperts(128, 8, 64), 120);
   EXPECT_EQ(DistinctExperts(0, 0, 8), 0);
   ClusterSpec c = *UniformCluster("mac-studio-m3-ultra-512", 4, "tb5-rdma", "cohort");
-  const Prediction cols = PredictWith("qwen3-235b-a22b", "q8_0", c, parallel::LayoutSpec::Tensor(4));
-  parallel::LayoutSpec ep = parallel::LayoutSpec::Tensor(4);
-  ep.expert_split = parallel::ExpertSplit::kWhole;
+  const Prediction cols = PredictWith("qwen3-235b-a22b", "q8_0", c, LayoutSpec::Tensor(4));
+  LayoutSpec ep = LayoutSpec::Tensor(4);
+  ep.expert_split = ExpertSplit::kWhole;
   const Prediction whole = PredictWith("qwen3-235b-a22b", "q8_0", c, ep);
   // At batch 1 eight active experts land unevenly on 4 ranks; column slices stay balanced.
   EXPECT_GT(cols.gen_tok_s_b1, whole.gen_tok_s_b1);
@@ -132,7 +132,7 @@ TEST(CostModel, ExpertsAndBatching) {
 
 TEST(CostModel, MemoryPerNodeAndErrors) {
   ClusterSpec c = *UniformCluster("mac-studio-m3-ultra-512", 2, "tb5-rdma", "cohort");
-  const Prediction p = PredictWith("llama-3.1-405b", "f16", c, parallel::LayoutSpec::TensorWeighted({3, 1}));
+  const Prediction p = PredictWith("llama-3.1-405b", "f16", c, LayoutSpec::TensorWeighted({3, 1}));
   ASSERT_EQ(p.ranks.size(), 2u);
   EXPECT_NEAR(p.ranks[0].weight_bytes / p.ranks[1].weight_bytes, 3.0, 0.05);
   EXPECT_NEAR(p.ranks[0].weight_bytes + p.ranks[1].weight_bytes,
@@ -142,13 +142,13 @@ TEST(CostModel, MemoryPerNodeAndErrors) {
   EXPECT_TRUE(p.ranks[1].fits());
   // More ranks than nodes, or a plan the model cannot have: a clear Status.
   auto bad = Predict(*FindBuiltinShape("llama-3.1-70b"), *FindBuiltinQuant("q8_0"), c,
-                     Layout{"tp3", parallel::LayoutSpec::Tensor(3), {}}, Workload{});
+                     Layout{"tp3", LayoutSpec::Tensor(3), {}}, Workload{});
   EXPECT_EQ(bad.status().code(), StatusCode::kInvalidArgument);
   Workload w;
   w.batch = 0;
   EXPECT_FALSE(Predict(*FindBuiltinShape("llama-3.1-70b"), *FindBuiltinQuant("q8_0"), c,
-                       Layout{"tp2", parallel::LayoutSpec::Tensor(2), {}}, w).ok());
+                       Layout{"tp2", LayoutSpec::Tensor(2), {}}, w).ok());
 }
 
 }  // namespace
-}  // namespace cohort::cluster
+}  // namespace cohort::plan

@@ -3,9 +3,9 @@
 // layouts, and an explanation naming the choice and the runners-up.
 #include <gtest/gtest.h>
 
-#include "cluster/planner.h"
+#include "plan/planner.h"
 
-namespace cohort::cluster {
+namespace cohort::plan {
 namespace {
 
 PlanRequest Request(const std::string& model, const std::string& quant, ClusterSpec cluster) {
@@ -128,4 +128,4 @@ TEST(Planner, ExplainsChoiceAndRunnersUp) {
 }
 
 }  // namespace
-}  // namespace cohort::cluster
+}  // namespace cohort::plan

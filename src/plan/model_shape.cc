@@ -1,10 +1,10 @@
 // Parameter accounting for ModelShape, and the built-in model shapes and quantization schemes.
-#include "cluster/model_shape.h"
+#include "plan/model_shape.h"
 
 #include <algorithm>
 #include <cctype>
 
-namespace cohort::cluster {
+namespace cohort::plan {
 namespace {
 
 std::string Lower(std::string s) {
@@ -116,8 +116,8 @@ double ModelShape::KvElementsPerToken() const {
   return 2.0 * n_head_kv * head_dim;
 }
 
-parallel::PlanShape ModelShape::ToPlanShape(int block) const {
-  parallel::PlanShape p;
+plan::PlanShape ModelShape::ToPlanShape(int block) const {
+  plan::PlanShape p;
   p.n_layer = n_layer;
   p.n_embd = n_embd;
   p.n_head = n_head;
@@ -206,4 +206,4 @@ Result<QuantScheme> FindBuiltinQuant(const std::string& name) {
   return NotFound("no built-in quantization '" + name + "' (have: " + names + ")");
 }
 
-}  // namespace cohort::cluster
+}  // namespace cohort::plan

@@ -7,9 +7,9 @@
 #include <vector>
 
 #include "core/status.h"
-#include "parallel/shard_plan.h"
+#include "plan/shard_plan.h"
 
-namespace cohort::cluster {
+namespace cohort::plan {
 
 // Dimensions of a decoder-only transformer (GQA or DeepSeek-style MLA attention, dense or
 // MoE FFN). Parameter counts ignore norms and biases (< 0.01% of any model here).
@@ -57,7 +57,7 @@ struct ModelShape {
   double KvElementsPerToken() const;
 
   // The dimensions a ShardPlan needs; `block` is the quant block for column slices.
-  parallel::PlanShape ToPlanShape(int block) const;
+  plan::PlanShape ToPlanShape(int block) const;
 };
 
 // Bits per weight of each tensor class. Block scales are included (Q8_0: 8.5 bits).
@@ -76,4 +76,4 @@ Result<ModelShape> FindBuiltinShape(const std::string& name);
 std::vector<QuantScheme> BuiltinQuants();
 Result<QuantScheme> FindBuiltinQuant(const std::string& name);
 
-}  // namespace cohort::cluster
+}  // namespace cohort::plan

@@ -1,5 +1,5 @@
 // Layout enumeration, speed- and memory-following shares, ranking and the explanation.
-#include "cluster/planner.h"
+#include "plan/planner.h"
 
 #include <algorithm>
 #include <cmath>
@@ -7,7 +7,7 @@
 #include <numeric>
 #include <sstream>
 
-namespace cohort::cluster {
+namespace cohort::plan {
 namespace {
 
 std::string Fmt(const char* format, double a, double b = 0, double c = 0) {
@@ -49,7 +49,7 @@ bool Uniform(const ClusterSpec& c, const std::vector<int>& nodes) {
   return true;
 }
 
-Layout Make(std::string label, parallel::LayoutSpec spec, std::vector<int> nodes) {
+Layout Make(std::string label, plan::LayoutSpec spec, std::vector<int> nodes) {
   return Layout{std::move(label), std::move(spec), std::move(nodes)};
 }
 
@@ -59,29 +59,29 @@ void AddLayoutsFor(const PlanRequest& req, const std::vector<int>& nodes, const 
   const int k = static_cast<int>(nodes.size());
   const std::string n = std::to_string(k);
   if (k == 1) {
-    if (kind == "auto" || kind == "single") out->push_back(Make("single", parallel::LayoutSpec::Tensor(1), nodes));
+    if (kind == "auto" || kind == "single") out->push_back(Make("single", plan::LayoutSpec::Tensor(1), nodes));
     return;
   }
   const bool uniform = Uniform(c, nodes);
   const std::vector<double> w = SpeedWeights(c, nodes, ModelBytes(req.model, req.quant));
   if (c.stack.supports_tensor_parallel && (kind == "auto" || kind == "tp")) {
-    out->push_back(Make("tp" + n, parallel::LayoutSpec::Tensor(k), nodes));
-    if (!uniform) out->push_back(Make("tp" + n + WeightsLabel(w), parallel::LayoutSpec::TensorWeighted(w), nodes));
+    out->push_back(Make("tp" + n, plan::LayoutSpec::Tensor(k), nodes));
+    if (!uniform) out->push_back(Make("tp" + n + WeightsLabel(w), plan::LayoutSpec::TensorWeighted(w), nodes));
     if (req.model.is_moe()) {
-      parallel::LayoutSpec ep = parallel::LayoutSpec::Tensor(k);
-      ep.expert_split = parallel::ExpertSplit::kWhole;
+      plan::LayoutSpec ep = plan::LayoutSpec::Tensor(k);
+      ep.expert_split = plan::ExpertSplit::kWhole;
       out->push_back(Make("tp" + n + "-ep", ep, nodes));
     }
   }
   if (c.stack.supports_pipeline && (kind == "auto" || kind == "pp")) {
-    out->push_back(Make("pp" + n, parallel::LayoutSpec::Pipeline(k), nodes));
-    if (!uniform) out->push_back(Make("pp" + n + WeightsLabel(w), parallel::LayoutSpec::PipelineWeighted(w), nodes));
+    out->push_back(Make("pp" + n, plan::LayoutSpec::Pipeline(k), nodes));
+    if (!uniform) out->push_back(Make("pp" + n + WeightsLabel(w), plan::LayoutSpec::PipelineWeighted(w), nodes));
   }
   if (c.stack.supports_tensor_parallel && c.stack.supports_pipeline && (kind == "auto" || kind == "hybrid")) {
     for (int s = 2; s < k; ++s) {
       if (k % s != 0) continue;
       out->push_back(Make("hybrid" + std::to_string(s) + "x" + std::to_string(k / s),
-                          parallel::LayoutSpec::Hybrid(s, k / s), nodes));
+                          plan::LayoutSpec::Hybrid(s, k / s), nodes));
     }
   }
 }
@@ -113,7 +113,7 @@ Result<Layout> ExplicitLayout(const PlanRequest& req, const std::string& kind, c
       return InvalidArgument("hybrid layout is hybrid:STAGESxRANKS, e.g. hybrid:2x2");
     }
     if (s * t > static_cast<int>(order.size())) return InvalidArgument("hybrid:" + arg + " needs more nodes than the spec has");
-    return Make("hybrid" + arg, parallel::LayoutSpec::Hybrid(s, t),
+    return Make("hybrid" + arg, plan::LayoutSpec::Hybrid(s, t),
                 std::vector<int>(order.begin(), order.begin() + s * t));
   }
   COHORT_ASSIGN_OR_RETURN(std::vector<double> w, ParseWeights(arg));
@@ -121,8 +121,8 @@ Result<Layout> ExplicitLayout(const PlanRequest& req, const std::string& kind, c
   // Weights apply to the nodes in the order the spec lists them.
   std::vector<int> nodes(w.size());
   std::iota(nodes.begin(), nodes.end(), 0);
-  if (kind == "tp") return Make("tp" + std::to_string(w.size()) + WeightsLabel(w), parallel::LayoutSpec::TensorWeighted(w), nodes);
-  if (kind == "pp") return Make("pp" + std::to_string(w.size()) + WeightsLabel(w), parallel::LayoutSpec::PipelineWeighted(w), nodes);
+  if (kind == "tp") return Make("tp" + std::to_string(w.size()) + WeightsLabel(w), plan::LayoutSpec::TensorWeighted(w), nodes);
+  if (kind == "pp") return Make("pp" + std::to_string(w.size()) + WeightsLabel(w), plan::LayoutSpec::PipelineWeighted(w), nodes);
   return InvalidArgument("unknown layout '" + kind + ":" + arg + "' (tp:W,.. pp:W,.. hybrid:SxT)");
 }
 
@@ -294,4 +294,4 @@ Result<PlanResult> PlanLayouts(const PlanRequest& req) {
   return result;
 }
 
-}  // namespace cohort::cluster
+}  // namespace cohort::plan

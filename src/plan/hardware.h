@@ -8,7 +8,7 @@
 
 #include "core/status.h"
 
-namespace cohort::cluster {
+namespace cohort::plan {
 
 // One machine. Physical numbers: spec sheets or measurements, never fitted to a benchmark.
 struct NodeProfile {
@@ -93,4 +93,4 @@ Result<ClusterSpec> ParseClusterSpec(const std::string& json_text);
 Result<ClusterSpec> UniformCluster(const std::string& node, int count, const std::string& link,
                                    const std::string& stack, Topology topology = Topology::kFullMesh);
 
-}  // namespace cohort::cluster
+}  // namespace cohort::plan

@@ -1,6 +1,6 @@
 // ShardPlan: construction for every rank count and layout, KV replication, uneven shares,
 // validation of broken plans, and the JSON round trip.
-#include "parallel/shard_plan.h"
+#include "plan/shard_plan.h"
 
 #include <gtest/gtest.h>
 
@@ -9,7 +9,7 @@
 #include <string>
 #include <vector>
 
-namespace cohort::parallel {
+namespace cohort::plan {
 namespace {
 
 // Llama-3.1-70B: 80 layers, 64 query heads over 8 KV heads, dense FFN 28672.
@@ -289,4 +289,4 @@ TEST(ShardPlan, JsonRoundTrip) {
 }
 
 }  // namespace
-}  // namespace cohort::parallel
+}  // namespace cohort::plan

@@ -1,5 +1,5 @@
 // ShardPlan construction (MakePlan, Apportion), validation, printing and JSON round trip.
-#include "parallel/shard_plan.h"
+#include "plan/shard_plan.h"
 
 #include <algorithm>
 #include <cstdint>
@@ -10,7 +10,7 @@
 
 #include <nlohmann/json.hpp>
 
-namespace cohort::parallel {
+namespace cohort::plan {
 namespace {
 
 using Json = nlohmann::json;
@@ -634,4 +634,4 @@ Result<ShardPlan> ShardPlan::FromJson(std::string_view text) {
   return plan;
 }
 
-}  // namespace cohort::parallel
+}  // namespace cohort::plan

@@ -6,12 +6,12 @@
 #include <string>
 #include <vector>
 
-#include "cluster/cost_model.h"
-#include "cluster/hardware.h"
-#include "cluster/model_shape.h"
+#include "plan/cost_model.h"
+#include "plan/hardware.h"
+#include "plan/model_shape.h"
 #include "core/status.h"
 
-namespace cohort::cluster {
+namespace cohort::plan {
 
 enum class Objective {
   kLatency,     // generation tokens/s of one sequence
@@ -58,4 +58,4 @@ Result<PlanResult> PlanLayouts(const PlanRequest& request);
 
 double ObjectiveValue(const Prediction& p, Objective o);
 
-}  // namespace cohort::cluster
+}  // namespace cohort::plan

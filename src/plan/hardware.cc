@@ -1,11 +1,11 @@
 // Built-in node, link and stack profiles (with their sources) and the node-spec JSON parser.
-#include "cluster/hardware.h"
+#include "plan/hardware.h"
 
 #include <cmath>
 
 #include <nlohmann/json.hpp>
 
-namespace cohort::cluster {
+namespace cohort::plan {
 namespace {
 
 using Json = nlohmann::json;
@@ -332,4 +332,4 @@ Result<ClusterSpec> UniformCluster(const std::string& node, int count, const std
   return spec;
 }
 
-}  // namespace cohort::cluster
+}  // namespace cohort::plan

@@ -9,7 +9,7 @@
 
 #include "core/status.h"
 
-namespace cohort::parallel {
+namespace cohort::plan {
 
 // The model dimensions a plan needs. Independent of model::ModelConfig on purpose, so the
 // planner can reason about models that are not on this machine.
@@ -121,4 +121,4 @@ Result<ShardPlan> MakePlan(const PlanShape& shape, const LayoutSpec& layout);
 // `min_each` per share. Fails when total < min_each * weights.size().
 Result<std::vector<int>> Apportion(int total, const std::vector<double>& weights, int min_each);
 
-}  // namespace cohort::parallel
+}  // namespace cohort::plan

@@ -7,12 +7,12 @@
 #include <string>
 #include <vector>
 
-#include "cluster/hardware.h"
-#include "cluster/model_shape.h"
+#include "plan/hardware.h"
+#include "plan/model_shape.h"
 #include "core/status.h"
-#include "parallel/shard_plan.h"
+#include "plan/shard_plan.h"
 
-namespace cohort::cluster {
+namespace cohort::plan {
 
 struct Workload {
   int batch = 8;             // sequences decoded together for the batch-N figure
@@ -26,7 +26,7 @@ struct Workload {
 // A layout to evaluate: the ShardPlan layout, and which node runs each global rank.
 struct Layout {
   std::string label;                 // "tp4", "pp2[3,1]", "hybrid2x2", "single"
-  parallel::LayoutSpec spec;
+  plan::LayoutSpec spec;
   std::vector<int> node_of_rank;     // index into ClusterSpec::nodes
 };
 
@@ -54,7 +54,7 @@ struct RankCost {
 
 struct Prediction {
   Layout layout;
-  parallel::ShardPlan plan;
+  plan::ShardPlan plan;
   std::vector<RankCost> ranks;
   StepTime step_b1;            // one token at batch 1
   double gen_tok_s_b1 = 0;
@@ -81,4 +81,4 @@ double ModelBytes(const ModelShape& model, const QuantScheme& quant);
 // Bytes read per token at batch 1 on one node (active parameters under `quant`).
 double ActiveBytes(const ModelShape& model, const QuantScheme& quant);
 
-}  // namespace cohort::cluster
+}  // namespace cohort::plan

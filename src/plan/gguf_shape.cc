@@ -1,13 +1,13 @@
 // ModelShape and QuantScheme from a GGUF's metadata and tensor table. Written against the
 // gguf reader only, so the planner does not depend on the model layer; it reads the same
 // llama.cpp keys that model::ModelConfig parses.
-#include "cluster/gguf_shape.h"
+#include "plan/gguf_shape.h"
 
 #include <algorithm>
 
 #include "gguf/gguf.h"
 
-namespace cohort::cluster {
+namespace cohort::plan {
 namespace {
 
 Result<int> Key(const gguf::File& file, const std::string& arch, const char* key, int64_t fallback) {
@@ -99,4 +99,4 @@ Result<GgufModel> ReadGgufModel(const std::string& path) {
   return out;
 }
 
-}  // namespace cohort::cluster
+}  // namespace cohort::plan

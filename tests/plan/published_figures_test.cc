@@ -8,9 +8,9 @@
 #include <cmath>
 #include <cstdio>
 
-#include "cluster/cost_model.h"
+#include "plan/cost_model.h"
 
-namespace cohort::cluster {
+namespace cohort::plan {
 namespace {
 
 struct Row {
@@ -42,8 +42,8 @@ Prediction PredictRow(const Row& row) {
                                 row.exo ? "mlx-exo" : "llama.cpp-rpc");
   EXPECT_TRUE(model.ok() && quant.ok() && cluster.ok());
   const Layout layout{std::string(row.exo ? "tp" : "pp") + std::to_string(row.nodes),
-                      row.exo ? parallel::LayoutSpec::Tensor(row.nodes)
-                              : parallel::LayoutSpec::Pipeline(row.nodes),
+                      row.exo ? LayoutSpec::Tensor(row.nodes)
+                              : LayoutSpec::Pipeline(row.nodes),
                       {}};
   Workload workload;
   workload.context_tokens = 256;  // short benchmark prompts
@@ -111,4 +111,4 @@ TEST(PublishedFigures, ProfilesArePhysical) {
 }
 
 }  // namespace
-}  // namespace cohort::cluster
+}  // namespace cohort::plan

@@ -4,10 +4,10 @@
 
 #include <string>
 
-#include "cluster/model_shape.h"
+#include "plan/model_shape.h"
 #include "core/status.h"
 
-namespace cohort::cluster {
+namespace cohort::plan {
 
 struct GgufModel {
   ModelShape shape;
@@ -18,4 +18,4 @@ struct GgufModel {
 // Only the header and tensor infos are read (the file is mapped, no tensor data is touched).
 Result<GgufModel> ReadGgufModel(const std::string& path);
 
-}  // namespace cohort::cluster
+}  // namespace cohort::plan

@@ -1,15 +1,15 @@
 // Cost model: each rank's share comes from the real ShardPlan of the layout, so the bytes it
 // stores and reads are the bytes the runtime would load; times are bytes over bandwidth,
 // FLOPs over throughput, and messages over the link.
-#include "cluster/cost_model.h"
+#include "plan/cost_model.h"
 
 #include <algorithm>
 #include <cmath>
 
-namespace cohort::cluster {
+namespace cohort::plan {
 namespace {
 
-using parallel::RankShard;
+using plan::RankShard;
 
 // One rank's share of each tensor class.
 struct Share {
@@ -29,8 +29,8 @@ struct Share {
   double output_rows = 0;
 };
 
-Share ShareOf(const ModelShape& m, const parallel::ShardPlan& plan, int stage, const RankShard& r) {
-  const parallel::StagePlan& st = plan.stages[stage];
+Share ShareOf(const ModelShape& m, const plan::ShardPlan& plan, int stage, const RankShard& r) {
+  const plan::StagePlan& st = plan.stages[stage];
   Share s;
   s.layers = st.layers.size();
   const int dense_end = m.is_moe() ? m.n_leading_dense : m.n_layer;
@@ -42,7 +42,7 @@ Share ShareOf(const ModelShape& m, const parallel::ShardPlan& plan, int stage, c
   if (plan.shape.n_ff > 0) s.ff_frac = static_cast<double>(r.ff_cols.size()) / plan.shape.n_ff;
   if (plan.shape.n_ff_shexp > 0) s.shexp_frac = static_cast<double>(r.shexp_cols.size()) / plan.shape.n_ff_shexp;
   if (m.is_moe()) {
-    s.whole_experts = plan.expert_split == parallel::ExpertSplit::kWhole;
+    s.whole_experts = plan.expert_split == plan::ExpertSplit::kWhole;
     s.held_experts = r.experts.size();
     s.expert_frac = static_cast<double>(r.experts.size()) / m.n_expert *
                     r.expert_cols.size() / m.n_ff_expert;
@@ -301,7 +301,7 @@ Result<Prediction> Predict(const ModelShape& model, const QuantScheme& quant,
                              " of " + std::to_string(cluster.nodes.size()));
     }
   }
-  COHORT_ASSIGN_OR_RETURN(p.plan, parallel::MakePlan(model.ToPlanShape(quant.block), layout.spec));
+  COHORT_ASSIGN_OR_RETURN(p.plan, plan::MakePlan(model.ToPlanShape(quant.block), layout.spec));
   std::vector<Share> shares(n_ranks);
   for (int s = 0; s < p.plan.n_stages(); ++s) {
     for (const RankShard& r : p.plan.stages[s].ranks) shares[r.rank] = ShareOf(model, p.plan, s, r);
@@ -331,4 +331,4 @@ Result<Prediction> Predict(const ModelShape& model, const QuantScheme& quant,
   return p;
 }
 
-}  // namespace cohort::cluster
+}  // namespace cohort::plan

@@ -4,11 +4,11 @@
 #include <fstream>
 #include <sstream>
 
-#include "cluster/gguf_shape.h"
-#include "cluster/hardware.h"
+#include "plan/gguf_shape.h"
+#include "plan/hardware.h"
 #include "gguf/gguf.h"
 
-namespace cohort::cluster {
+namespace cohort::plan {
 namespace {
 
 std::string ReadText(const std::string& path) {
@@ -108,4 +108,4 @@ TEST(GgufShape, CountsEveryMatrixOfTheFixtures) {
 }
 
 }  // namespace
-}  // namespace cohort::cluster
+}  // namespace cohort::plan
