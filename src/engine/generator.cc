@@ -1,65 +1,26 @@
-// The generation loop: prompt in batches, then sample -> stream -> check limits -> decode one
-// token, until a stop string, an end-of-generation token, a limit, or a cancel.
+// The generation loop: prompt in batches, then sample -> SequenceStep (text, stop strings,
+// limits) -> decode one token, until a stop string, an end-of-generation token, a limit, or a
+// cancel.
 #include "engine/generator.h"
 
 #include <algorithm>
 #include <chrono>
-#include <limits>
+#include <optional>
 
+#include "engine/sequence_step.h"
 #include "engine/stop.h"
-#include "engine/utf8.h"
 #include "tokenizer/tokenizer.h"
 
 namespace cohort::engine {
 namespace {
 
 using Clock = std::chrono::steady_clock;
-constexpr float kNegInf = -std::numeric_limits<float>::infinity();
 
 double SecondsSince(Clock::time_point start) {
   return std::chrono::duration<double>(Clock::now() - start).count();
 }
 
 }  // namespace
-
-// Text from the decoder goes through the stop matcher, then to the result and the caller.
-class Generator::TextSink {
- public:
-  TextSink(const std::vector<std::string>& stops, const StreamCallback& on_text,
-           GenerateResult& result)
-      : stop_(stops), on_text_(on_text), result_(result) {}
-
-  // Returns false when the caller cancelled.
-  bool Push(std::string_view piece) {
-    // Bytes the decoder released are final, so an invalid one will never become valid.
-    clean_.clear();
-    AppendSanitizedUtf8(piece, clean_);
-    out_.clear();
-    stop_.Push(clean_, out_);
-    return Emit();
-  }
-  bool Finish() {
-    out_.clear();
-    stop_.Flush(out_);
-    return Emit();
-  }
-  bool stopped() const { return stop_.stopped(); }
-  int stop_index() const { return stop_.matched_index(); }
-
- private:
-  bool Emit() {
-    if (out_.empty()) return true;
-    result_.text.append(out_);
-    return !on_text_ || on_text_(out_);
-  }
-
-  StopMatcher stop_;
-  const StreamCallback& on_text_;
-  GenerateResult& result_;
-  std::string clean_;
-  std::string out_;
-};
-
 
 const char* FinishReasonName(FinishReason reason) {
   switch (reason) {
@@ -142,64 +103,35 @@ Status Generator::EvalOne(int32_t token, int32_t pos) {
   return model_.model().Forward(ctx_, batch_, *cache_, logits_);
 }
 
-SamplingParams Generator::EffectiveSampling(const GenerateOptions& options) const {
-  SamplingParams params = options.sampling;
-  if (options.ignore_eos) {
-    const auto& tok = model_.tokenizer();
-    for (int32_t id = 0; id < tok.n_vocab(); ++id) {
-      if (tok.IsEndOfGeneration(id)) params.logit_bias[id] = kNegInf;
-    }
-  }
-  return params;
-}
-
-Status Generator::DecodeLoop(const GenerateOptions& options, int32_t n_ctx, Sampler& sampler,
-                             tokenizer::StreamDecoder& decoder, TextSink& sink,
-                             GenerateResult& result) {
-  const tokenizer::Tokenizer& tok = model_.tokenizer();
+Status Generator::DecodeLoop(const GenerateOptions& options, Sampler& sampler, SequenceStep& step,
+                             const StreamCallback& on_text, GenerateResult& result) {
   const int32_t n_prompt = result.prompt_tokens;
   Logprobs logprobs;
   const bool want_logprobs = options.top_logprobs >= 0;
   bool cancelled = false;
+  const TextOut out = [&](std::string_view text) {
+    result.text.append(text);
+    if (on_text && !on_text(text)) cancelled = true;
+  };
   while (true) {
     const int32_t token =
         sampler.Sample(logits_, want_logprobs ? &logprobs : nullptr, options.top_logprobs);
     sampler.Accept(token);
     result.tokens.push_back(token);
     if (want_logprobs) result.logprobs.push_back(logprobs);
-    if (!options.ignore_eos && tok.IsEndOfGeneration(token)) {
-      result.finish_reason = FinishReason::kEos;
-      break;
-    }
-    cancelled = !sink.Push(decoder.Push(token));
-    if (sink.stopped()) {
-      result.finish_reason = FinishReason::kStop;  // the text is complete: not a cancel
-      cancelled = false;
-      break;
-    }
-    if (cancelled) {
+    const std::optional<FinishReason> end = step.Push(token, out);
+    // A cancel drops the held-back text, unless a stop string completed: the text is whole
+    // then, so it is a stop. A cancel during Finish changes nothing: the generation is over.
+    if (cancelled && end != FinishReason::kStop) {
       result.finish_reason = FinishReason::kCancelled;
-      break;
+      return Status::Ok();
     }
-    const int32_t n_done = static_cast<int32_t>(result.tokens.size());
-    if (n_done >= options.max_tokens || n_prompt + n_done >= n_ctx) {
-      result.finish_reason = FinishReason::kLength;
-      break;
+    if (end) {
+      result.finish_reason = step.Finish(*end, out);
+      return Status::Ok();
     }
-    COHORT_RETURN_IF_ERROR(EvalOne(token, n_prompt + n_done - 1).Annotate("decode"));
+    COHORT_RETURN_IF_ERROR(EvalOne(token, n_prompt + step.n_generated() - 1).Annotate("decode"));
   }
-  // Whatever the decoder and the matcher still hold is final now (a stop string may still
-  // complete inside the decoder's held-back bytes). A cancel here changes nothing: the
-  // generation is over either way.
-  if (!cancelled && !sink.stopped()) {
-    (void)sink.Push(decoder.Flush());
-    if (sink.stopped()) {
-      result.finish_reason = FinishReason::kStop;
-    } else {
-      (void)sink.Finish();
-    }
-  }
-  return Status::Ok();
 }
 
 Result<GenerateResult> Generator::GenerateText(std::string_view prompt,
@@ -227,20 +159,17 @@ Result<GenerateResult> Generator::Generate(std::span<const int32_t> prompt,
   if (options.max_tokens == 0) return result;
   COHORT_RETURN_IF_ERROR(EnsureCache(n_ctx, options.kv_type));
 
-  Sampler sampler(EffectiveSampling(options), config.n_vocab);
-  // The completion's text is its pieces as llama.cpp's server streams them: an SPM piece
-  // keeps its leading space even right after BOS (" Once"), so prompt + text is the whole.
-  tokenizer::StreamDecoder decoder(model_.tokenizer());
+  Sampler sampler(EffectiveSampling(options, model_.tokenizer()), config.n_vocab);
   for (int32_t id : prompt) sampler.Accept(id);
-  TextSink sink(options.stop, on_text, result);
+  SequenceStep step(model_.tokenizer(), options, n_prompt, n_ctx);
 
   const auto prompt_start = Clock::now();
   COHORT_RETURN_IF_ERROR(EvalPrompt(prompt, options.n_batch).Annotate("prompt"));
   result.prompt_seconds = SecondsSince(prompt_start);
 
   const auto gen_start = Clock::now();
-  COHORT_RETURN_IF_ERROR(DecodeLoop(options, n_ctx, sampler, decoder, sink, result));
-  result.stop_index = sink.stop_index();
+  COHORT_RETURN_IF_ERROR(DecodeLoop(options, sampler, step, on_text, result));
+  result.stop_index = step.stop_index();
   result.completion_tokens = static_cast<int32_t>(result.tokens.size());
   result.generation_seconds = SecondsSince(gen_start);
   return result;

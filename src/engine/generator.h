@@ -1,7 +1,7 @@
 // Generator: one request from prompt to finished text on a single sequence — prompt
 // evaluated in batches, then the decode loop with sampling, UTF-8-safe streaming, stop strings,
 // end-of-generation tokens, limits and cancellation. The scheduler with continuous batching
-// will reuse the same pieces (Sampler, StopMatcher, StreamDecoder) per sequence.
+// runs each of its sequences through the same pieces (Sampler, SequenceStep).
 #pragma once
 
 #include <cstdint>
@@ -69,6 +69,8 @@ struct GenerateResult {
 // the generation (a client went away).
 using StreamCallback = std::function<bool(std::string_view text)>;
 
+class SequenceStep;  // sequence_step.h: the end rules and held-back text of one sequence
+
 // Runs generations one at a time on one sequence slot of a KV cache it keeps between calls
 // (re-allocated only when n_ctx or kv_type change). Not thread-safe.
 //
@@ -94,11 +96,9 @@ class Generator {
   // Feeds tokens starting at position `pos`, n_batch per Forward; logits of the last one.
   Status EvalPrompt(std::span<const int32_t> tokens, int32_t n_batch);
   Status EvalOne(int32_t token, int32_t pos);
-  SamplingParams EffectiveSampling(const GenerateOptions& options) const;
-  class TextSink;
   // Samples, streams and decodes until the generation ends; sets result.finish_reason.
-  Status DecodeLoop(const GenerateOptions& options, int32_t n_ctx, Sampler& sampler,
-                    tokenizer::StreamDecoder& decoder, TextSink& sink, GenerateResult& result);
+  Status DecodeLoop(const GenerateOptions& options, Sampler& sampler, SequenceStep& step,
+                    const StreamCallback& on_text, GenerateResult& result);
 
   LoadedModel& model_;
   Context ctx_;

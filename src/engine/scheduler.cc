@@ -4,19 +4,12 @@
 #include "engine/scheduler.h"
 
 #include <algorithm>
-#include <limits>
 #include <optional>
 
-#include "engine/stop.h"
-#include "engine/utf8.h"
+#include "engine/sequence_step.h"
 #include "tokenizer/tokenizer.h"
 
 namespace cohort::engine {
-namespace {
-
-constexpr float kNegInf = -std::numeric_limits<float>::infinity();
-
-}  // namespace
 
 // One sequence slot of the KV cache and the request generating in it.
 struct Scheduler::Slot {
@@ -25,16 +18,12 @@ struct Scheduler::Slot {
   std::shared_ptr<RequestHandle> handle;
   ScheduledRequest request;
   std::unique_ptr<Sampler> sampler;
-  std::unique_ptr<tokenizer::StreamDecoder> decoder;
-  std::unique_ptr<StopMatcher> stop;
+  std::optional<SequenceStep> step;  // text, stop strings and limits; counts the tokens generated
   size_t n_fed = 0;          // prompt tokens already in the cache
   int32_t next_token = -1;   // sampled and not yet fed (-1: still in the prompt)
-  int32_t n_generated = 0;
   int logits_row = -1;       // this step's row of logits_, or -1
   int32_t sampled = -1;      // this step's token, drawn by SampleSlot (maybe on a pool thread)
   Logprobs logprobs;         // and its logprobs, when the request wants them
-  std::string clean;         // scratch: sanitized decoder output
-  std::string shown;         // scratch: what the stop matcher releases
 
   int32_t n_prompt() const { return static_cast<int32_t>(request.prompt.size()); }
 };
@@ -220,20 +209,13 @@ bool Scheduler::Admit() {
 void Scheduler::StartSlot(Slot& slot, Queued&& queued) {
   slot.request = std::move(queued.request);
   slot.handle = std::move(queued.handle);
-  SamplingParams params = slot.request.options.sampling;
   const tokenizer::Tokenizer& tok = model_.tokenizer();
-  if (slot.request.options.ignore_eos) {
-    for (int32_t id = 0; id < tok.n_vocab(); ++id) {
-      if (tok.IsEndOfGeneration(id)) params.logit_bias[id] = kNegInf;
-    }
-  }
-  slot.sampler = std::make_unique<Sampler>(params, model_.config().n_vocab);
+  slot.sampler = std::make_unique<Sampler>(EffectiveSampling(slot.request.options, tok),
+                                           model_.config().n_vocab);
   for (int32_t id : slot.request.prompt) slot.sampler->Accept(id);
-  slot.decoder = std::make_unique<tokenizer::StreamDecoder>(tok);
-  slot.stop = std::make_unique<StopMatcher>(slot.request.options.stop);
+  slot.step.emplace(tok, slot.request.options, slot.n_prompt(), n_ctx_);
   slot.n_fed = 0;
   slot.next_token = -1;
-  slot.n_generated = 0;
   slot.logits_row = -1;
   slot.active = true;
   cache_->Truncate(slot.id, 0);
@@ -250,7 +232,7 @@ void Scheduler::BuildBatch() {
     Slot& slot = *s;
     slot.logits_row = -1;
     if (!slot.active || slot.next_token < 0) continue;
-    batch_.Add(slot.next_token, slot.n_prompt() + slot.n_generated - 1, slot.id, true);
+    batch_.Add(slot.next_token, slot.n_prompt() + slot.step->n_generated() - 1, slot.id, true);
     slot.logits_row = rows++;
   }
   // Then prompt chunks in the room left, so a new request's first token does not wait for
@@ -275,15 +257,6 @@ void Scheduler::BuildBatch() {
   if (!batch_.tokens.empty()) ++stats_.forward_passes;
 }
 
-void Scheduler::EmitText(Slot& slot, std::string_view piece, RequestOutput& out) {
-  // Bytes the decoder released are final, so an invalid one will never become valid.
-  slot.clean.clear();
-  AppendSanitizedUtf8(piece, slot.clean);
-  slot.shown.clear();
-  slot.stop->Push(slot.clean, slot.shown);
-  out.text.append(slot.shown);
-}
-
 void Scheduler::SampleSlot(Slot& slot, std::span<const float> logits) {
   const GenerateOptions& options = slot.request.options;
   const bool want_logprobs = options.top_logprobs >= 0;
@@ -293,54 +266,34 @@ void Scheduler::SampleSlot(Slot& slot, std::span<const float> logits) {
 }
 
 void Scheduler::StepSlot(Slot& slot) {
-  const GenerateOptions& options = slot.request.options;
   RequestOutput out;
   const int32_t token = slot.sampled;
-  ++slot.n_generated;
   out.tokens.push_back(token);
-  if (options.top_logprobs >= 0) out.logprobs.push_back(std::move(slot.logprobs));
+  if (slot.request.options.top_logprobs >= 0) out.logprobs.push_back(std::move(slot.logprobs));
   {
     std::lock_guard<std::mutex> lock(mutex_);
     ++stats_.completion_tokens;
   }
-  std::optional<FinishReason> finish;
-  if (!options.ignore_eos && model_.tokenizer().IsEndOfGeneration(token)) {
-    finish = FinishReason::kEos;
-  } else {
-    EmitText(slot, slot.decoder->Push(token), out);
-    if (slot.stop->stopped()) {
-      finish = FinishReason::kStop;
-    } else if (slot.n_generated >= options.max_tokens || slot.n_prompt() + slot.n_generated >= n_ctx_) {
-      finish = FinishReason::kLength;
-    }
-  }
-  if (!finish) {
+  const TextOut append = [&out](std::string_view text) { out.text.append(text); };
+  const std::optional<FinishReason> end = slot.step->Push(token, append);
+  if (!end) {
     slot.next_token = token;
     out.prompt_tokens = slot.n_prompt();
-    out.completion_tokens = slot.n_generated;
+    out.completion_tokens = slot.step->n_generated();
     slot.handle->Post(std::move(out));
     return;
   }
-  // What the decoder and the matcher still hold is final now; a stop string may still
-  // complete inside the decoder's held-back bytes.
-  if (*finish != FinishReason::kStop) {
-    EmitText(slot, slot.decoder->Flush(), out);
-    if (slot.stop->stopped()) {
-      finish = FinishReason::kStop;
-    } else {
-      slot.stop->Flush(out.text);
-    }
-  }
-  FinishSlot(slot, *finish, std::move(out));
+  const FinishReason reason = slot.step->Finish(*end, append);
+  FinishSlot(slot, reason, std::move(out));
 }
 
 void Scheduler::FinishSlot(Slot& slot, FinishReason reason, RequestOutput&& out, Status status) {
   out.done = true;
   out.status = std::move(status);
   out.finish_reason = reason;
-  out.stop_index = slot.stop->matched_index();
+  out.stop_index = slot.step->stop_index();
   out.prompt_tokens = slot.n_prompt();
-  out.completion_tokens = slot.n_generated;
+  out.completion_tokens = slot.step->n_generated();
   // Free the slot and count it before the caller hears of the end, so what it reads next
   // (stats, /metrics) already shows the slot free.
   std::shared_ptr<RequestHandle> handle = std::move(slot.handle);

@@ -1,7 +1,8 @@
 // Scheduler: continuous batching. One engine thread owns the model and a KV cache with one
 // slot per concurrent sequence; every step it runs a single Forward over the next token of
 // each decoding sequence plus chunks of newly admitted prompts, then samples each sequence
-// with its own Sampler, StopMatcher and StreamDecoder. Requests join between steps, wait in a
+// with its own Sampler and applies the token through its own SequenceStep (the Generator's
+// rules for text, stop strings and limits). Requests join between steps, wait in a
 // bounded queue when every slot is busy, and free their slot when they finish or are cancelled.
 #pragma once
 
@@ -135,7 +136,6 @@ class Scheduler {
   void SampleSlot(Slot& slot, std::span<const float> logits);
   // The engine thread's part of a step: records the sampled token, emits text, finishes.
   void StepSlot(Slot& slot);
-  void EmitText(Slot& slot, std::string_view piece, RequestOutput& out);
   void FinishSlot(Slot& slot, FinishReason reason, RequestOutput&& out, Status status = {});
   void FailAll(const Status& status);
   // Ends every queued request with `status`.
