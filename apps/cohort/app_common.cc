@@ -1,8 +1,13 @@
 // Small pieces several `cohort` subcommands share (see app_common.h).
 #include "app_common.h"
 
+#include <pthread.h>
+
+#include <ctime>
 #include <fstream>
 #include <sstream>
+
+#include <CLI/CLI.hpp>
 
 namespace cohort::app {
 
@@ -26,22 +31,53 @@ Result<std::string> ReadSecret(const std::string& secret, const std::string& sec
   return line;
 }
 
-Result<tokenizer::ChatTemplate> LoadChatTemplate(const std::string& name_or_file) {
-  auto builtin = tokenizer::ChatTemplate::Builtin(name_or_file);
-  if (builtin.ok()) return builtin;
-  std::ifstream in(name_or_file, std::ios::binary);
-  if (!in) {
-    std::string names;
-    for (const std::string& n : tokenizer::ChatTemplate::BuiltinNames()) {
-      names += " ";
-      names += n;
-    }
-    return NotFound("--chat-template '" + name_or_file + "' is neither a built-in template (" + names.substr(1) +
-                    ") nor a readable file");
+void AddClusterFlags(CLI::App* cmd, ClusterFlags* o, const std::string& p) {
+  cmd->add_option("--listen", o->listen, p + "control address HOST:PORT (UDP and TCP)");
+  cmd->add_option("--advertise", o->advertise, p + "address peers should use (default: --listen)");
+  cmd->add_option("--peers", o->peers, p + "other nodes HOST:PORT,... (networks without multicast)");
+  cmd->add_option("--secret", o->secret, p + "the cluster secret");
+  cmd->add_option("--secret-file", o->secret_file, p + "file whose first line is the secret");
+  cmd->add_option("--state-dir", o->state_dir, p + "keeps this node's id across restarts");
+  cmd->add_option("--name", o->name, p + "node name (default: host name)");
+  cmd->add_flag("--no-multicast", o->no_multicast, p + "no multicast beacons (use --peers)");
+  cmd->add_option("--heartbeat-ms", o->heartbeat_ms, p + "heartbeat interval")->check(CLI::Range(10, 60000));
+  cmd->add_option("--suspect-ms", o->suspect_ms, p + "silence before a node is suspect")->check(CLI::Range(10, 600000));
+  cmd->add_option("--dead-ms", o->dead_ms, p + "silence before a node is dead")->check(CLI::Range(10, 600000));
+  cmd->add_flag("--no-benchmarks", o->no_benchmarks, p + "publish memory and cores only");
+}
+
+Result<cluster::ClusterOptions> ClusterOptionsOf(const ClusterFlags& f) {
+  cluster::ClusterOptions c;
+  c.listen = f.listen;
+  c.advertise = f.advertise;
+  c.peers = SplitCommaList(f.peers);
+  COHORT_ASSIGN_OR_RETURN(c.secret, ReadSecret(f.secret, f.secret_file));
+  c.state_dir = f.state_dir;
+  c.name = f.name;
+  c.multicast = !f.no_multicast;
+  if (!f.multicast_group.empty()) c.multicast_group = f.multicast_group;
+  c.heartbeat_ms = f.heartbeat_ms;
+  c.timeouts.suspect_ms = static_cast<uint64_t>(f.suspect_ms);
+  c.timeouts.dead_ms = static_cast<uint64_t>(f.dead_ms);
+  c.profile.run_benchmarks = !f.no_benchmarks;
+  return c;
+}
+
+sigset_t BlockStopSignals() {
+  sigset_t signals;
+  sigemptyset(&signals);
+  sigaddset(&signals, SIGINT);
+  sigaddset(&signals, SIGTERM);
+  pthread_sigmask(SIG_BLOCK, &signals, nullptr);
+  signal(SIGPIPE, SIG_IGN);
+  return signals;
+}
+
+void WaitForStop(const sigset_t& signals, const std::function<bool()>& running) {
+  const timespec poll{0, 200 * 1000 * 1000};
+  while (running()) {
+    if (sigtimedwait(&signals, nullptr, &poll) > 0) return;
   }
-  std::stringstream source;
-  source << in.rdbuf();
-  return tokenizer::ChatTemplate::Parse(source.str());
 }
 
 }  // namespace cohort::app

@@ -1,15 +1,19 @@
-// Small pieces several `cohort` subcommands share: option parsing helpers, the chat template
-// named by --chat-template, and a model lent to an owner that wants a unique_ptr.
+// Small pieces several `cohort` subcommands share: option parsing helpers, the cluster flags
+// of `node` and `serve --cluster`, and the stop signals a serving command waits for.
 #pragma once
 
-#include <memory>
-#include <span>
+#include <signal.h>
+
+#include <functional>
 #include <string>
 #include <vector>
 
+#include "cluster/cluster_node.h"
 #include "core/status.h"
-#include "model/model.h"
-#include "tokenizer/chat_template.h"
+
+namespace CLI {
+class App;
+}
 
 namespace cohort::app {
 
@@ -19,25 +23,31 @@ std::vector<std::string> SplitCommaList(const std::string& text);
 // The cluster secret from --secret or the first line of --secret-file (not both).
 Result<std::string> ReadSecret(const std::string& secret, const std::string& secret_file);
 
-// The template --chat-template names: a built-in family name or a Jinja file.
-Result<tokenizer::ChatTemplate> LoadChatTemplate(const std::string& name_or_file);
-
-// Lends a model to an owner that wants a unique_ptr (engine::LoadedModel); the lent model
-// must outlive it.
-class BorrowedModel final : public model::Model {
- public:
-  explicit BorrowedModel(model::Model& m) : m_(m) {}
-  const model::ModelConfig& config() const override { return m_.config(); }
-  Result<std::unique_ptr<model::KvCache>> NewKvCache(const model::KvCacheOptions& o) const override {
-    return m_.NewKvCache(o);
-  }
-  Status Forward(const Context& ctx, const model::Batch& batch, model::KvCache& cache,
-                 std::span<float> logits) override {
-    return m_.Forward(ctx, batch, cache, logits);
-  }
-
- private:
-  model::Model& m_;
+// What joining a cluster takes, from `cohort node`'s and `cohort serve --cluster`'s flags.
+struct ClusterFlags {
+  std::string listen;           // control address (UDP and TCP)
+  std::string advertise;        // what peers use (default: listen)
+  std::string peers;            // host:port,... (networks without multicast)
+  std::string secret;
+  std::string secret_file;
+  std::string state_dir;        // keeps the node id
+  std::string name;             // default: host name
+  bool no_multicast = false;
+  std::string multicast_group;  // "": the default group
+  int heartbeat_ms = 500;
+  int suspect_ms = 0;
+  int dead_ms = 0;
+  bool no_benchmarks = false;   // publish memory and cores only
 };
+// Adds the flags to `cmd`, each help text after `help_prefix` ("" or "cluster: ").
+void AddClusterFlags(CLI::App* cmd, ClusterFlags* flags, const std::string& help_prefix);
+Result<cluster::ClusterOptions> ClusterOptionsOf(const ClusterFlags& flags);
+
+// SIGINT and SIGTERM, blocked in this thread and every thread started after it, so that
+// stopping runs as ordinary code (WaitForStop) rather than inside a signal handler. SIGPIPE
+// is ignored: a client that hangs up is an error code, not the end of the process.
+sigset_t BlockStopSignals();
+// Returns once one of `signals` arrives, or once `running` says false (checked every 200 ms).
+void WaitForStop(const sigset_t& signals, const std::function<bool()>& running);
 
 }  // namespace cohort::app

@@ -1,9 +1,13 @@
-// `cohort serve --cluster`: this machine joins a cluster (membership, worker service, the
-// public API that forwards to instances' coordinators); run it on every machine and load
-// models across them with POST /v1/instances or -m. See docs/CLUSTER.md.
+// `cohort serve --cluster`: this machine joins a cluster (membership, worker service, and the
+// HTTP front that serves the instances it coordinates and relays the others' requests); run
+// it on every machine and load models across them with POST /v1/instances or -m. See
+// docs/CLUSTER.md.
 #pragma once
 
+#include <cstdint>
 #include <string>
+
+#include "app_common.h"
 
 namespace CLI {
 class App;
@@ -14,27 +18,24 @@ namespace cohort::app {
 
 struct ServeOptions;
 
+inline ClusterFlags ServeClusterDefaults() {
+  ClusterFlags f;
+  f.listen = "127.0.0.1:7946";
+  f.suspect_ms = 1500;
+  f.dead_ms = 3000;
+  return f;
+}
+
 struct ClusterServeOptions {
   bool enabled = false;
-  std::string listen = "127.0.0.1:7946";  // control address (UDP and TCP)
-  std::string advertise;                  // what peers use (default: --listen)
-  std::string peers;                      // host:port,... (networks without multicast)
-  std::string secret;
-  std::string secret_file;
-  std::string state_dir;                  // keeps the node id
-  std::string name;                       // default: host name
-  bool no_multicast = false;
+  ClusterFlags flags = ServeClusterDefaults();
   std::string worker_listen;              // worker service host:port (default: --listen's host, any port)
   std::string cache_dir;                  // streamed shares (default: <state-dir>/cache; none: local files only)
   std::string max_memory;                 // budget for shards + KV: bytes, or with K/M/G suffix
   int nodes = 0;                          // node count of -m's instance and of POSTs without one
-  int heartbeat_ms = 500;
-  int suspect_ms = 1500;
-  int dead_ms = 3000;
   int comm_timeout_ms = 3000;             // a collective waiting on a cut link fails after this
-  int forward_timeout_s = 30;             // a coordinator silent this long ends a forwarded request
+  int forward_timeout_s = 30;             // a coordinator silent this long ends a relayed request
   int worker_slots = 4;                   // jobs this node's worker service runs at once
-  bool no_benchmarks = false;
   const CLI::Option* model_flag = nullptr;  // -m, to tell a given model from the default
 };
 

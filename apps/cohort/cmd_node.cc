@@ -1,23 +1,17 @@
-// `cohort node`: a ClusterNode plus a small HTTP endpoint (GET /v1/cluster, POST
-// /v1/cluster/changes), stopped by SIGINT/SIGTERM taken with sigwait as in `cohort serve`.
+// `cohort node`: a ClusterNode plus its HTTP routes (server/node_routes.h), stopped by
+// SIGINT/SIGTERM as `cohort serve` is.
 #include "cmd_node.h"
-#include "app_common.h"
-
-#include <httplib.h>
-#include <pthread.h>
-#include <signal.h>
 
 #include <cstdio>
-#include <fstream>
 #include <mutex>
-#include <sstream>
-#include <thread>
 #include <vector>
 
 #include <CLI/CLI.hpp>
 
 #include "cluster/cluster_node.h"
 #include "cluster/net.h"
+#include "server/http_server.h"
+#include "server/node_routes.h"
 
 namespace cohort::app {
 namespace {
@@ -32,112 +26,84 @@ void PrintLine(const std::string& line) {
   std::fflush(stdout);
 }
 
+// Prints membership events, holding those that arrive before the "listening" line (the
+// node's threads start first) until it is printed, so the output reads in order.
+class EventPrinter {
+ public:
+  void Event(const std::string& line) {
+    std::lock_guard<std::mutex> lock(mutex_);
+    if (announced_) {
+      PrintLine(line);
+    } else if (held_.size() < 1024) {
+      held_.push_back(line);
+    }
+  }
+  void Announce(const std::string& line) {
+    std::lock_guard<std::mutex> lock(mutex_);
+    PrintLine(line);
+    for (const std::string& held : held_) PrintLine(held);
+    held_.clear();
+    announced_ = true;
+  }
+
+ private:
+  std::mutex mutex_;
+  bool announced_ = false;
+  std::vector<std::string> held_;
+};
+
 }  // namespace
 
 CLI::App* AddNodeCommand(CLI::App& app, NodeOptions* o) {
   CLI::App* cmd = app.add_subcommand("node", "join the cluster (membership only) and serve GET /v1/cluster");
-  cmd->add_option("--listen", o->listen, "control address HOST:PORT (UDP and TCP)");
-  cmd->add_option("--advertise", o->advertise, "address peers should use (default: --listen)");
-  cmd->add_option("--peers", o->peers, "other nodes HOST:PORT,... (for networks without multicast)");
-  cmd->add_option("--secret", o->secret, "cluster secret");
-  cmd->add_option("--secret-file", o->secret_file, "file whose first line is the cluster secret");
-  cmd->add_option("--state-dir", o->state_dir, "keeps this node's id across restarts");
-  cmd->add_option("--name", o->name, "node name (default: host name)");
+  AddClusterFlags(cmd, &o->cluster, "");
+  cmd->add_option("--multicast-group", o->cluster.multicast_group, "beacon group GROUP:PORT");
   cmd->add_option("--http", o->http, "HOST:PORT for GET /v1/cluster (port 0: any, printed)");
-  cmd->add_flag("--no-multicast", o->no_multicast, "no multicast beacons (use --peers)");
-  cmd->add_option("--multicast-group", o->multicast_group, "beacon group GROUP:PORT");
-  cmd->add_option("--heartbeat-ms", o->heartbeat_ms, "heartbeat interval")->check(CLI::Range(10, 60000));
-  cmd->add_option("--suspect-ms", o->suspect_ms, "silence before a node is suspect")->check(CLI::Range(10, 600000));
-  cmd->add_option("--dead-ms", o->dead_ms, "silence before a node is dead")->check(CLI::Range(10, 600000));
-  cmd->add_flag("--no-benchmarks", o->no_benchmarks, "publish memory and cores only");
+  cmd->add_option("--api-key", o->api_keys, "accepted Bearer key on the HTTP routes (repeatable; none: open)");
   return cmd;
 }
 
 int NodeCommand(const NodeOptions& o) {
-  sigset_t stop_signals;
-  sigemptyset(&stop_signals);
-  sigaddset(&stop_signals, SIGINT);
-  sigaddset(&stop_signals, SIGTERM);
-  pthread_sigmask(SIG_BLOCK, &stop_signals, nullptr);
-  signal(SIGPIPE, SIG_IGN);
-
-  cluster::ClusterOptions c;
-  c.listen = o.listen;
-  c.advertise = o.advertise;
-  c.peers = SplitCommaList(o.peers);
-  auto secret = ReadSecret(o.secret, o.secret_file);
-  if (!secret.ok()) return Fail(secret.status());
-  c.secret = *secret;
-  c.state_dir = o.state_dir;
-  c.name = o.name;
-  c.multicast = !o.no_multicast;
-  c.multicast_group = o.multicast_group;
-  c.heartbeat_ms = o.heartbeat_ms;
-  c.timeouts.suspect_ms = static_cast<uint64_t>(o.suspect_ms);
-  c.timeouts.dead_ms = static_cast<uint64_t>(o.dead_ms);
-  c.profile.run_benchmarks = !o.no_benchmarks;
-
-  Logger log(o.verbose ? LogLevel::kInfo : LogLevel::kWarn);
-  // Events can arrive before the "listening" line is printed (the node's threads start
-  // first); hold them until it is, so the output reads in order.
-  std::mutex print_mutex;
-  bool announced = false;
-  std::vector<std::string> held;
-  cluster::ClusterCallbacks callbacks;
-  callbacks.on_member = [&](const cluster::MemberChange& m) {
-    const std::string line = "cohort node: " + m.id.Short() + " (" + m.name + ", " + m.address + ") " +
-                             cluster::MemberEventName(m.event);
-    std::lock_guard<std::mutex> lock(print_mutex);
-    if (announced) {
-      PrintLine(line);
-    } else if (held.size() < 1024) {
-      held.push_back(line);
-    }
-  };
-  auto started = cluster::ClusterNode::Start(c, &log, callbacks);
-  if (!started.ok()) return Fail(started.status());
-  cluster::ClusterNode& node = **started;
-
-  httplib::Server http;
-  http.Get("/v1/cluster", [&](const httplib::Request&, httplib::Response& res) {
-    res.set_content(cluster::SnapshotToJson(node.Snapshot()).dump(2), "application/json");
-  });
-  http.Post("/v1/cluster/changes", [&](const httplib::Request& req, httplib::Response& res) {
-    nlohmann::json body = nlohmann::json::parse(req.body, nullptr, false);
-    auto change = cluster::ChangeFromJson(body);
-    Result<uint64_t> version = change.ok() ? node.ProposeChange(*change) : Result<uint64_t>(change.status());
-    if (!version.ok()) {
-      res.status = version.status().code() == StatusCode::kUnavailable ? 503 : 400;
-      res.set_content(nlohmann::json{{"error", version.status().ToString()}}.dump(), "application/json");
-      return;
-    }
-    res.set_content(nlohmann::json{{"version", *version}}.dump(), "application/json");
-  });
-  http.set_payload_max_length(64 << 10);
-  http.set_read_timeout(5, 0);
-  std::thread http_thread;
-  std::string http_line = "off";
+  const sigset_t stop_signals = BlockStopSignals();
+  auto c = ClusterOptionsOf(o.cluster);
+  if (!c.ok()) return Fail(c.status());
+  server::ServerOptions http_options;
+  http_options.api_keys = o.api_keys;
+  http_options.open_paths = {};
+  http_options.max_body_bytes = 64 << 10;
+  http_options.timeout_s = 5;
+  http_options.http_threads = 8;
   if (!o.http.empty()) {
     auto addr = cluster::SocketAddress::Parse(o.http);
     if (!addr.ok()) return Fail(addr.status().Annotate("--http"));
-    const std::string host = o.http.substr(0, o.http.rfind(':'));
-    const int port = addr->port() == 0 ? http.bind_to_any_port(host) : (http.bind_to_port(host, addr->port()) ? addr->port() : -1);
-    if (port < 0) return Fail(IoError("cannot listen on " + o.http));
-    http_line = "http://" + host + ":" + std::to_string(port) + "/v1/cluster";
-    http_thread = std::thread([&] { http.listen_after_bind(); });
-  }
-  {
-    std::lock_guard<std::mutex> lock(print_mutex);
-    PrintLine("cohort node: " + node.id().Hex() + " listening on " + node.address() + ", " + http_line);
-    for (const std::string& line : held) PrintLine(line);
-    held.clear();
-    announced = true;
+    http_options.host = o.http.substr(0, o.http.rfind(':'));
+    http_options.port = addr->port();
   }
 
-  int signal_number = 0;
-  sigwait(&stop_signals, &signal_number);
-  http.stop();
-  if (http_thread.joinable()) http_thread.join();
+  Logger log(o.verbose ? LogLevel::kInfo : LogLevel::kWarn);
+  EventPrinter printer;
+  cluster::ClusterCallbacks callbacks;
+  callbacks.on_member = [&](const cluster::MemberChange& m) {
+    printer.Event("cohort node: " + m.id.Short() + " (" + m.name + ", " + m.address + ") " +
+                  cluster::MemberEventName(m.event));
+  };
+  auto started = cluster::ClusterNode::Start(*c, &log, callbacks);
+  if (!started.ok()) return Fail(started.status());
+  cluster::ClusterNode& node = **started;
+
+  server::HttpServer http(http_options, log);
+  server::AddNodeRoutes(http, node);
+  std::string http_line = "off";
+  if (!o.http.empty()) {
+    auto port = http.Bind();
+    if (!port.ok()) return Fail(IoError("cannot listen on " + o.http));
+    http_line = "http://" + http_options.host + ":" + std::to_string(*port) + "/v1/cluster";
+    http.Start();
+  }
+  printer.Announce("cohort node: " + node.id().Hex() + " listening on " + node.address() + ", " + http_line);
+
+  WaitForStop(stop_signals, [] { return true; });
+  (void)http.Stop();
   node.Stop();
   PrintLine("cohort node: stopped");
   return 0;

@@ -11,6 +11,8 @@
 #include "core/context.h"
 #include "engine/generator.h"
 #include "engine/loaded_model.h"
+#include "engine/serving.h"
+#include "parallel/launch.h"
 #include "tokenizer/chat_template.h"
 
 namespace cohort::app {
@@ -32,30 +34,20 @@ Result<std::string> RenderPrompt(const engine::LoadedModel& model, const RunOpti
     }
     return rendered;
   }
-  COHORT_ASSIGN_OR_RETURN(tokenizer::ChatTemplate chat, LoadChatTemplate(options.chat_template));
+  COHORT_ASSIGN_OR_RETURN(tokenizer::ChatTemplate chat, engine::LoadChatTemplate(options.chat_template));
   return model.RenderChat(messages, true, &chat);
 }
 
 }  // namespace
 
 int RunCommand(const CommonOptions& common, const RunOptions& options) {
-  engine::LoadOptions load;
-  load.pack_weights = !options.dist.enabled();  // a distributed model loads its own shares
-  auto loaded = engine::LoadedModel::Open(options.model, load);
-  if (!loaded.ok()) return Fail(loaded.status());
   // --workers / --local-ranks: the same tokenizer over a model spread across workers.
-  std::unique_ptr<DistributedModel> dist;
-  std::unique_ptr<engine::LoadedModel> dist_loaded;
-  if (options.dist.enabled()) {
-    auto started = DistributedModel::Start(options.dist, options.model, *(*loaded)->file(), common.threads);
-    if (!started.ok()) return Fail(started.status());
-    dist = std::move(*started);
-    if (common.verbose) std::fprintf(stderr, "%s", dist->Describe().c_str());
-    auto bundle = dist->AsLoadedModel(*(*loaded)->file());
-    if (!bundle.ok()) return Fail(bundle.status());
-    dist_loaded = std::move(*bundle);
-  }
-  engine::LoadedModel& model = dist_loaded != nullptr ? *dist_loaded : **loaded;
+  LocalWorkers spawned;  // declared first: reaped after the model that uses them
+  parallel::DistributedModel* dist = nullptr;
+  auto loaded = OpenModel(options.model, options.dist, common.threads, &spawned, &dist);
+  if (!loaded.ok()) return Fail(loaded.status());
+  if (dist != nullptr && common.verbose) std::fprintf(stderr, "%s", dist->Describe().c_str());
+  engine::LoadedModel& model = **loaded;
 
   engine::GenerateOptions gen;
   gen.max_tokens = options.n_predict;

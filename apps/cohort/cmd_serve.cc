@@ -1,31 +1,19 @@
-// `cohort serve`: model + scheduler + HTTP server, stopped by SIGINT/SIGTERM. The signals are
-// blocked in every thread and taken by one waiter thread with sigwait, so stopping runs as
-// ordinary code rather than inside a signal handler.
+// `cohort serve`: a serving instance (model, threads, scheduler) behind the HTTP front, stopped
+// by SIGINT/SIGTERM (app_common.h).
 #include "cmd_serve.h"
 #include "app_common.h"
 
 #include <CLI/CLI.hpp>
-#include <pthread.h>
-#include <signal.h>
 
-#include <algorithm>
 #include <cstdio>
 #include <filesystem>
-#include <fstream>
-#include <sstream>
-#include <thread>
 
-#include "core/context.h"
-#include "core/thread_pool.h"
 #include "engine/loaded_model.h"
-#include "engine/scheduler.h"
 #include "server/http_server.h"
-#include "tokenizer/chat_template.h"
+#include "server/router.h"
 
 namespace cohort::app {
 namespace {
-
-constexpr int kDefaultMaxCtx = 4096;
 
 int Fail(const Status& status) {
   std::fprintf(stderr, "cohort serve: %s\n", status.ToString().c_str());
@@ -55,81 +43,57 @@ CLI::App* AddServeCommand(CLI::App& app, ServeOptions* o) {
   return cmd;
 }
 
-int ServeCommand(const ServeOptions& options) {
-  if (options.cluster.enabled) return ClusterServeCommand(options);
-  // Block the stop signals before any thread starts, so every thread inherits the mask.
-  sigset_t stop_signals;
-  sigemptyset(&stop_signals);
-  sigaddset(&stop_signals, SIGINT);
-  sigaddset(&stop_signals, SIGTERM);
-  pthread_sigmask(SIG_BLOCK, &stop_signals, nullptr);
-  signal(SIGPIPE, SIG_IGN);  // a client that hangs up is an error code, not a process exit
+engine::ServingOptions ServingOptionsOf(const ServeOptions& options) {
+  engine::ServingOptions s;
+  s.name = std::filesystem::path(options.model).stem().string();
+  s.threads = options.threads;
+  s.scheduler.n_parallel = options.parallel;
+  s.scheduler.n_ctx = options.ctx;  // 0: the model's, at most engine::kDefaultMaxContext
+  s.scheduler.max_queue = options.max_queue;
+  s.scheduler.n_batch = options.batch;
+  s.scheduler.kv_type = options.kv_type == "f32" ? DType::kF32 : DType::kF16;
+  s.chat_template = options.chat_template;
+  return s;
+}
 
-  engine::LoadOptions load;
-  load.pack_weights = !options.dist.enabled();  // a distributed model loads its own shares
-  auto loaded = engine::LoadedModel::Open(options.model, load);
-  if (!loaded.ok()) return Fail(loaded.status());
-  // --workers / --local-ranks: the same tokenizer over a model spread across workers; the
-  // scheduler and the API do not know the difference.
-  std::unique_ptr<DistributedModel> dist;
-  std::unique_ptr<engine::LoadedModel> dist_loaded;
-  if (options.dist.enabled()) {
-    auto started = DistributedModel::Start(options.dist, options.model, *(*loaded)->file(), options.threads);
-    if (!started.ok()) return Fail(started.status());
-    dist = std::move(*started);
-    auto bundle = dist->AsLoadedModel(*(*loaded)->file());
-    if (!bundle.ok()) return Fail(bundle.status());
-    dist_loaded = std::move(*bundle);
-  }
-  engine::LoadedModel& model = dist_loaded != nullptr ? *dist_loaded : **loaded;
-  std::unique_ptr<tokenizer::ChatTemplate> chat_template;
-  if (!options.chat_template.empty()) {
-    auto parsed = LoadChatTemplate(options.chat_template);
-    if (!parsed.ok()) return Fail(parsed.status());
-    chat_template = std::make_unique<tokenizer::ChatTemplate>(std::move(*parsed));
-  }
-  // The distributed bundle carries no chat template: use the file's.
-  const tokenizer::ChatTemplate* template_used =
-      chat_template != nullptr ? chat_template.get() : (*loaded)->chat_template();
-
-  ThreadPool pool(options.threads);
-  Logger log(options.verbose ? LogLevel::kInfo : LogLevel::kWarn);
-  engine::SchedulerOptions sched;
-  sched.n_parallel = options.parallel;
-  const int train_ctx = model.config().n_ctx_train;
-  sched.n_ctx = options.ctx > 0 ? options.ctx : std::min(train_ctx > 0 ? train_ctx : kDefaultMaxCtx, kDefaultMaxCtx);
-  sched.max_queue = options.max_queue;
-  sched.n_batch = options.batch;
-  sched.kv_type = options.kv_type == "f32" ? DType::kF32 : DType::kF16;
-  engine::Scheduler scheduler(model, Context{&pool, &log}, sched);
-  if (Status s = scheduler.Start(); !s.ok()) return Fail(s);
-
+server::ServerOptions HttpOptionsOf(const ServeOptions& options) {
   server::ServerOptions http;
   http.host = options.host;
   http.port = options.port;
   http.api_keys = options.api_keys;
-  http.model_name = std::filesystem::path(options.model).stem().string();
   http.max_body_bytes = options.max_body_bytes;
   http.max_tokens_limit = options.max_tokens;
   http.timeout_s = options.timeout_s;
   http.http_threads = options.http_threads;
-  server::HttpServer server(model, scheduler, template_used, http, log);
+  return http;
+}
+
+int ServeCommand(const ServeOptions& options) {
+  if (options.cluster.enabled) return ClusterServeCommand(options);
+  const sigset_t stop_signals = BlockStopSignals();  // before any thread starts
+  // --workers / --local-ranks: the same tokenizer over a model spread across workers; the
+  // scheduler and the API do not know the difference.
+  LocalWorkers spawned;  // declared first: reaped after the model that uses them
+  auto loaded = OpenModel(options.model, options.dist, options.threads, &spawned);
+  if (!loaded.ok()) return Fail(loaded.status());
+  Logger log(options.verbose ? LogLevel::kInfo : LogLevel::kWarn);
+  auto instance = engine::ServingInstance::Open(std::move(*loaded), ServingOptionsOf(options), log);
+  if (!instance.ok()) return Fail(instance.status());
+  const engine::SchedulerOptions sched = (*instance)->scheduler_options();
+  const std::string name = (*instance)->name();
+  server::SingleInstanceRouter router(std::move(*instance));
+
+  server::HttpServer server(HttpOptionsOf(options), log);
+  server.ServeInstances(router, /*single_model=*/true);
   auto port = server.Bind();
   if (!port.ok()) return Fail(port.status());
-  std::fprintf(stderr, "cohort serve: %s (%d slots x %d tokens) listening on http://%s:%d\n",
-               http.model_name.c_str(), sched.n_parallel, sched.n_ctx, options.host.c_str(), *port);
+  std::fprintf(stderr, "cohort serve: %s (%d slots x %d tokens) listening on http://%s:%d\n", name.c_str(),
+               sched.n_parallel, sched.n_ctx, options.host.c_str(), *port);
   std::fflush(stderr);
 
-  std::thread waiter([&] {
-    int signal_number = 0;
-    sigwait(&stop_signals, &signal_number);
-    server.Stop();
-  });
-  Status served = server.Serve();
-  // Serve also ends on its own (an error); wake the waiter in that case.
-  pthread_kill(waiter.native_handle(), SIGTERM);
-  waiter.join();
-  scheduler.Stop();
+  server.Start();
+  WaitForStop(stop_signals, [&] { return server.serving(); });
+  const Status served = server.Stop();
   if (!served.ok()) return Fail(served);
   std::fprintf(stderr, "cohort serve: stopped\n");
   return 0;

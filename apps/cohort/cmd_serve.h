@@ -8,6 +8,8 @@
 
 #include "cluster_serve.h"
 #include "cmd_worker.h"
+#include "engine/serving.h"
+#include "server/server_options.h"
 
 namespace cohort::app {
 
@@ -36,5 +38,10 @@ struct ServeOptions {
 // whether it was chosen.
 CLI::App* AddServeCommand(CLI::App& app, ServeOptions* options);
 int ServeCommand(const ServeOptions& options);
+
+// What a served model runs with (its name: the file's stem), and the HTTP front's limits:
+// the same for `serve` and for the instances a cluster node coordinates.
+engine::ServingOptions ServingOptionsOf(const ServeOptions& options);
+server::ServerOptions HttpOptionsOf(const ServeOptions& options);
 
 }  // namespace cohort::app

@@ -14,6 +14,7 @@
 #include "gguf/gguf.h"
 #include "model/config.h"
 #include "model/model.h"
+#include "parallel/launch.h"
 #include "tokenizer/tokenizer.h"
 
 namespace cohort::app {
@@ -76,19 +77,23 @@ int LogitsCommand(const CommonOptions& common, const LogitsOptions& options) {
   if (ids->empty()) return Fail("logits", InvalidArgument("--tokens is empty"));
   auto file = gguf::File::Open(options.model);
   if (!file.ok()) return Fail("logits", file.status());
-  auto loaded = model::Model::Load(**file);
-  if (!loaded.ok()) return Fail("logits", loaded.status());
-  model::Model* model = loaded->get();
-  std::unique_ptr<DistributedModel> dist;  // --workers / --local-ranks (cmd_worker.h)
+  LocalWorkers spawned;  // declared before the model: reaped after it
+  std::unique_ptr<model::Model> owned;
+  parallel::DistributedModel* dist = nullptr;  // --workers / --local-ranks (cmd_worker.h)
   if (options.dist.enabled()) {
     DistOptions d = options.dist;
     d.verbose_workers = common.verbose;
-    auto started = DistributedModel::Start(d, options.model, **file, common.threads);
+    auto started = StartDistributed(d, options.model, **file, common.threads, &spawned);
     if (!started.ok()) return Fail("logits", started.status());
-    dist = std::move(*started);
-    model = &dist->model();
+    dist = started->get();
+    owned = std::move(*started);
     if (common.verbose) std::fprintf(stderr, "%s", dist->Describe().c_str());
+  } else {
+    auto loaded = model::Model::Load(**file);
+    if (!loaded.ok()) return Fail("logits", loaded.status());
+    owned = std::move(*loaded);
   }
+  model::Model* model = owned.get();
   const model::ModelConfig& config = model->config();
   for (int32_t id : *ids) {
     if (id >= config.n_vocab) {

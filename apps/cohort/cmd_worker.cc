@@ -1,4 +1,5 @@
-// `cohort worker`, --local-ranks spawning, and DistributedModel; see cmd_worker.h.
+// `cohort worker`, --local-ranks spawning, and the distributed model of run, serve and logits;
+// see cmd_worker.h.
 #include "cmd_worker.h"
 #include "app_common.h"
 
@@ -20,12 +21,10 @@
 #include <fmt/format.h>
 
 #include "comm/tcp_transport.h"
-#ifdef COHORT_HAVE_MPI
-#include "comm/mpi_transport.h"
-#endif
 #include "core/log.h"
 #include "engine/loaded_model.h"
-#include "parallel/session.h"
+#include "parallel/launch.h"
+#include "parallel/model_plan.h"
 
 namespace cohort::app {
 namespace {
@@ -129,20 +128,42 @@ void AddDistOptions(CLI::App* cmd, DistOptions* o) {
   cmd->add_flag("--mpi", o->mpi, "distributed: ranks from mpirun (mpirun -np N cohort ... --mpi)");
 }
 
-Result<std::unique_ptr<DistributedModel>> DistributedModel::Start(const DistOptions& options,
-                                                                  const std::string& model_path,
-                                                                  const gguf::File& file,
-                                                                  int threads) {
+LocalWorkers::~LocalWorkers() { Reap(pids_); }
+
+Result<std::unique_ptr<parallel::DistributedModel>> StartDistributed(const DistOptions& options,
+                                                                     const std::string& model_path,
+                                                                     const gguf::File& file, int threads,
+                                                                     LocalWorkers* spawned) {
   if (!options.workers.empty() && options.local_ranks > 1) {
     return InvalidArgument("give --workers or --local-ranks, not both");
   }
+  std::vector<double> shares;
+  if (!options.shares.empty()) {
+    COHORT_ASSIGN_OR_RETURN(shares, ParseShares(options.shares));
+  }
+  const int worker_threads = options.worker_threads > 0 ? options.worker_threads : threads;
+  if (options.mpi) {
+    if (!options.workers.empty() || options.local_ranks > 1) {
+      return InvalidArgument("--mpi takes its ranks from mpirun, not --workers/--local-ranks");
+    }
+    parallel::DistributedModel::MpiOptions m;
+    m.layout = options.layout;
+    m.shares = shares;
+    m.threads = worker_threads;
+    Logger log(options.verbose_workers ? LogLevel::kInfo : LogLevel::kWarn, stderr, "mpi");
+    m.log = &log;
+    Status served;
+    COHORT_ASSIGN_OR_RETURN(auto model, parallel::DistributedModel::AdoptMpi(m, file, &served));
+    if (model == nullptr) {
+      // A worker rank has served; the command's own work is rank 0's.
+      if (!served.ok()) std::fprintf(stderr, "cohort (mpi worker rank): %s\n", served.ToString().c_str());
+      std::exit(served.ok() ? 0 : 1);
+    }
+    return model;
+  }
   parallel::SessionOptions s;
   s.model_path = model_path;
-  s.layout = options.layout;
-  if (!options.shares.empty()) {
-    COHORT_ASSIGN_OR_RETURN(s.shares, ParseShares(options.shares));
-  }
-  s.worker_threads = options.worker_threads > 0 ? options.worker_threads : threads;
+  s.worker_threads = worker_threads;
   s.transport = options.transport == "shm"   ? parallel::DataTransport::kShm
                 : options.transport == "ucx" ? parallel::DataTransport::kUcx
                                              : parallel::DataTransport::kTcp;
@@ -150,16 +171,11 @@ Result<std::unique_ptr<DistributedModel>> DistributedModel::Start(const DistOpti
   s.link.bandwidth_bytes_per_s = static_cast<int64_t>(options.link_gbit * 1e9 / 8);
   // The same digest store the workers on this host use: a local worker finds our hash there.
   if (const std::string cache = DefaultCacheDir(); !cache.empty()) s.digest_cache_dir = cache + "/digests";
-  std::unique_ptr<DistributedModel> d(new DistributedModel());
-  if (options.mpi) {
-    COHORT_RETURN_IF_ERROR(d->StartMpi(options, file, s.worker_threads));
-    return d;
-  }
   if (options.local_ranks > 1) {
     for (int r = 1; r < options.local_ranks; ++r) {
       int pid = -1;
       auto address = SpawnWorker(s.worker_threads, options.verbose_workers, &pid);
-      if (pid > 0) d->children_.push_back(pid);
+      if (pid > 0) spawned->Add(pid);
       if (!address.ok()) return address.status();
       s.workers.push_back(*address);
     }
@@ -169,71 +185,24 @@ Result<std::unique_ptr<DistributedModel>> DistributedModel::Start(const DistOpti
       return InvalidArgument("--transport shm needs --local-ranks (every rank on this host)");
     }
   }
-  COHORT_ASSIGN_OR_RETURN(d->session_, parallel::Session::Start(s, file));
-  return d;
+  const int n_ranks = static_cast<int>(s.workers.size()) + 1;
+  COHORT_ASSIGN_OR_RETURN(plan::LayoutSpec spec, parallel::ParseLayout(options.layout, n_ranks, shares));
+  COHORT_ASSIGN_OR_RETURN(s.plan, parallel::PlanOfModel(file, spec));
+  return parallel::DistributedModel::Connect(s, file);
 }
 
-Status DistributedModel::StartMpi(const DistOptions& options, const gguf::File& file, int threads) {
-#ifdef COHORT_HAVE_MPI
-  if (!options.workers.empty() || options.local_ranks > 1) {
-    return InvalidArgument("--mpi takes its ranks from mpirun, not --workers/--local-ranks");
+Result<std::unique_ptr<engine::LoadedModel>> OpenModel(const std::string& path, const DistOptions& options,
+                                                       int threads, LocalWorkers* spawned,
+                                                       parallel::DistributedModel** distributed) {
+  engine::LoadOptions load;
+  if (options.enabled()) {
+    load.make_model = [&](const gguf::File& file) -> Result<std::unique_ptr<model::Model>> {
+      COHORT_ASSIGN_OR_RETURN(auto model, StartDistributed(options, path, file, threads, spawned));
+      if (distributed != nullptr) *distributed = model.get();
+      return std::unique_ptr<model::Model>(std::move(model));
+    };
   }
-  COHORT_ASSIGN_OR_RETURN(std::shared_ptr<comm::MpiRuntime> runtime, comm::MpiRuntime::Init());
-  mpi_ = runtime;
-  parallel::SessionOptions s;
-  s.layout = options.layout;
-  if (!options.shares.empty()) {
-    COHORT_ASSIGN_OR_RETURN(s.shares, ParseShares(options.shares));
-  }
-  COHORT_ASSIGN_OR_RETURN(plan::ShardPlan plan,
-                          parallel::MakeSessionPlan(s, file, runtime->world_size()));
-  COHORT_ASSIGN_OR_RETURN(auto transport, comm::ConnectMpiGroup(*runtime));
-  if (runtime->world_rank() != 0) {
-    // A worker rank: serve, then end the process here (the command's own work is rank 0's).
-    Logger log(options.verbose_workers ? LogLevel::kInfo : LogLevel::kWarn, stderr, "mpi");
-    const Status st = parallel::ServeRank(std::move(transport), plan, file, threads, s.comm_timeout, &log);
-    if (!st.ok()) std::fprintf(stderr, "cohort (mpi rank %d): %s\n", runtime->world_rank(), st.ToString().c_str());
-    mpi_.reset();
-    runtime.reset();
-    std::exit(st.ok() ? 0 : 1);
-  }
-  COHORT_ASSIGN_OR_RETURN(session_, parallel::Session::Adopt(std::move(transport), plan, file, s.comm_timeout));
-  return Status::Ok();
-#else
-  (void)options;
-  (void)file;
-  (void)threads;
-  return Unsupported("this build has no MPI (install libopenmpi-dev and rebuild)");
-#endif
-}
-
-DistributedModel::~DistributedModel() {
-  session_.reset();  // stops the workers
-  Reap(children_);
-  mpi_.reset();  // after the session: MPI finalises last
-}
-
-model::Model& DistributedModel::model() { return session_->executor(); }
-
-Result<std::unique_ptr<engine::LoadedModel>> DistributedModel::AsLoadedModel(const gguf::File& file) {
-  COHORT_ASSIGN_OR_RETURN(auto tokenizer, tokenizer::Tokenizer::FromGguf(file));
-  return engine::LoadedModel::FromParts(nullptr, std::move(tokenizer),
-                                        std::make_unique<BorrowedModel>(model()));
-}
-
-std::string DistributedModel::Describe() const { return session_->plan().ToString(); }
-
-std::string DistributedModel::MemoryReport() const {
-  std::FILE* f = std::fopen("/proc/self/status", "r");
-  char line[256];
-  std::string rss;
-  while (f != nullptr && std::fgets(line, sizeof(line), f) != nullptr) {
-    if (std::strncmp(line, "Rss", 3) == 0) rss += line;
-  }
-  if (f != nullptr) std::fclose(f);
-  return rss + fmt::format("rank 0: peak resident {:.1f} MiB ({:.1f} MiB of weight slices copied)\n",
-                     parallel::PeakResidentBytes() / 1048576.0,
-                     session_->executor().copied_bytes() / 1048576.0);
+  return engine::LoadedModel::Open(path, load);
 }
 
 CLI::App* AddWorkerCommand(CLI::App& app, WorkerOptions* o) {

@@ -18,7 +18,7 @@ namespace cohort::gguf {
 class File;
 }
 namespace cohort::parallel {
-class Session;
+class DistributedModel;
 }
 namespace cohort::engine {
 class LoadedModel;
@@ -44,31 +44,33 @@ struct DistOptions {
 // link-emulation options to a subcommand.
 void AddDistOptions(CLI::App* cmd, DistOptions* options);
 
-// A model spread over workers, on the coordinator. Stops the workers and reaps the spawned
-// ones when destroyed.
-class DistributedModel {
+// Workers this process spawned on this host (--local-ranks): reaped when destroyed, which
+// must come after the model that uses them is gone.
+class LocalWorkers {
  public:
-  // `file` is the coordinator's open copy of `model_path`.
-  static Result<std::unique_ptr<DistributedModel>> Start(const DistOptions& options,
-                                                         const std::string& model_path,
-                                                         const gguf::File& file, int threads);
-  ~DistributedModel();
-  model::Model& model();
-  // A bundle for the engine: `file`'s tokenizer with this model (borrowed: this object must
-  // outlive the bundle). The file's chat template is not carried over.
-  Result<std::unique_ptr<engine::LoadedModel>> AsLoadedModel(const gguf::File& file);
-  std::string Describe() const;  // the plan, for --verbose
-  std::string MemoryReport() const;  // rank 0's peak resident memory, for --verbose
+  LocalWorkers() = default;
+  ~LocalWorkers();
+  LocalWorkers(const LocalWorkers&) = delete;
+  LocalWorkers& operator=(const LocalWorkers&) = delete;
+  void Add(int pid) { pids_.push_back(pid); }
 
  private:
-  DistributedModel() = default;
-  // Under mpirun, ranks other than 0 serve inside Start and then end the process.
-  Status StartMpi(const DistOptions& options, const gguf::File& file, int threads);
-
-  std::vector<int> children_;  // pids of spawned local workers
-  std::shared_ptr<void> mpi_;  // the MPI runtime (mpirun), outlives session_
-  std::unique_ptr<parallel::Session> session_;
+  std::vector<int> pids_;
 };
+
+// The model of --workers / --local-ranks / --mpi over `file` (this process's copy of
+// `model_path`, which must outlive it): rank 0 here. Spawned workers go into `spawned`. Under
+// mpirun, a rank other than 0 serves inside this call and then ends the process.
+Result<std::unique_ptr<parallel::DistributedModel>> StartDistributed(const DistOptions& options,
+                                                                     const std::string& model_path,
+                                                                     const gguf::File& file, int threads,
+                                                                     LocalWorkers* spawned);
+
+// The model `run` and `serve` use: whole in this process, or spread as `options` says (then
+// `*distributed` points at it, for --verbose).
+Result<std::unique_ptr<engine::LoadedModel>> OpenModel(const std::string& path, const DistOptions& options,
+                                                       int threads, LocalWorkers* spawned,
+                                                       parallel::DistributedModel** distributed = nullptr);
 
 struct WorkerOptions {
   std::string listen = "0.0.0.0:7070";

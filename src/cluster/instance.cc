@@ -3,6 +3,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <stdexcept>
 
 #include <fmt/format.h>
 
@@ -66,38 +67,35 @@ plan::QuantScheme QuantFromJson(const json& j) {
   return q;
 }
 
-// Runs `parse` and turns a JSON exception into a Status.
+// Runs `parse` and turns a JSON exception, or a field it rejected (std::invalid_argument),
+// into a Status.
 template <typename T, typename F>
 Result<T> Parse(const char* what, F&& parse) {
   try {
     return parse();
   } catch (const json::exception& e) {
     return Corrupt(std::string("malformed ") + what + ": " + e.what());
+  } catch (const std::invalid_argument& e) {
+    return Corrupt(std::string("malformed ") + what + ": " + e.what());
   }
+}
+
+// A plan inside an entry: the ShardPlan's own versioned JSON as an object (null: none yet).
+json PlanToJson(const plan::ShardPlan& p) {
+  if (p.stages.empty()) return nullptr;
+  return json::parse(p.ToJson());
+}
+
+plan::ShardPlan PlanFromJson(const json& j, const char* what) {
+  if (j.is_null()) return plan::ShardPlan{};
+  auto parsed = plan::ShardPlan::FromJson(j.dump());
+  if (!parsed.ok()) {
+    throw std::invalid_argument(std::string(what) + " plan: " + parsed.status().message());
+  }
+  return std::move(parsed).value();
 }
 
 bool HasFile(const PlacementNode& n, const std::string& sha) { return n.service.files.count(sha) > 0; }
-
-// The SessionOptions layout and shares that build the same ShardPlan as `spec`.
-void SessionLayoutOf(const plan::LayoutSpec& spec, Instance* out) {
-  const size_t stages = spec.stage_rank_weights.size();
-  out->shares.clear();
-  bool one_per_stage = true;
-  for (const auto& s : spec.stage_rank_weights) one_per_stage = one_per_stage && s.size() == 1;
-  if (stages == 1) {
-    out->session_layout = "tp";
-    out->shares = spec.stage_rank_weights[0];
-  } else if (one_per_stage) {
-    out->session_layout = "pp";
-    for (size_t s = 0; s < stages; ++s) {
-      out->shares.push_back(spec.stage_layer_weights.empty() ? spec.stage_rank_weights[s][0]
-                                                             : spec.stage_layer_weights[s]);
-    }
-  } else {
-    out->session_layout = fmt::format("hybrid:{}", stages);
-    for (const auto& s : spec.stage_rank_weights) out->shares.insert(out->shares.end(), s.begin(), s.end());
-  }
-}
 
 // Puts a file-holding node at rank 0 of a tensor-parallel prediction (ranks of one group are
 // interchangeable apart from rank 0 coordinating); false when that is not possible, or when
@@ -152,6 +150,25 @@ std::string WhyNothingFits(const PlacementInput& in, const plan::PlanResult& pla
 }
 
 }  // namespace
+
+const char* RunStateName(RunState s) {
+  switch (s) {
+    case RunState::kReady: return "ready";
+    case RunState::kFailed: return "failed";
+  }
+  return "failed";
+}
+
+const char* InstanceStateName(InstanceState s) {
+  switch (s) {
+    case InstanceState::kPending: return "pending";
+    case InstanceState::kUnplaced: return "unplaced";
+    case InstanceState::kLoading: return "loading";
+    case InstanceState::kReady: return "ready";
+    case InstanceState::kFailed: return "failed";
+  }
+  return "pending";
+}
 
 const char* InstanceStatusName(InstanceStatus s) {
   switch (s) {
@@ -208,8 +225,7 @@ json InstanceToJson(const Instance& i) {
   return {{"id", i.id}, {"model", i.model}, {"layout", i.layout}, {"nodes", i.nodes},
           {"epoch", i.epoch}, {"status", InstanceStatusName(i.status)}, {"reason", i.reason},
           {"coordinator", i.coordinator}, {"model_path", i.model_path}, {"model_sha256", i.model_sha256}, {"plan", i.plan_label},
-          {"session_layout", i.session_layout}, {"shares", i.shares}, {"ranks", ranks},
-          {"predicted_tok_s", i.predicted_tok_s}};
+          {"shard_plan", PlanToJson(i.plan)}, {"ranks", ranks}, {"predicted_tok_s", i.predicted_tok_s}};
 }
 
 Result<Instance> InstanceFromJson(const json& j) {
@@ -229,8 +245,7 @@ Result<Instance> InstanceFromJson(const json& j) {
     i.model_path = j.value("model_path", std::string());
     i.model_sha256 = j.value("model_sha256", std::string());
     i.plan_label = j.value("plan", std::string());
-    i.session_layout = j.value("session_layout", std::string());
-    i.shares = j.value("shares", std::vector<double>{});
+    i.plan = PlanFromJson(j.value("shard_plan", json()), "instance");
     for (const json& r : j.value("ranks", json::array())) {
       i.ranks.push_back({r.at("node").get<std::string>(), r.at("name").get<std::string>(),
                          r.at("worker").get<std::string>(), r.at("weight_bytes").get<double>(),
@@ -242,18 +257,23 @@ Result<Instance> InstanceFromJson(const json& j) {
 }
 
 json RunReportToJson(const RunReport& r) {
-  return {{"epoch", r.epoch}, {"state", r.state}, {"error", r.error}, {"api", r.api},
-          {"coordinator", r.coordinator}};
+  return {{"epoch", r.epoch}, {"state", RunStateName(r.state)}, {"error", r.error}, {"api", r.api},
+          {"coordinator", r.coordinator}, {"shard_plan", PlanToJson(r.plan)}};
 }
 
 Result<RunReport> RunReportFromJson(const json& j) {
   return Parse<RunReport>("run report", [&] {
     RunReport r;
     r.epoch = j.at("epoch").get<uint64_t>();
-    r.state = j.at("state").get<std::string>();
+    const std::string state = j.at("state").get<std::string>();
+    if (state != RunStateName(RunState::kReady) && state != RunStateName(RunState::kFailed)) {
+      throw std::invalid_argument("unknown run state '" + state + "'");
+    }
+    r.state = state == RunStateName(RunState::kReady) ? RunState::kReady : RunState::kFailed;
     r.error = j.value("error", std::string());
     r.api = j.value("api", std::string());
     r.coordinator = j.value("coordinator", std::string());
+    r.plan = PlanFromJson(j.value("shard_plan", json()), "run report");
     return r;
   });
 }
@@ -270,11 +290,13 @@ std::vector<InstanceView> ListInstances(const ClusterState& state) {
       if (run.ok() && run->epoch == v.instance.epoch) v.run = std::move(*run);
     }
     if (v.instance.status == InstanceStatus::kPending) {
-      v.state = "pending";
+      v.state = InstanceState::kPending;
     } else if (v.instance.status == InstanceStatus::kUnplaced) {
-      v.state = "unplaced";
+      v.state = InstanceState::kUnplaced;
+    } else if (!v.run.has_value()) {
+      v.state = InstanceState::kLoading;
     } else {
-      v.state = v.run.has_value() ? v.run->state : "loading";
+      v.state = v.run->state == RunState::kReady ? InstanceState::kReady : InstanceState::kFailed;
     }
     out.push_back(std::move(v));
   }
@@ -283,7 +305,7 @@ std::vector<InstanceView> ListInstances(const ClusterState& state) {
 
 json InstanceViewToJson(const InstanceView& v) {
   json j = InstanceToJson(v.instance);
-  j["state"] = v.state;
+  j["state"] = InstanceStateName(v.state);
   j["ready"] = v.ready();
   if (v.run.has_value()) {
     j["api"] = v.run->api;
@@ -355,7 +377,7 @@ Status PlaceInstance(const PlacementInput& in, Instance* out) {
     out->model_path = coordinator.service.files.at(in.model.sha256);
     out->model_sha256 = in.model.sha256;
     out->plan_label = p.layout.label;
-    SessionLayoutOf(p.layout.spec, out);
+    out->plan = p.plan;
     out->ranks.clear();
     for (size_t r = 0; r < p.ranks.size(); ++r) {
       const PlacementNode& n = in.candidates[p.layout.node_of_rank[r]];

@@ -16,6 +16,7 @@
 #include "cluster/cluster_state.h"
 #include "plan/hardware.h"
 #include "plan/model_shape.h"
+#include "plan/shard_plan.h"
 #include "core/status.h"
 
 namespace cohort::cluster {
@@ -83,31 +84,46 @@ struct Instance {
   std::string model_path;     // the coordinator's copy
   std::string model_sha256;   // of that file: ranks without it are streamed their shares
   std::string plan_label;     // the planner's label, e.g. "tp3"
-  std::string session_layout; // parallel::SessionOptions::layout
-  std::vector<double> shares; // parallel::SessionOptions::shares
+  // The plan the planner scored, exactly: the coordinator runs it (ranks in `ranks` order).
+  plan::ShardPlan plan;
   std::vector<RankPlacement> ranks;
   double predicted_tok_s = 0;
 };
 nlohmann::json InstanceToJson(const Instance& i);
 Result<Instance> InstanceFromJson(const nlohmann::json& j);
 
+enum class RunState {
+  kReady,   // serving
+  kFailed,  // did not load, or its model stopped running (error says why)
+};
+const char* RunStateName(RunState s);
+
 // The coordinator's word on the epoch it runs.
 struct RunReport {
   uint64_t epoch = 0;
-  std::string state;  // loading | ready | failed
+  RunState state = RunState::kFailed;
   std::string error;
-  std::string api;    // host:port of the instance's OpenAI server (internal)
+  std::string api;    // host:port of the coordinator's API, which serves the instance
   std::string coordinator;
+  // The plan its ranks run (a distributed instance; empty stages otherwise), so what the
+  // planner predicted can be checked against what runs.
+  plan::ShardPlan plan;
 };
 nlohmann::json RunReportToJson(const RunReport& r);
 Result<RunReport> RunReportFromJson(const nlohmann::json& j);
+
+// Where an instance stands, as the API reports it.
+enum class InstanceState { kPending, kUnplaced, kLoading, kReady, kFailed };
+const char* InstanceStateName(InstanceState s);
 
 // An instance with what its coordinator reported for the epoch it is placed at.
 struct InstanceView {
   Instance instance;
   std::optional<RunReport> run;  // the current epoch's report, if any
-  std::string state;             // pending | unplaced | loading | ready | failed
-  bool ready() const { return state == "ready"; }
+  InstanceState state = InstanceState::kPending;
+  bool ready() const { return state == InstanceState::kReady; }
+  // Ready, unplaced or failed: nothing more happens until something changes.
+  bool settled() const { return state == InstanceState::kReady || state == InstanceState::kUnplaced || state == InstanceState::kFailed; }
 };
 std::vector<InstanceView> ListInstances(const ClusterState& state);
 nlohmann::json InstanceViewToJson(const InstanceView& view);

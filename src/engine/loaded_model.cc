@@ -18,6 +18,12 @@ Result<std::unique_ptr<LoadedModel>> LoadedModel::Open(const std::string& path,
   if (!tok.ok()) return tok.status().Annotate(path + ": tokenizer");
   loaded->tokenizer_ = std::move(tok).value();
 
+  if (options.make_model) {
+    auto made = options.make_model(*loaded->file_);
+    if (!made.ok()) return made.status();  // says itself which rank or worker failed
+    loaded->model_ = std::move(made).value();
+    return FinishOpen(std::move(loaded), path, options);
+  }
   auto model = model::Model::Load(*loaded->file_);
   if (!model.ok()) return model.status().Annotate(path + ": model");
   loaded->model_ = std::move(model).value();
@@ -25,6 +31,12 @@ Result<std::unique_ptr<LoadedModel>> LoadedModel::Open(const std::string& path,
     auto packed = loaded->model_->PackWeights();
     if (!packed.ok()) return packed.status().Annotate(path + ": packing the weights");
   }
+  return FinishOpen(std::move(loaded), path, options);
+}
+
+// The checks and the chat template that follow the model, however it was built.
+Result<std::unique_ptr<LoadedModel>> LoadedModel::FinishOpen(std::unique_ptr<LoadedModel> loaded,
+                                                             const std::string& path, const LoadOptions& options) {
 
   if (loaded->tokenizer_->n_vocab() != loaded->model_->config().n_vocab) {
     return Corrupt(path + ": the tokenizer has " + std::to_string(loaded->tokenizer_->n_vocab()) +

@@ -3,6 +3,7 @@
 // together so that the file outlives every view into it.
 #pragma once
 
+#include <functional>
 #include <memory>
 #include <string>
 #include <vector>
@@ -22,9 +23,12 @@ struct LoadOptions {
   // why.
   bool require_chat_template = false;
   // The model runs whole in this process: its weight matrices take the matmul kernels'
-  // packed layout (Model::PackWeights). False when only the file's tokenizer and header are
-  // used (a distributed model loads its own shares).
+  // packed layout (Model::PackWeights).
   bool pack_weights = true;
+  // Builds the model over the opened file instead of model::Model::Load (a model spread over
+  // ranks, parallel::DistributedModel, which loads and packs its own share); the file
+  // outlives the model it returns. Unset: the whole model in this process.
+  std::function<Result<std::unique_ptr<model::Model>>(const gguf::File& file)> make_model;
   Status Validate() const { return Status::Ok(); }
 };
 
@@ -59,6 +63,8 @@ class LoadedModel {
 
  private:
   LoadedModel() = default;
+  static Result<std::unique_ptr<LoadedModel>> FinishOpen(std::unique_ptr<LoadedModel> loaded, const std::string& path,
+                                                         const LoadOptions& options);
 
   // Declared first so it is destroyed last: the model's weights point into its mapping.
   std::unique_ptr<gguf::File> file_;

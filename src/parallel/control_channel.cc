@@ -78,14 +78,22 @@ Status ControlChannel::ReceiveBytes(std::vector<uint8_t>* bytes, comm::Deadline 
 }
 
 Result<nlohmann::json> ControlChannel::Receive(comm::Deadline deadline) {
+  COHORT_ASSIGN_OR_RETURN(nlohmann::json j, ReceiveAny(deadline));
+  if (const Status reported = PeerError(j); !reported.ok()) return reported;
+  return j;
+}
+
+Status ControlChannel::PeerError(const nlohmann::json& message) {
+  if (!message.contains("error")) return Status::Ok();
+  return Unavailable("peer reports: " + message.value("error", std::string("(no text)")));
+}
+
+Result<nlohmann::json> ControlChannel::ReceiveAny(comm::Deadline deadline) {
   std::vector<uint8_t> raw;
   COHORT_RETURN_IF_ERROR(ReceiveBytes(&raw, deadline));
   const std::string text(raw.begin(), raw.end());
   nlohmann::json j = nlohmann::json::parse(text, nullptr, /*allow_exceptions=*/false);
   if (j.is_discarded() || !j.is_object()) return Corrupt("control message is not a JSON object");
-  if (j.contains("error")) {
-    return Unavailable("peer reports: " + j.value("error", std::string("(no text)")));
-  }
   return j;
 }
 

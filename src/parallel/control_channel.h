@@ -34,6 +34,10 @@ class ControlChannel {
   // A message that is not JSON, too long, or carries {"error": text} is an error (the
   // latter kUnavailable with the peer's text).
   Result<nlohmann::json> Receive(comm::Deadline deadline);
+  // The next message as it came, an {"error": ...} report included.
+  Result<nlohmann::json> ReceiveAny(comm::Deadline deadline);
+  // Ok unless `message` is the peer's error report; then kUnavailable("peer reports: ...").
+  static Status PeerError(const nlohmann::json& message);
   // A binary message with the same length prefix (the protocol says which kind comes next).
   Status SendBytes(std::span<const uint8_t> bytes, comm::Deadline deadline);
   // Reads one binary message into *bytes (resized); at most kMessageBytesMax.

@@ -1,4 +1,4 @@
-// PlanShapeOf, StageShardOf and ParseLayout; see model_plan.h.
+// PlanShapeOf, PlanOfModel, CheckPlanFitsModel, StageShardOf and ParseLayout; see model_plan.h.
 #include "parallel/model_plan.h"
 
 #include <algorithm>
@@ -48,6 +48,28 @@ Result<plan::PlanShape> PlanShapeOf(const gguf::File& file, const model::ModelCo
   p.block = SplitBlock(file);
   COHORT_RETURN_IF_ERROR(p.Validate());
   return p;
+}
+
+Result<plan::ShardPlan> PlanOfModel(const gguf::File& file, const plan::LayoutSpec& spec) {
+  COHORT_ASSIGN_OR_RETURN(model::ModelConfig config, model::ModelConfig::FromGguf(file));
+  COHORT_ASSIGN_OR_RETURN(plan::PlanShape shape, PlanShapeOf(file, config));
+  return plan::MakePlan(shape, spec);
+}
+
+Result<plan::ShardPlan> PlanOfLayout(const gguf::File& file, const std::string& layout, int n_ranks,
+                                     const std::vector<double>& weights) {
+  COHORT_ASSIGN_OR_RETURN(plan::LayoutSpec spec, ParseLayout(layout, n_ranks, weights));
+  return PlanOfModel(file, spec);
+}
+
+Status CheckPlanFitsModel(const plan::ShardPlan& plan, const gguf::File& file) {
+  COHORT_ASSIGN_OR_RETURN(model::ModelConfig config, model::ModelConfig::FromGguf(file));
+  COHORT_ASSIGN_OR_RETURN(plan::PlanShape shape, PlanShapeOf(file, config));
+  if (!(plan.shape == shape)) {
+    return InvalidArgument(fmt::format("the plan was made for another model shape ({}) than {} has ({})",
+                                       plan.shape.ToString(), file.path(), shape.ToString()));
+  }
+  return plan.Validate();
 }
 
 Result<model::StageShard> StageShardOf(const plan::ShardPlan& plan, int rank) {

@@ -18,6 +18,17 @@ namespace cohort::parallel {
 // columns a plan splits (attn_output, ffn_down, the experts' down projections), 1 for F32.
 Result<plan::PlanShape> PlanShapeOf(const gguf::File& file, const model::ModelConfig& config);
 
+// The plan for `spec` on `file`'s model (PlanShapeOf, then plan::MakePlan).
+Result<plan::ShardPlan> PlanOfModel(const gguf::File& file, const plan::LayoutSpec& spec);
+
+// PlanOfModel for a layout in ParseLayout's syntax over `n_ranks` ranks.
+Result<plan::ShardPlan> PlanOfLayout(const gguf::File& file, const std::string& layout, int n_ranks,
+                                     const std::vector<double>& weights = {});
+
+// Ok when `plan` was made for `file`'s model (the same PlanShape) and is valid: a plan that
+// travelled from a planner elsewhere is run only if it describes this very model.
+Status CheckPlanFitsModel(const plan::ShardPlan& plan, const gguf::File& file);
+
 // The layers and per-layer slice that plan rank `rank` computes. kUnsupported for plans the
 // model blocks cannot run (routed experts split by columns).
 Result<model::StageShard> StageShardOf(const plan::ShardPlan& plan, int rank);

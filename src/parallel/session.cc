@@ -127,13 +127,6 @@ Session::~Session() {
   world_.reset();
 }
 
-Result<plan::ShardPlan> MakeSessionPlan(const SessionOptions& options, const gguf::File& file, int n_ranks) {
-  COHORT_ASSIGN_OR_RETURN(model::ModelConfig config, model::ModelConfig::FromGguf(file));
-  COHORT_ASSIGN_OR_RETURN(plan::PlanShape shape, PlanShapeOf(file, config));
-  COHORT_ASSIGN_OR_RETURN(plan::LayoutSpec spec, ParseLayout(options.layout, n_ranks, options.shares));
-  return plan::MakePlan(shape, spec);
-}
-
 Result<std::unique_ptr<Session>> Session::Adopt(std::unique_ptr<comm::Transport> world,
                                                 const plan::ShardPlan& plan, const gguf::File& file,
                                                 std::chrono::milliseconds comm_timeout) {
@@ -202,9 +195,9 @@ Result<std::string> AwaitWorker(ControlChannel& channel, const SessionOptions& o
   if (reply.value("fetch", false)) {
     if (Status sent = ServeShareFetch(channel, file, plan, rank, options.transfer); !sent.ok()) {
       // A worker that rejects a frame says why and hangs up: its reason beats our broken pipe.
-      auto why = channel.Receive(comm::DeadlineAfter(std::chrono::seconds(1)));
-      const bool reported = !why.ok() && why.status().message().rfind("peer reports", 0) == 0;
-      return reported ? why.status() : sent;
+      auto why = channel.ReceiveAny(comm::DeadlineAfter(std::chrono::seconds(1)));
+      const Status reported = why.ok() ? ControlChannel::PeerError(*why) : Status::Ok();
+      return reported.ok() ? sent : reported;
     }
     // The worker now opens and loads its share: a fresh setup bound from here.
     COHORT_ASSIGN_OR_RETURN(reply, channel.Receive(comm::DeadlineAfter(options.setup_timeout)));
@@ -218,7 +211,12 @@ Result<std::unique_ptr<Session>> Session::Start(const SessionOptions& options,
                                                 const gguf::File& file) {
   COHORT_RETURN_IF_ERROR(options.Validate());
   const int n_ranks = static_cast<int>(options.workers.size()) + 1;
-  COHORT_ASSIGN_OR_RETURN(plan::ShardPlan plan, MakeSessionPlan(options, file, n_ranks));
+  const plan::ShardPlan& plan = options.plan;
+  if (plan.n_ranks() != n_ranks) {
+    return InvalidArgument(fmt::format("the plan has {} ranks for a coordinator and {} workers", plan.n_ranks(),
+                                       options.workers.size()));
+  }
+  COHORT_RETURN_IF_ERROR(CheckPlanFitsModel(plan, file));
   COHORT_ASSIGN_OR_RETURN(const std::string sha256, CoordinatorDigest(options, file));
 
   nlohmann::json job = MakeJob(options, plan, sha256, file.file_size());
@@ -379,13 +377,17 @@ int64_t PeakResidentBytes() {
 Status ServeOneJob(int listen_fd, Logger* log) { return ServeOneJob(listen_fd, WorkerEnvironment{}, log); }
 
 Status ServeOneJob(int listen_fd, const WorkerEnvironment& env, Logger* log) {
-  for (;;) {  // a worker waits for its coordinator as long as it takes, an hour per poll
+  int fd = -1;
+  while (fd < 0) {  // a worker waits for its coordinator as long as it takes, an hour per poll
     const Status ready = comm::PollOne(listen_fd, POLLIN, comm::DeadlineAfter(std::chrono::hours(1)));
-    if (ready.ok()) break;
-    if (ready.code() != StatusCode::kTimeout) return ready;
+    if (ready.code() == StatusCode::kTimeout) continue;
+    COHORT_RETURN_IF_ERROR(ready);
+    fd = ::accept4(listen_fd, nullptr, nullptr, SOCK_CLOEXEC);
+    // Several threads may wait on one listener: another one took this connection.
+    if (fd < 0 && errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR) {
+      return IoError(std::string("accept: ") + std::strerror(errno));
+    }
   }
-  const int fd = ::accept4(listen_fd, nullptr, nullptr, SOCK_CLOEXEC);
-  if (fd < 0) return IoError(std::string("accept: ") + std::strerror(errno));
   COHORT_RETURN_IF_ERROR(comm::SetNonBlocking(fd));
   ControlChannel channel(fd);
   auto job = channel.Receive(comm::DeadlineAfter(std::chrono::seconds(60)));

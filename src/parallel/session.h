@@ -41,8 +41,10 @@ struct SessionOptions {
   // digest_cache_dir when that is set (keyed by path, size, mtime and inode).
   std::string model_sha256;
   std::string digest_cache_dir;
-  std::string layout = "tp";            // tp | pp | hybrid[:STAGES]
-  std::vector<double> shares;           // per-rank (or per-stage for pp) weights; empty: even
+  // Who holds what: made by the caller (the CLI's --layout, or the cluster's planner, whose
+  // plan travels with the instance) and run as given. Its ranks are the coordinator and then
+  // `workers` in order; it must describe this very model (CheckPlanFitsModel).
+  plan::ShardPlan plan;
   std::vector<std::string> workers;     // control "host:port" of ranks 1..N-1
   DataTransport transport = DataTransport::kTcp;  // kShm: every rank on this host
   int worker_threads = 1;
@@ -70,12 +72,13 @@ class Session {
   ~Session();  // stops the workers
 
   // Ranks already connected by someone else (mpirun): `world` is rank 0's transport, and
-  // every rank builds the same plan with MakeSessionPlan.
+  // every rank builds the same plan (PlanOfModel from the same layout).
   static Result<std::unique_ptr<Session>> Adopt(std::unique_ptr<comm::Transport> world,
                                                 const plan::ShardPlan& plan, const gguf::File& file,
                                                 std::chrono::milliseconds comm_timeout);
 
   Executor& executor() { return *executor_; }
+  const Executor& executor() const { return *executor_; }
   const plan::ShardPlan& plan() const { return executor_->plan(); }
 
  private:
@@ -84,10 +87,6 @@ class Session {
   std::unique_ptr<comm::Communicator> world_;
   std::unique_ptr<Executor> executor_;
 };
-
-// The plan of an instance of n_ranks ranks for options.layout/shares on `file`'s model;
-// deterministic, so ranks that cannot talk yet agree on it.
-Result<plan::ShardPlan> MakeSessionPlan(const SessionOptions& options, const gguf::File& file, int n_ranks);
 
 // A worker rank of an already-connected group (mpirun): builds its Executor and serves until
 // rank 0 stops it.

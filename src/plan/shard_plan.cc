@@ -339,6 +339,14 @@ const char* ExpertSplitName(ExpertSplit split) {
   return split == ExpertSplit::kWhole ? "whole" : "columns";
 }
 
+std::string PlanShape::ToString() const {
+  std::ostringstream out;
+  out << "n_layer=" << n_layer << " n_embd=" << n_embd << " n_head=" << n_head << " n_head_kv=" << n_head_kv
+      << " head_dim=" << head_dim << " n_ff=" << n_ff << " n_expert=" << n_expert << " n_ff_expert=" << n_ff_expert
+      << " n_ff_shexp=" << n_ff_shexp << " n_vocab=" << n_vocab << " block=" << block;
+  return out.str();
+}
+
 Status PlanShape::Validate() const {
   if (n_layer <= 0 || n_embd <= 0 || n_head <= 0 || n_head_kv <= 0 || n_vocab <= 0) {
     return InvalidArgument("model shape needs positive n_layer, n_embd, n_head, n_head_kv, n_vocab");

@@ -29,6 +29,8 @@ struct PlanShape {
   int block = 32;
 
   Status Validate() const;
+  std::string ToString() const;  // "n_layer=.. n_embd=.. ..": every field, for error messages
+  bool operator==(const PlanShape&) const = default;
 };
 
 enum class ExpertSplit {

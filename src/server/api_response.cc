@@ -72,7 +72,7 @@ json Header(const ResponseMeta& meta, const char* object) {
 
 }  // namespace
 
-ApiError ErrorFromStatus(const Status& status) {
+ApiError HttpErrorOf(const Status& status) {
   ApiError e;
   e.message = status.message();
   switch (status.code()) {

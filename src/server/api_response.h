@@ -22,8 +22,8 @@ struct ApiError {
   std::string param;  // may be empty
 };
 
-// Maps an engine or parse failure to its HTTP error.
-ApiError ErrorFromStatus(const Status& status);
+// The one mapping of a Status to its HTTP error (status, OpenAI error type and code).
+ApiError HttpErrorOf(const Status& status);
 std::string ErrorJson(const ApiError& error);
 
 // Identifies one response in its chunks and its final body.

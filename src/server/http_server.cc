@@ -1,6 +1,7 @@
 // Routes and request handling. Handlers run on cpp-httplib's worker threads; each generation
-// is submitted to the scheduler and its output collected (or streamed as SSE) from its
-// RequestHandle. No HTTP parsing here: cpp-httplib does it, with our size and time limits.
+// is routed to its instance, submitted to that instance's scheduler and its output collected
+// (or streamed as SSE) from its RequestHandle, or relayed to the node that serves it. No HTTP
+// parsing here: cpp-httplib does it, with our size and time limits.
 #include "server/http_server.h"
 
 #include <httplib.h>
@@ -14,6 +15,7 @@
 
 #include "server/api_response.h"
 #include "server/connection_probe.h"
+#include "server/proxy.h"
 
 namespace cohort::server {
 namespace {
@@ -26,11 +28,6 @@ constexpr const char* kJson = "application/json";
 
 double SecondsSince(Clock::time_point start) {
   return std::chrono::duration<double>(Clock::now() - start).count();
-}
-
-void SendError(httplib::Response& res, const ApiError& error) {
-  res.status = error.http_status;
-  res.set_content(ErrorJson(error), kJson);
 }
 
 // Compares without an early exit: the time depends on the key's length only, not on how
@@ -65,6 +62,7 @@ ApiError HttpError(int status) {
 
 // What a streaming response keeps between calls of its content provider.
 struct StreamState {
+  std::shared_ptr<engine::ServingInstance> instance;  // outlives the stream
   std::shared_ptr<engine::RequestHandle> handle;
   ResponseMeta meta;
   bool include_usage = false;
@@ -75,13 +73,35 @@ struct StreamState {
 
 }  // namespace
 
-HttpServer::HttpServer(engine::LoadedModel& model, engine::Scheduler& scheduler,
-                       const tokenizer::ChatTemplate* chat_template, const ServerOptions& options,
-                       Logger& log)
-    : model_(model),
-      scheduler_(scheduler),
-      chat_template_(chat_template),
-      options_(options),
+void SendError(httplib::Response& res, const ApiError& error) {
+  res.status = error.http_status;
+  res.set_content(ErrorJson(error), kJson);
+}
+
+void SendStatus(httplib::Response& res, const Status& status) { SendError(res, HttpErrorOf(status)); }
+
+bool Authorize(const std::vector<std::string>& keys, const httplib::Request& req, httplib::Response& res) {
+  if (keys.empty()) return true;
+  const std::string header = req.get_header_value("Authorization");
+  const std::string prefix = "Bearer ";
+  bool valid = false;
+  if (header.compare(0, prefix.size(), prefix) == 0) {
+    const std::string key = header.substr(prefix.size());
+    // Every key is compared, so the time does not say which one nearly matched.
+    for (const std::string& k : keys) valid = SameKey(key, k) || valid;
+  }
+  if (valid) return true;
+  ApiError e;
+  e.http_status = 401;
+  e.type = "invalid_request_error";
+  e.code = "invalid_api_key";
+  e.message = header.empty() ? "missing API key: send 'Authorization: Bearer KEY'" : "invalid API key";
+  SendError(res, e);
+  return false;
+}
+
+HttpServer::HttpServer(const ServerOptions& options, Logger& log)
+    : options_(options),
       log_(log),
       http_(std::make_unique<httplib::Server>()),
       seed_state_(std::random_device{}()) {
@@ -99,15 +119,23 @@ HttpServer::HttpServer(engine::LoadedModel& model, engine::Scheduler& scheduler,
       }));
   http_->set_exception_handler([this](const httplib::Request&, httplib::Response& res, std::exception_ptr) {
     log_.Error("server: a handler threw");
-    SendError(res, ErrorFromStatus(Internal("internal error")));
+    SendStatus(res, Internal("internal error"));
   });
   http_->set_logger([this](const httplib::Request& req, const httplib::Response& res) {
     metrics_.CountResponse(req.path, res.status);
   });
-  AddRoutes();
+  // One check for every route but the open ones, before routing: an unknown path says no
+  // more than a known one to a caller without a key.
+  http_->set_pre_routing_handler([this](const httplib::Request& req, httplib::Response& res) {
+    for (const std::string& open : options_.open_paths) {
+      if (req.path == open) return httplib::Server::HandlerResponse::Unhandled;
+    }
+    return Authorize(options_.api_keys, req, res) ? httplib::Server::HandlerResponse::Unhandled
+                                                  : httplib::Server::HandlerResponse::Handled;
+  });
 }
 
-HttpServer::~HttpServer() { Stop(); }
+HttpServer::~HttpServer() { (void)Stop(); }
 
 Result<int> HttpServer::Bind() {
   COHORT_RETURN_IF_ERROR(options_.Validate());
@@ -127,54 +155,74 @@ Status HttpServer::Serve() {
   return Status::Ok();
 }
 
-void HttpServer::Stop() {
-  if (http_ != nullptr) http_->stop();
+void HttpServer::Start() {
+  COHORT_CHECK(!serve_thread_.joinable());
+  serving_done_ = false;
+  serve_thread_ = std::thread([this] {
+    served_ = Serve();
+    if (!served_.ok()) log_.Error("{}", served_.ToString());
+    serving_done_ = true;
+  });
 }
 
-bool HttpServer::Authorized(const httplib::Request& req, httplib::Response& res) {
-  if (options_.api_keys.empty()) return true;
-  const std::string header = req.get_header_value("Authorization");
-  const std::string prefix = "Bearer ";
-  if (header.compare(0, prefix.size(), prefix) == 0) {
-    const std::string key = header.substr(prefix.size());
-    for (const std::string& valid : options_.api_keys) {
-      if (SameKey(key, valid)) return true;
-    }
+Status HttpServer::Stop() {
+  if (!serve_thread_.joinable()) {
+    if (http_ != nullptr) http_->stop();
+    return Status::Ok();
   }
-  ApiError e;
-  e.http_status = 401;
-  e.type = "invalid_request_error";
-  e.code = "invalid_api_key";
-  e.message = header.empty() ? "missing API key: send 'Authorization: Bearer KEY'" : "invalid API key";
-  SendError(res, e);
-  return false;
+  // A stop() that comes before the thread entered its listen loop does nothing: repeat it
+  // until the loop has ended.
+  while (!serving_done_) {
+    http_->stop();
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  }
+  serve_thread_.join();
+  return served_;
 }
 
-void HttpServer::AddRoutes() {
+void HttpServer::ServeInstances(InstanceRouter& router, bool single_model) {
+  router_ = &router;
+  http_->Get("/metrics", [this](const httplib::Request& req, httplib::Response& res) { HandleMetrics(req, res); });
+  http_->Post("/v1/chat/completions", [this](const httplib::Request& req, httplib::Response& res) {
+    HandleGenerate(Endpoint::kChat, req, res);
+  });
+  http_->Post("/v1/completions", [this](const httplib::Request& req, httplib::Response& res) {
+    HandleGenerate(Endpoint::kCompletion, req, res);
+  });
+  if (!single_model) return;
   http_->Get("/health", [](const httplib::Request&, httplib::Response& res) {
     res.set_content(R"({"status":"ok"})", kJson);
   });
-  http_->Get("/metrics", [this](const httplib::Request&, httplib::Response& res) {
-    res.set_content(metrics_.Render(scheduler_.stats()), "text/plain; version=0.0.4");
-  });
-  http_->Get("/v1/models", [this](const httplib::Request& req, httplib::Response& res) {
-    if (!Authorized(req, res)) return;
+  http_->Get("/v1/models", [this](const httplib::Request&, httplib::Response& res) {
+    auto target = router_->Route("");
+    if (!target.ok() || target->local == nullptr) return SendStatus(res, target.status());
     res.set_content(fmt::format(R"({{"object":"list","data":[{{"id":{},"object":"model","created":{},"owned_by":"cohort"}}]}})",
-                                nlohmann::json(options_.model_name).dump(), std::time(nullptr)),
+                                nlohmann::json(target->local->name()).dump(), std::time(nullptr)),
                     kJson);
-  });
-  http_->Post("/v1/chat/completions", [this](const httplib::Request& req, httplib::Response& res) {
-    if (Authorized(req, res)) HandleGenerate(Endpoint::kChat, req, res);
-  });
-  http_->Post("/v1/completions", [this](const httplib::Request& req, httplib::Response& res) {
-    if (Authorized(req, res)) HandleGenerate(Endpoint::kCompletion, req, res);
   });
 }
 
-ParseLimits HttpServer::Limits() {
+void HttpServer::Relay(const RouteTarget& target, const httplib::Request& req, httplib::Response& res) {
+  if (req.has_header(kRelayedHeader)) {
+    return SendStatus(res, Unavailable("this node does not serve the instance it was relayed (placement moved); try again"));
+  }
+  ProxyOptions proxy;
+  proxy.read_timeout_s = options_.relay_timeout_s;
+  proxy.upstream_lost = target.upstream_lost;
+  ForwardRequest(target.upstream, req, res, proxy);
+}
+
+void HttpServer::HandleMetrics(const httplib::Request& req, httplib::Response& res) {
+  auto target = router_->Route(req.has_param("model") ? req.get_param_value("model") : "");
+  if (!target.ok()) return SendStatus(res, target.status());
+  if (target->local == nullptr) return Relay(*target, req, res);
+  res.set_content(metrics_.Render(target->local->scheduler().stats()), "text/plain; version=0.0.4");
+}
+
+ParseLimits HttpServer::Limits(engine::ServingInstance& instance) {
   ParseLimits limits;
-  limits.n_vocab = model_.config().n_vocab;
-  limits.max_tokens_limit = options_.max_tokens_limit > 0 ? options_.max_tokens_limit : scheduler_.n_ctx();
+  limits.n_vocab = instance.model().config().n_vocab;
+  limits.max_tokens_limit = options_.max_tokens_limit > 0 ? options_.max_tokens_limit : instance.scheduler().n_ctx();
   limits.default_max_tokens = options_.default_max_tokens > 0 ? options_.default_max_tokens : limits.max_tokens_limit;
   // A fresh seed per request when none is given: splitmix64 over a random start.
   uint64_t z = seed_state_.fetch_add(0x9e3779b97f4a7c15ULL) + 0x9e3779b97f4a7c15ULL;
@@ -184,22 +232,25 @@ ParseLimits HttpServer::Limits() {
   return limits;
 }
 
-Result<std::vector<int32_t>> HttpServer::PromptTokens(const ApiRequest& request) const {
+Result<std::vector<int32_t>> HttpServer::PromptTokens(engine::ServingInstance& instance,
+                                                      const ApiRequest& request) const {
+  const engine::LoadedModel& model = instance.model();
   std::vector<int32_t> ids;
   if (request.endpoint == Endpoint::kChat) {
-    const tokenizer::ChatTemplate* tmpl = chat_template_;
-    if (tmpl == nullptr && model_.chat_template() == nullptr) {
+    const tokenizer::ChatTemplate* tmpl = instance.chat_template();
+    if (tmpl == nullptr) {
       return InvalidArgument("this model has no chat template: use /v1/completions, or start the server "
                              "with --chat-template");
     }
-    COHORT_ASSIGN_OR_RETURN(std::string text, model_.RenderChat(request.messages, true, tmpl));
-    ids = model_.tokenizer().Encode(text, true, true);
+    COHORT_ASSIGN_OR_RETURN(std::string text, model.RenderChat(request.messages, true, tmpl));
+    ids = model.tokenizer().Encode(text, true, true);
   } else if (!request.prompt_tokens.empty()) {
     ids = request.prompt_tokens;
   } else {
-    ids = model_.tokenizer().Encode(request.prompt, true, true);
+    ids = model.tokenizer().Encode(request.prompt, true, true);
   }
-  const int64_t limit = options_.max_prompt_tokens > 0 ? options_.max_prompt_tokens : scheduler_.n_ctx() - 1;
+  const int64_t limit =
+      options_.max_prompt_tokens > 0 ? options_.max_prompt_tokens : instance.scheduler().n_ctx() - 1;
   if (static_cast<int64_t>(ids.size()) > limit) {
     return OutOfRange(fmt::format("the prompt has {} tokens; at most {} are accepted", ids.size(), limit));
   }
@@ -208,25 +259,34 @@ Result<std::vector<int32_t>> HttpServer::PromptTokens(const ApiRequest& request)
 }
 
 void HttpServer::HandleGenerate(Endpoint endpoint, const httplib::Request& req, httplib::Response& res) {
-  Result<ApiRequest> parsed = ParseApiRequest(endpoint, req.body, Limits());
-  if (!parsed.ok()) return SendError(res, ErrorFromStatus(parsed.status()));
+  // Only the model's name decides the route: the full parse needs the instance's limits.
+  std::string model;
+  if (const auto body = nlohmann::json::parse(req.body, nullptr, false); body.is_object()) {
+    if (auto it = body.find("model"); it != body.end() && it->is_string()) model = it->get<std::string>();
+  }
+  auto target = router_->Route(model);
+  if (!target.ok()) return SendStatus(res, target.status());
+  if (target->local == nullptr) return Relay(*target, req, res);
+  engine::ServingInstance& instance = *target->local;
+  Result<ApiRequest> parsed = ParseApiRequest(endpoint, req.body, Limits(instance));
+  if (!parsed.ok()) return SendStatus(res, parsed.status());
   ApiRequest& request = *parsed;
-  Result<std::vector<int32_t>> prompt = PromptTokens(request);
-  if (!prompt.ok()) return SendError(res, ErrorFromStatus(prompt.status()));
+  Result<std::vector<int32_t>> prompt = PromptTokens(instance, request);
+  if (!prompt.ok()) return SendStatus(res, prompt.status());
   engine::ScheduledRequest scheduled;
   scheduled.prompt = std::move(*prompt);
   scheduled.options = request.options;
-  auto handle = scheduler_.Submit(std::move(scheduled));
-  if (!handle.ok()) return SendError(res, ErrorFromStatus(handle.status()));
+  auto handle = instance.scheduler().Submit(std::move(scheduled));
+  if (!handle.ok()) return SendStatus(res, handle.status());
   if (request.stream) {
-    Stream(request, std::move(*handle), res);
+    Stream(instance, target->local, request, std::move(*handle), res);
   } else {
-    Wait(request, req, **handle, res);
+    Wait(instance, request, req, **handle, res);
   }
 }
 
-void HttpServer::Wait(const ApiRequest& request, const httplib::Request& req, engine::RequestHandle& handle,
-                      httplib::Response& res) {
+void HttpServer::Wait(engine::ServingInstance& instance, const ApiRequest& request, const httplib::Request& req,
+                      engine::RequestHandle& handle, httplib::Response& res) {
   const auto start = Clock::now();
   // The whole answer is written only at the end, so a client that goes away is seen on its
   // socket, not by a failed write.
@@ -257,19 +317,21 @@ void HttpServer::Wait(const ApiRequest& request, const httplib::Request& req, en
     metrics_.AddGeneratedTokens(static_cast<int64_t>(part.tokens.size()));
     total.Append(std::move(part));
   }
-  if (!total.status.ok()) return SendError(res, ErrorFromStatus(total.status));
+  if (!total.status.ok()) return SendStatus(res, total.status);
   ResponseMeta meta;
   meta.endpoint = request.endpoint;
   meta.id = fmt::format("{}-{:016x}", request.endpoint == Endpoint::kChat ? "chatcmpl" : "cmpl", next_id_++);
   meta.created = std::time(nullptr);
-  meta.model = request.model.empty() ? options_.model_name : request.model;
+  meta.model = request.model.empty() ? instance.name() : request.model;
   meta.logprobs = request.logprobs;
-  res.set_content(CompletionJson(meta, total, model_.tokenizer()), kJson);
+  res.set_content(CompletionJson(meta, total, instance.model().tokenizer()), kJson);
 }
 
-void HttpServer::Stream(const ApiRequest& request, std::shared_ptr<engine::RequestHandle> handle,
+void HttpServer::Stream(engine::ServingInstance& instance, std::shared_ptr<engine::ServingInstance> keep,
+                        const ApiRequest& request, std::shared_ptr<engine::RequestHandle> handle,
                         httplib::Response& res) {
   auto state = std::make_shared<StreamState>();
+  state->instance = std::move(keep);
   state->handle = std::move(handle);
   state->include_usage = request.include_usage;
   state->start = Clock::now();
@@ -277,7 +339,7 @@ void HttpServer::Stream(const ApiRequest& request, std::shared_ptr<engine::Reque
   meta.endpoint = request.endpoint;
   meta.id = fmt::format("{}-{:016x}", request.endpoint == Endpoint::kChat ? "chatcmpl" : "cmpl", next_id_++);
   meta.created = std::time(nullptr);
-  meta.model = request.model.empty() ? options_.model_name : request.model;
+  meta.model = request.model.empty() ? instance.name() : request.model;
   meta.logprobs = request.logprobs;
   res.set_header("Cache-Control", "no-cache");
   res.set_chunked_content_provider(
@@ -298,9 +360,9 @@ void HttpServer::Stream(const ApiRequest& request, std::shared_ptr<engine::Reque
         }
         metrics_.AddGeneratedTokens(static_cast<int64_t>(out.tokens.size()));
         std::string events;
-        const tokenizer::Tokenizer& tok = model_.tokenizer();
+        const tokenizer::Tokenizer& tok = state->instance->model().tokenizer();
         if (out.done && !out.status.ok()) {
-          events = ErrorEvent(ErrorFromStatus(out.status));
+          events = ErrorEvent(HttpErrorOf(out.status));
         } else {
           if (state->first && state->meta.endpoint == Endpoint::kChat) {
             events += ChunkEvent(state->meta, engine::RequestOutput{}, tok, true);

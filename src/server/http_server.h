@@ -1,21 +1,27 @@
-// HttpServer: the OpenAI-compatible HTTP API over cpp-httplib — /v1/chat/completions and
-// /v1/completions (plain and SSE-streamed), /v1/models, /health, /metrics — in front of an
-// engine::Scheduler. Validates and bounds every request, checks API keys, and cancels a
-// generation whose client went away (streaming or not).
+// HttpServer: the one HTTP front of a process, over cpp-httplib. It bounds every request
+// (body size, socket timeouts, connections), checks API keys once for every route (Authorize),
+// maps errors to OpenAI's error JSON, and counts responses for /metrics. The OpenAI routes —
+// /v1/chat/completions and /v1/completions (plain and SSE-streamed), /metrics, and for one
+// model /v1/models and /health — serve the instances an InstanceRouter finds: a local
+// instance's scheduler directly, a remote one by relaying the request to the node serving it
+// (proxy.h). A generation whose client went away is cancelled, streaming or not. The cluster's
+// routes (cluster_routes.h) and `cohort node`'s (node_routes.h) register on the same server.
 #pragma once
 
 #include <atomic>
 #include <memory>
+#include <mutex>
+#include <thread>
 #include <string>
+#include <vector>
 
 #include "core/log.h"
 #include "core/status.h"
-#include "engine/loaded_model.h"
-#include "engine/scheduler.h"
+#include "engine/serving.h"
 #include "server/api_request.h"
 #include "server/metrics.h"
+#include "server/router.h"
 #include "server/server_options.h"
-#include "tokenizer/chat_template.h"
 
 namespace httplib {
 class Server;
@@ -27,45 +33,66 @@ namespace cohort::server {
 
 struct ApiError;
 
+// The one API-key check: true when `keys` is empty or `req` carries "Authorization: Bearer
+// KEY" with one of them (compared in constant time); otherwise writes the 401 into `res`.
+bool Authorize(const std::vector<std::string>& keys, const httplib::Request& req, httplib::Response& res);
+
+// Writes `error` as OpenAI's error JSON with its status.
+void SendError(httplib::Response& res, const ApiError& error);
+void SendStatus(httplib::Response& res, const Status& status);  // SendError(HttpErrorOf(status))
+
 class HttpServer {
  public:
-  // All borrowed and must outlive the server. `chat_template` overrides the model's (may be
-  // null); the scheduler must be started.
-  HttpServer(engine::LoadedModel& model, engine::Scheduler& scheduler,
-             const tokenizer::ChatTemplate* chat_template, const ServerOptions& options, Logger& log);
+  // `log` is borrowed and outlives the server.
+  HttpServer(const ServerOptions& options, Logger& log);
   ~HttpServer();
   HttpServer(const HttpServer&) = delete;
   HttpServer& operator=(const HttpServer&) = delete;
+
+  // The OpenAI generation routes and /metrics over the instances `router` finds (borrowed:
+  // it outlives the server). `single_model` adds /v1/models and /health for the one model
+  // of `cohort serve`; a cluster node answers those with its own routes.
+  void ServeInstances(InstanceRouter& router, bool single_model);
+  // The route table, for the route sets of this layer (cluster_routes.h, node_routes.h).
+  httplib::Server& routes() { return *http_; }
 
   // Binds options.host:options.port (port 0: a free port) and returns the port.
   Result<int> Bind();
   // Serves until Stop() (from any thread).
   Status Serve();
-  void Stop();
+  // Serves on a thread of its own; Stop() ends and joins it.
+  void Start();
+  // Ends serving; with Start(), waits for its thread and returns how serving ended.
+  Status Stop();
+  // True from Start() until its serving ended (Stop(), or an error).
+  bool serving() const { return serve_thread_.joinable() && !serving_done_; }
 
   const Metrics& metrics() const { return metrics_; }
 
  private:
-  void AddRoutes();
-  bool Authorized(const httplib::Request& req, httplib::Response& res);
   void HandleGenerate(Endpoint endpoint, const httplib::Request& req, httplib::Response& res);
-  Result<std::vector<int32_t>> PromptTokens(const ApiRequest& request) const;
-  void Stream(const ApiRequest& request, std::shared_ptr<engine::RequestHandle> handle,
-              httplib::Response& res);
+  void HandleMetrics(const httplib::Request& req, httplib::Response& res);
+  // Relays `req` to `target.upstream`; false (and a 503 in `res`) when `req` was relayed to
+  // this node already, so two nodes with different views never relay in a circle.
+  void Relay(const RouteTarget& target, const httplib::Request& req, httplib::Response& res);
+  Result<std::vector<int32_t>> PromptTokens(engine::ServingInstance& instance, const ApiRequest& request) const;
+  void Stream(engine::ServingInstance& instance, std::shared_ptr<engine::ServingInstance> keep,
+              const ApiRequest& request, std::shared_ptr<engine::RequestHandle> handle, httplib::Response& res);
   // Collects a plain response; cancels the generation when the client hangs up meanwhile.
-  void Wait(const ApiRequest& request, const httplib::Request& req, engine::RequestHandle& handle,
-            httplib::Response& res);
-  ParseLimits Limits();
+  void Wait(engine::ServingInstance& instance, const ApiRequest& request, const httplib::Request& req,
+            engine::RequestHandle& handle, httplib::Response& res);
+  ParseLimits Limits(engine::ServingInstance& instance);
 
-  engine::LoadedModel& model_;
-  engine::Scheduler& scheduler_;
-  const tokenizer::ChatTemplate* chat_template_;
   ServerOptions options_;
   Logger& log_;
+  InstanceRouter* router_ = nullptr;
   Metrics metrics_;
   std::unique_ptr<httplib::Server> http_;
   std::atomic<uint64_t> next_id_{1};
   std::atomic<uint64_t> seed_state_;
+  std::thread serve_thread_;  // Start()
+  std::atomic<bool> serving_done_{false};
+  Status served_;             // how the Start() thread's Serve() ended
 };
 
 }  // namespace cohort::server

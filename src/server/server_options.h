@@ -15,7 +15,10 @@ struct ServerOptions {
   std::string host = "127.0.0.1";
   int port = 8080;                       // 0: any free port (Bind() says which)
   std::vector<std::string> api_keys;     // empty: no authentication
-  std::string model_name = "cohort";     // the id /v1/models reports
+  // Paths answered without a key (exact match); every other path, unknown ones included,
+  // needs one when api_keys is set.
+  std::vector<std::string> open_paths = {"/health", "/metrics"};
+  int relay_timeout_s = 30;              // a node a request was relayed to, silent this long, ends it
   size_t max_body_bytes = 1 << 20;       // larger request bodies get 413
   int32_t max_prompt_tokens = 0;         // 0: the slot's context minus one
   int32_t max_tokens_limit = 0;          // largest max_tokens accepted (0: the slot's context)
@@ -30,6 +33,7 @@ struct ServerOptions {
     }
     if (http_threads < 2 || http_threads > 4096) return InvalidArgument("http_threads must be in [2, 4096]");
     if (timeout_s < 1 || timeout_s > 3600) return InvalidArgument("timeout_s must be in [1, 3600]");
+    if (relay_timeout_s < 1 || relay_timeout_s > 3600) return InvalidArgument("relay_timeout_s must be in [1, 3600]");
     for (const std::string& key : api_keys) {
       if (key.empty()) return InvalidArgument("an API key must not be empty");
     }

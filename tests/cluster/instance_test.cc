@@ -7,6 +7,7 @@
 #include <gtest/gtest.h>
 
 #include "plan/gguf_shape.h"
+#include "plan/shard_plan.h"
 
 namespace cohort::cluster {
 namespace {
@@ -60,13 +61,16 @@ TEST(InstanceTest, EntriesRoundTripThroughJson) {
   i.coordinator = "abc";
   i.model_path = "/m.gguf";
   i.model_sha256 = "5a9d";
-  i.session_layout = "tp";
-  i.shares = {1, 2};
+  i.plan_label = "tp2";
+  auto made = plan::MakePlan(DemoModel().shape.ToPlanShape(DemoModel().quant.block), plan::LayoutSpec::TensorWeighted({1, 2}));
+  ASSERT_TRUE(made.ok()) << made.status().ToString();
+  i.plan = *made;
   i.ranks = {{"abc", "n1", "h:1", 10, 20}, {"def", "n2", "h:2", 30, 40}};
   auto back = InstanceFromJson(InstanceToJson(i));
   ASSERT_TRUE(back.ok());
   EXPECT_EQ(InstanceToJson(*back), InstanceToJson(i));
   EXPECT_EQ(back->ranks[1].worker, "h:2");
+  EXPECT_EQ(back->plan, i.plan);  // the planner's plan, exactly
 
   const ModelEntry m = DemoModel();
   auto m2 = ModelEntryFromJson(ModelEntryToJson(m));
@@ -91,8 +95,10 @@ TEST(InstanceTest, PlacesOnTheAskedNodesWithTheFileHolderAsCoordinator) {
   EXPECT_EQ(out.ranks[0].node, out.coordinator);
   EXPECT_EQ(out.model_path, "/models/n3.gguf");
   EXPECT_EQ(out.model_sha256, "5a9d");
-  EXPECT_EQ(out.session_layout, "tp");
-  EXPECT_EQ(out.shares.size(), 3u);
+  // The plan the coordinator runs is the one the planner scored: 3 ranks of one stage.
+  EXPECT_EQ(out.plan.n_ranks(), 3);
+  EXPECT_EQ(out.plan.n_stages(), 1);
+  EXPECT_TRUE(out.plan.Validate().ok());
   // Fewer live nodes than asked: all of them.
   ASSERT_TRUE(PlaceInstance(Input({Node(1, true, 0), Node(2, false, 0)}, 3), &out).ok());
   EXPECT_EQ(out.ranks.size(), 2u);
@@ -133,12 +139,12 @@ TEST(InstanceTest, ViewFollowsTheReportOfTheCurrentEpoch) {
   pending.id = "other";
   pending.model = "other-model";
   state.placements["other"] = InstanceToJson(pending);
-  state.models["run:demo"] = RunReportToJson({1, "ready", "", "h:9", "abc"});  // an old epoch
+  state.models["run:demo"] = RunReportToJson({1, RunState::kReady, "", "h:9", "abc", {}});  // an old epoch
   auto views = ListInstances(state);
   ASSERT_EQ(views.size(), 2u);
-  EXPECT_EQ(views[0].state, "loading");
-  EXPECT_EQ(views[1].state, "pending");
-  state.models["run:demo"] = RunReportToJson({2, "ready", "", "h:9", "abc"});
+  EXPECT_EQ(views[0].state, InstanceState::kLoading);
+  EXPECT_EQ(views[1].state, InstanceState::kPending);
+  state.models["run:demo"] = RunReportToJson({2, RunState::kReady, "", "h:9", "abc", {}});
   views = ListInstances(state);
   EXPECT_TRUE(views[0].ready());
   EXPECT_EQ(InstanceViewToJson(views[0])["api"], "h:9");
@@ -147,8 +153,9 @@ TEST(InstanceTest, ViewFollowsTheReportOfTheCurrentEpoch) {
   EXPECT_EQ(FindInstance(views, "other-model")->instance.id, "other");
   EXPECT_EQ(FindInstance(views, "")->instance.id, "demo");
   EXPECT_EQ(FindInstance(views, "nope"), nullptr);
-  state.models["run:demo"] = RunReportToJson({2, "failed", "rank 2 closed the connection", "", "abc"});
-  EXPECT_EQ(ListInstances(state)[0].state, "failed");
+  state.models["run:demo"] = RunReportToJson({2, RunState::kFailed, "rank 2 closed the connection", "", "abc", {}});
+  EXPECT_EQ(ListInstances(state)[0].state, InstanceState::kFailed);
+  EXPECT_EQ(InstanceViewToJson(ListInstances(state)[0])["state"], "failed");
 }
 
 }  // namespace

@@ -18,6 +18,7 @@
 #include "comm/tcp_transport.h"
 #include "core/thread_pool.h"
 #include "gguf/gguf.h"
+#include "parallel/model_plan.h"
 #include "parallel/session.h"
 #include "trace_util.h"
 
@@ -40,7 +41,13 @@ struct WakeOnExit {
 SessionOptions Options(const std::string& worker, std::chrono::milliseconds idle) {
   SessionOptions o;
   o.model_path = FixtureModel("tiny-llama-f32");
-  o.layout = "tp";
+  auto file = gguf::File::Open(o.model_path);
+  EXPECT_TRUE(file.ok());
+  if (file.ok()) {
+    auto plan = PlanOfLayout(**file, "tp", 2);
+    EXPECT_TRUE(plan.ok()) << plan.status().ToString();
+    if (plan.ok()) o.plan = *plan;
+  }
   o.workers = {worker};
   o.setup_timeout = std::chrono::milliseconds(20000);
   o.worker_idle_timeout = idle;

@@ -20,6 +20,7 @@
 #include "core/thread_pool.h"
 #include "gguf/gguf.h"
 #include "parallel/file_digest.h"
+#include "parallel/model_plan.h"
 #include "parallel/session.h"
 #include "parallel/shard_bytes.h"
 #include "share_util.h"
@@ -90,10 +91,13 @@ Trace SingleProcess(const gguf::File& file) {
   return t;
 }
 
-SessionOptions Options(const std::string& model_path, const char* layout, const ScratchDir& dir) {
+SessionOptions Options(const gguf::File& file, const std::string& model_path, const char* layout, int n_ranks,
+                       const ScratchDir& dir) {
   SessionOptions o;
   o.model_path = model_path;
-  o.layout = layout;
+  auto plan = PlanOfLayout(file, layout, n_ranks);
+  EXPECT_TRUE(plan.ok()) << plan.status().ToString();
+  if (plan.ok()) o.plan = *plan;
   o.digest_cache_dir = dir.Sub("coordinator-digests");
   o.setup_timeout = std::chrono::milliseconds(20000);
   return o;
@@ -131,14 +135,14 @@ TEST_P(SessionStreamTest, WorkersWithoutTheFileGiveIdenticalLogits) {
   const int n_workers = c.n_ranks - 1;
 
   // Reference: every worker has the file at the job's path.
-  const SessionRun want = RunSession(**file, Options(path, c.layout, dir), std::vector<WorkerEnvironment>(n_workers));
+  const SessionRun want = RunSession(**file, Options(**file, path, c.layout, c.n_ranks, dir), std::vector<WorkerEnvironment>(n_workers));
   ASSERT_TRUE(want.started.ok()) << want.started.ToString();
 
   // No worker has it: the path does not exist on them (nor anywhere).
   std::vector<WorkerEnvironment> envs(n_workers);
   for (int w = 0; w < n_workers; ++w) envs[w].cache_dir = dir.Sub("worker" + std::to_string(w + 1));
   const std::string missing = dir.Sub("nowhere/" + std::string(c.model) + ".gguf");
-  const SessionRun got = RunSession(**file, Options(missing, c.layout, dir), envs);
+  const SessionRun got = RunSession(**file, Options(**file, missing, c.layout, c.n_ranks, dir), envs);
   ASSERT_TRUE(got.started.ok()) << got.started.ToString();
   for (size_t w = 0; w < got.workers.size(); ++w) EXPECT_TRUE(got.workers[w].ok()) << got.workers[w].ToString();
   ExpectSameTrace(got.trace, want.trace, 0.0f);
@@ -147,13 +151,11 @@ TEST_P(SessionStreamTest, WorkersWithoutTheFileGiveIdenticalLogits) {
   ExpectSameTrace(got.trace, SingleProcess(**file), std::string(c.layout) == "pp" ? 0.0f : 1e-4f);
 
   // Each worker stored only the blocks of its share, in a file of the model's full size.
-  SessionOptions plan_options = Options(path, c.layout, dir);
-  auto plan = MakeSessionPlan(plan_options, **file, c.n_ranks);
-  ASSERT_TRUE(plan.ok());
+  const plan::ShardPlan plan = Options(**file, path, c.layout, c.n_ranks, dir).plan;
   for (int w = 0; w < n_workers; ++w) {
     const std::string share = ShareFile(envs[w].cache_dir);
     ASSERT_FALSE(share.empty()) << "no share file in " << envs[w].cache_dir;
-    auto ranges = ShardByteRanges(**file, *plan, w + 1);
+    auto ranges = ShardByteRanges(**file, plan, w + 1);
     ASSERT_TRUE(ranges.ok());
     EXPECT_EQ(std::filesystem::file_size(share), (*file)->file_size());
     const uint64_t allocated = AllocatedBytes(share);
@@ -167,7 +169,7 @@ TEST_P(SessionStreamTest, WorkersWithoutTheFileGiveIdenticalLogits) {
   // A second job with the same share reuses the cached file (no new file, same inode).
   struct stat before {};
   ASSERT_EQ(::stat(ShareFile(envs[0].cache_dir).c_str(), &before), 0);
-  const SessionRun again = RunSession(**file, Options(missing, c.layout, dir), envs);
+  const SessionRun again = RunSession(**file, Options(**file, missing, c.layout, c.n_ranks, dir), envs);
   ASSERT_TRUE(again.started.ok()) << again.started.ToString();
   ExpectSameTrace(again.trace, want.trace, 0.0f);
   struct stat after {};
@@ -191,7 +193,7 @@ TEST(SessionStreamFiles, LocalFileWithAnotherDigestIsNotUsed) {
   auto file = gguf::File::Open(path);
   ASSERT_TRUE(file.ok());
   ScratchDir dir;
-  const SessionRun want = RunSession(**file, Options(path, "tp", dir), std::vector<WorkerEnvironment>(1));
+  const SessionRun want = RunSession(**file, Options(**file, path, "tp", 2, dir), std::vector<WorkerEnvironment>(1));
   ASSERT_TRUE(want.started.ok()) << want.started.ToString();
 
   // Same name and size at the job's path, one byte of output_norm different.
@@ -204,7 +206,7 @@ TEST(SessionStreamFiles, LocalFileWithAnotherDigestIsNotUsed) {
   ASSERT_TRUE(WriteWholeFile(impostor, bytes));
   WorkerEnvironment env;
   env.cache_dir = dir.Sub("worker");
-  const SessionRun got = RunSession(**file, Options(impostor, "tp", dir), {env});
+  const SessionRun got = RunSession(**file, Options(**file, impostor, "tp", 2, dir), {env});
   ASSERT_TRUE(got.started.ok()) << got.started.ToString();
   ExpectSameTrace(got.trace, want.trace, 0.0f);
   EXPECT_FALSE(ShareFile(env.cache_dir).empty()) << "the worker should have fetched its share";
@@ -221,7 +223,7 @@ TEST(SessionStreamFiles, MatchingFileInTheModelsDirectoryIsUsed) {
   env.cache_dir = dir.Sub("worker");
   env.models_dir = dir.Sub("models");
   // The job's directory part is ignored in the models directory: only the file name counts.
-  const SessionRun got = RunSession(**file, Options("/no/such/../dir/tiny-llama-f32.gguf", "tp", dir), {env});
+  const SessionRun got = RunSession(**file, Options(**file, "/no/such/../dir/tiny-llama-f32.gguf", "tp", 2, dir), {env});
   ASSERT_TRUE(got.started.ok()) << got.started.ToString();
   EXPECT_EQ(got.trace.ids.size(), static_cast<size_t>(kGen + 1));
   EXPECT_TRUE(ShareFile(env.cache_dir).empty()) << "nothing should have been streamed";
@@ -237,7 +239,7 @@ TEST(SessionStreamFiles, KnownFileIsUsedByDigest) {
   WorkerEnvironment env;
   env.cache_dir = dir.Sub("worker");
   env.known_files[*sha] = path;  // under another name than the job's
-  const SessionRun got = RunSession(**file, Options(dir.Sub("elsewhere/model.gguf"), "pp", dir), {env});
+  const SessionRun got = RunSession(**file, Options(**file, dir.Sub("elsewhere/model.gguf"), "pp", 2, dir), {env});
   ASSERT_TRUE(got.started.ok()) << got.started.ToString();
   EXPECT_EQ(got.trace.ids.size(), static_cast<size_t>(kGen + 1));
   EXPECT_TRUE(ShareFile(env.cache_dir).empty()) << "nothing should have been streamed";
@@ -248,7 +250,7 @@ TEST(SessionStreamFiles, CorruptedFrameFailsTheStartClearly) {
   auto file = gguf::File::Open(path);
   ASSERT_TRUE(file.ok());
   ScratchDir dir;
-  SessionOptions o = Options(dir.Sub("nowhere/tiny-llama-f32.gguf"), "tp", dir);
+  SessionOptions o = Options(**file, dir.Sub("nowhere/tiny-llama-f32.gguf"), "tp", 3, dir);
   // Small frames, the first one corrupted: the worker rejects it while hundreds more are
   // still on their way, and both sides must still name the digest as the cause.
   o.transfer.frame_data_bytes = 4096;

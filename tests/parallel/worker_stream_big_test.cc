@@ -14,6 +14,7 @@
 
 #include "core/thread_pool.h"
 #include "gguf/gguf.h"
+#include "parallel/model_plan.h"
 #include "parallel/session.h"
 #include "parallel/shard_bytes.h"
 #include "process_util.h"
@@ -82,7 +83,9 @@ TEST(WorkerStreamBigTest, OneBillionShapeOverThreeRanks) {
   with_file.options.model_path = model;
   without.options.model_path = dir.Sub("elsewhere/l1b-2layers.gguf");
   for (Instance* in : {&with_file, &without}) {
-    in->options.layout = "tp";
+    auto plan = PlanOfLayout(**file, "tp", kRanks);
+    ASSERT_TRUE(plan.ok()) << plan.status().ToString();
+    in->options.plan = *plan;
     in->options.digest_cache_dir = dir.Sub("coordinator");
   }
   StartWorkers(dir, "local", &with_file);
@@ -94,8 +97,7 @@ TEST(WorkerStreamBigTest, OneBillionShapeOverThreeRanks) {
   ASSERT_TRUE(got.ok()) << got.status().ToString();
   ExpectSameTrace(*got, *want, 0.0f);
 
-  auto plan = MakeSessionPlan(without.options, **file, kRanks);
-  ASSERT_TRUE(plan.ok());
+  const plan::ShardPlan* plan = &without.options.plan;
   for (int w = 1; w < kRanks; ++w) {
     EXPECT_EQ(without.workers[w - 1].Wait(10000), 0);
     EXPECT_EQ(with_file.workers[w - 1].Wait(10000), 0);

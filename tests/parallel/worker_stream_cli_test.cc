@@ -11,6 +11,7 @@
 
 #include "core/thread_pool.h"
 #include "gguf/gguf.h"
+#include "parallel/model_plan.h"
 #include "parallel/session.h"
 #include "parallel/shard_bytes.h"
 #include "process_util.h"
@@ -45,7 +46,9 @@ TEST(WorkerStreamCliTest, WorkerProcessesWithoutTheFile) {
   std::vector<Child> workers;
   SessionOptions o;
   o.model_path = dir.Sub("not-here/tiny-qwen3-f32.gguf");
-  o.layout = "tp";
+  auto plan = PlanOfLayout(**file, "tp", 3);
+  ASSERT_TRUE(plan.ok()) << plan.status().ToString();
+  o.plan = *plan;
   o.digest_cache_dir = dir.Sub("coordinator");
   o.setup_timeout = std::chrono::milliseconds(20000);
   for (int w = 1; w <= 2; ++w) {

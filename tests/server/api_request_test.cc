@@ -125,7 +125,7 @@ TEST(ApiRequestTest, MalformedInputIsInvalidArgumentNamingTheField) {
     EXPECT_EQ(r.status().code(), StatusCode::kInvalidArgument) << c.body;
     EXPECT_EQ(r.status().message().rfind(std::string(c.param) + ":", 0), 0u)
         << c.body << " -> " << r.status().message();
-    const ApiError e = ErrorFromStatus(r.status());
+    const ApiError e = HttpErrorOf(r.status());
     EXPECT_EQ(e.http_status, 400);
     auto j = nlohmann::json::parse(ErrorJson(e));
     EXPECT_EQ(j["error"]["type"], "invalid_request_error");
@@ -142,11 +142,11 @@ TEST(ApiRequestTest, JsonModeAddsInstructions) {
 }
 
 TEST(ApiResponseTest, StatusToHttp) {
-  EXPECT_EQ(ErrorFromStatus(ResourceExhausted("full")).http_status, 429);
-  EXPECT_EQ(ErrorFromStatus(OutOfRange("long")).http_status, 400);
-  EXPECT_EQ(ErrorFromStatus(OutOfRange("long")).code, "context_length_exceeded");
-  EXPECT_EQ(ErrorFromStatus(Unavailable("down")).http_status, 503);
-  EXPECT_EQ(ErrorFromStatus(Internal("bug")).http_status, 500);
+  EXPECT_EQ(HttpErrorOf(ResourceExhausted("full")).http_status, 429);
+  EXPECT_EQ(HttpErrorOf(OutOfRange("long")).http_status, 400);
+  EXPECT_EQ(HttpErrorOf(OutOfRange("long")).code, "context_length_exceeded");
+  EXPECT_EQ(HttpErrorOf(Unavailable("down")).http_status, 503);
+  EXPECT_EQ(HttpErrorOf(Internal("bug")).http_status, 500);
 }
 
 TEST(MetricsTest, PrometheusText) {

@@ -1,9 +1,12 @@
-// ForwardRequest: one node relays an API request to the instance's coordinator; see
-// cluster_api.h. The upstream request runs on its own thread and hands what it receives to the
-// client's handler through a Relay, so the status line is chosen only once the coordinator's
-// is known, and an event stream is passed on as it arrives. While it waits, the client's side
-// asks the membership whether the coordinator is still there, so a coordinator cut off the
-// network fails the request within the suspect timeout, not the read timeout.
+// ForwardRequest; see proxy.h. The upstream request runs on a thread of its own that hands
+// what it receives to the client's handler through a Relay, so the status line is chosen only
+// once the upstream's is known, and an event stream is passed on as it arrives. The Relay
+// owns that thread: when the client's side lets go of it (answered, or gone), the upstream
+// request is stopped and the thread joined. While it waits, the client's side asks the
+// membership whether the upstream is still there, so a node cut off the network fails the
+// request within the suspect timeout, not the read timeout.
+#include "server/proxy.h"
+
 #include <httplib.h>
 
 #include <algorithm>
@@ -17,9 +20,7 @@
 
 #include <nlohmann/json.hpp>
 
-#include "cluster_api.h"
-
-namespace cohort::app {
+namespace cohort::server {
 namespace {
 
 constexpr const char* kJson = "application/json";
@@ -37,9 +38,12 @@ struct Relay {
   bool abandoned = false;    // the client went away: stop reading upstream
   std::chrono::steady_clock::time_point last_heard = std::chrono::steady_clock::now();
   std::shared_ptr<httplib::Client> client;  // while the upstream request runs (to stop it)
+  std::thread upstream;      // runs the upstream request; joined by the destructor
+
+  ~Relay();
 };
 
-// Ends the upstream request: the client left, or the coordinator is given up on.
+// Ends the upstream request: the client left, or the upstream is given up on.
 void Abandon(Relay& relay, std::unique_lock<std::mutex>& lock) {
   relay.abandoned = true;
   std::shared_ptr<httplib::Client> client = relay.client;
@@ -48,13 +52,21 @@ void Abandon(Relay& relay, std::unique_lock<std::mutex>& lock) {
   lock.lock();
 }
 
-// Waits with `lock` until `ready`, or until the coordinator is given up on: the membership
-// says it is suspect or dead AND nothing came from it for options.quiet_ms (bytes arriving
-// mean it is alive, whatever its heartbeats say). Returns why it was given up on, or "".
+Relay::~Relay() {
+  {
+    std::unique_lock<std::mutex> lock(mutex);
+    if (!done) Abandon(*this, lock);
+  }
+  if (upstream.joinable()) upstream.join();
+}
+
+// Waits with `lock` until `ready`, or until the upstream is given up on: the membership says
+// it is suspect or dead AND nothing came from it for options.quiet_ms (bytes arriving mean it
+// is alive, whatever its heartbeats say). Returns why it was given up on, or "".
 template <typename Ready>
-std::string WaitUpstream(Relay& relay, std::unique_lock<std::mutex>& lock, const ForwardOptions& options,
+std::string WaitUpstream(Relay& relay, std::unique_lock<std::mutex>& lock, const ProxyOptions& options,
                          Ready ready) {
-  if (!options.coordinator_lost) {
+  if (!options.upstream_lost) {
     relay.changed.wait(lock, ready);
     return "";
   }
@@ -63,7 +75,7 @@ std::string WaitUpstream(Relay& relay, std::unique_lock<std::mutex>& lock, const
   while (!relay.changed.wait_for(lock, poll, ready)) {
     if (std::chrono::steady_clock::now() - relay.last_heard < quiet) continue;
     lock.unlock();
-    std::string why = options.coordinator_lost();  // takes the node's lock: not under ours
+    std::string why = options.upstream_lost();  // takes the node's lock: not under ours
     lock.lock();
     if (ready()) return "";
     if (!why.empty() && std::chrono::steady_clock::now() - relay.last_heard >= quiet) return why;
@@ -77,12 +89,6 @@ std::string ErrorBody(const std::string& message) {
       .dump();
 }
 
-std::string UpstreamUrl(const std::string& upstream) {
-  std::string url = "http://";
-  url += upstream;
-  return url;
-}
-
 // "the instance's coordinator HOST:PORT went away: why"
 std::string Why(const std::string& upstream, const char* what, const std::string& why) {
   std::string text = "the instance's coordinator ";
@@ -94,9 +100,8 @@ std::string Why(const std::string& upstream, const char* what, const std::string
   return text;
 }
 
-void RunUpstream(std::shared_ptr<Relay> relay, std::string upstream, httplib::Request up,
-                 int read_timeout_s) {
-  auto client = std::make_shared<httplib::Client>(UpstreamUrl(upstream));
+void RunUpstream(Relay* relay, const std::string& upstream, httplib::Request up, int read_timeout_s) {
+  auto client = std::make_shared<httplib::Client>("http://" + upstream);
   client->set_connection_timeout(3, 0);
   client->set_read_timeout(read_timeout_s, 0);
   client->set_write_timeout(10, 0);
@@ -135,10 +140,7 @@ void RunUpstream(std::shared_ptr<Relay> relay, std::string upstream, httplib::Re
   relay->changed.notify_all();
 }
 
-}  // namespace
-
-void ForwardRequest(const std::string& upstream, const httplib::Request& req, httplib::Response& res,
-                    const ForwardOptions& options) {
+httplib::Request UpstreamRequest(const httplib::Request& req) {
   httplib::Request up;
   up.method = req.method;
   up.path = req.path;
@@ -149,36 +151,14 @@ void ForwardRequest(const std::string& upstream, const httplib::Request& req, ht
   for (const char* name : {"Authorization", "Content-Type", "Accept"}) {
     if (req.has_header(name)) up.headers.emplace(name, req.get_header_value(name));
   }
+  up.headers.emplace(kRelayedHeader, "1");
   up.body = req.body;
-  auto relay = std::make_shared<Relay>();
-  // The thread holds only the relay; a client that leaves early does not wait for it.
-  std::thread(RunUpstream, relay, upstream, std::move(up), options.read_timeout_s).detach();
+  return up;
+}
 
-  std::unique_lock<std::mutex> lock(relay->mutex);
-  std::string lost = WaitUpstream(*relay, lock, options, [&] { return relay->headers || relay->done; });
-  if (!lost.empty() || !relay->headers) {
-    if (!lost.empty()) Abandon(*relay, lock);
-    res.status = 503;
-    res.set_content(ErrorBody(lost.empty() ? Why(upstream, "cannot be reached", relay->error)
-                                           : Why(upstream, "went away", lost)),
-                    kJson);
-    return;
-  }
-  if (relay->status != 200 || relay->content_type.rfind("text/event-stream", 0) != 0) {
-    lost = WaitUpstream(*relay, lock, options, [&] { return relay->done; });
-    if (!lost.empty()) Abandon(*relay, lock);
-    if (!lost.empty() || !relay->error.empty()) {
-      res.status = 503;
-      res.set_content(ErrorBody(Why(upstream, "went away", lost.empty() ? relay->error : lost)), kJson);
-      return;
-    }
-    std::string body;
-    for (const std::string& c : relay->chunks) body += c;
-    res.status = relay->status;
-    res.set_content(body, relay->content_type.empty() ? kJson : relay->content_type);
-    return;
-  }
-  lock.unlock();
+// Streams what the upstream sends on to the client as it arrives.
+void RelayStream(std::shared_ptr<Relay> relay, const std::string& upstream, const ProxyOptions& options,
+                 httplib::Response& res) {
   res.set_header("Cache-Control", "no-cache");
   res.set_chunked_content_provider(
       "text/event-stream",
@@ -207,7 +187,7 @@ void ForwardRequest(const std::string& upstream, const httplib::Request& req, ht
         }
         if (!done) return true;
         if (!error.empty()) {
-          // The coordinator went away mid-stream: say so in the stream, then end it.
+          // The upstream went away mid-stream: say so in the stream, then end it.
           std::string event = "data: ";
           event += ErrorBody(Why(upstream, "went away", error));
           event += "\n\n";
@@ -222,4 +202,39 @@ void ForwardRequest(const std::string& upstream, const httplib::Request& req, ht
       });
 }
 
-}  // namespace cohort::app
+}  // namespace
+
+void ForwardRequest(const std::string& upstream, const httplib::Request& req, httplib::Response& res,
+                    const ProxyOptions& options) {
+  auto relay = std::make_shared<Relay>();
+  relay->upstream = std::thread(RunUpstream, relay.get(), upstream, UpstreamRequest(req), options.read_timeout_s);
+
+  std::unique_lock<std::mutex> lock(relay->mutex);
+  std::string lost = WaitUpstream(*relay, lock, options, [&] { return relay->headers || relay->done; });
+  if (!lost.empty() || !relay->headers) {
+    if (!lost.empty()) Abandon(*relay, lock);
+    res.status = 503;
+    res.set_content(ErrorBody(lost.empty() ? Why(upstream, "cannot be reached", relay->error)
+                                           : Why(upstream, "went away", lost)),
+                    kJson);
+    return;
+  }
+  if (relay->status != 200 || relay->content_type.rfind("text/event-stream", 0) != 0) {
+    lost = WaitUpstream(*relay, lock, options, [&] { return relay->done; });
+    if (!lost.empty()) Abandon(*relay, lock);
+    if (!lost.empty() || !relay->error.empty()) {
+      res.status = 503;
+      res.set_content(ErrorBody(Why(upstream, "went away", lost.empty() ? relay->error : lost)), kJson);
+      return;
+    }
+    std::string body;
+    for (const std::string& c : relay->chunks) body += c;
+    res.status = relay->status;
+    res.set_content(body, relay->content_type.empty() ? kJson : relay->content_type);
+    return;
+  }
+  lock.unlock();
+  RelayStream(std::move(relay), upstream, options, res);
+}
+
+}  // namespace cohort::server

@@ -1,4 +1,4 @@
-// ForwardRequest (apps/cohort/cluster_forward.cc) against a fake coordinator over loopback: a
+// ForwardRequest (src/server/proxy.cc) against a fake coordinator over loopback: a
 // coordinator the membership gives up on ends a forwarded stream with an SSE error event, or a
 // plain request with a 503, long before the read timeout; one whose bytes keep arriving is
 // never cut off however suspect its heartbeats look, and one the membership sees alive may be
@@ -12,9 +12,9 @@
 #include <string>
 #include <thread>
 
-#include "cluster_api.h"
+#include "server/proxy.h"
 
-namespace cohort::app {
+namespace cohort::server {
 namespace {
 
 using Clock = std::chrono::steady_clock;
@@ -79,7 +79,7 @@ class ForwardTest : public ::testing::Test {
   httplib::Server upstream_, front_;
   int up_port_ = 0, front_port_ = 0;
   std::thread up_thread_, front_thread_;
-  ForwardOptions options_;
+  ProxyOptions options_;
   int chunks_ = 3;
   int gap_ms_ = 0;
   bool hang_ = false;
@@ -91,7 +91,7 @@ TEST_F(ForwardTest, StreamFromACutCoordinatorEndsWithAnErrorEvent) {
   chunks_ = 2;
   hang_ = true;
   // Suspect once the coordinator has gone quiet after its two events.
-  options_.coordinator_lost = [this] { return sent_ ? std::string("node n1 is suspect") : std::string(); };
+  options_.upstream_lost = [this] { return sent_ ? std::string("node n1 is suspect") : std::string(); };
   const auto start = Clock::now();
   auto res = Post("/stream");
   ASSERT_TRUE(res) << httplib::to_string(res.error());
@@ -107,7 +107,7 @@ TEST_F(ForwardTest, SlowStreamOfASuspectCoordinatorIsNotCut) {
   chunks_ = 8;
   gap_ms_ = 200;  // 1.6 s in all, four times quiet_ms: only the arriving bytes keep it open
   std::atomic<int> asked{0};
-  options_.coordinator_lost = [&] {
+  options_.upstream_lost = [&] {
     asked.fetch_add(1);
     return std::string("node n1 is suspect");
   };
@@ -121,7 +121,7 @@ TEST_F(ForwardTest, SlowStreamOfASuspectCoordinatorIsNotCut) {
 
 TEST_F(ForwardTest, PlainRequestToADeadCoordinatorIs503) {
   plain_ms_ = 20000;
-  options_.coordinator_lost = [] { return std::string("node n1 is dead"); };
+  options_.upstream_lost = [] { return std::string("node n1 is dead"); };
   const auto start = Clock::now();
   auto res = Post("/plain");
   ASSERT_TRUE(res) << httplib::to_string(res.error());
@@ -132,7 +132,7 @@ TEST_F(ForwardTest, PlainRequestToADeadCoordinatorIs503) {
 
 TEST_F(ForwardTest, SilentButAliveCoordinatorIsWaitedFor) {
   plain_ms_ = 1200;  // three times quiet_ms without a byte; its heartbeats say it is alive
-  options_.coordinator_lost = [] { return std::string(); };
+  options_.upstream_lost = [] { return std::string(); };
   auto res = Post("/plain");
   ASSERT_TRUE(res) << httplib::to_string(res.error());
   EXPECT_EQ(res->status, 200);
@@ -140,4 +140,4 @@ TEST_F(ForwardTest, SilentButAliveCoordinatorIsWaitedFor) {
 }
 
 }  // namespace
-}  // namespace cohort::app
+}  // namespace cohort::server

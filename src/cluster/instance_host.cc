@@ -1,0 +1,189 @@
+// InstanceHost; see instance_host.h.
+#include "cluster/instance_host.h"
+
+#include <set>
+
+#include "parallel/launch.h"
+
+namespace cohort::cluster {
+namespace {
+
+constexpr int kProposeTimeoutMs = 3000;
+
+}  // namespace
+
+Result<OpenedInstance> OpenInstance(const Instance& instance, const InstanceHostOptions& options, Logger& log) {
+  if (instance.ranks.empty()) return InvalidArgument("instance " + instance.id + " has no ranks");
+  engine::LoadOptions load;
+  parallel::DistributedModel* distributed = nullptr;
+  if (instance.ranks.size() > 1) {
+    parallel::SessionOptions s;
+    s.model_path = instance.model_path;
+    s.model_sha256 = instance.model_sha256;  // known: the coordinator does not hash it again
+    s.plan = instance.plan;
+    for (size_t i = 1; i < instance.ranks.size(); ++i) s.workers.push_back(instance.ranks[i].worker);
+    s.worker_threads = std::max(1, options.worker_threads);
+    s.setup_timeout = options.setup_timeout;
+    s.comm_timeout = options.comm_timeout;
+    s.link = options.link;
+    // Only the header, the tokenizer and rank 0's share: the coordinator does not load the
+    // whole model.
+    load.make_model = [s, &distributed](const gguf::File& file) -> Result<std::unique_ptr<model::Model>> {
+      COHORT_ASSIGN_OR_RETURN(auto model, parallel::DistributedModel::Connect(s, file));
+      distributed = model.get();
+      return std::unique_ptr<model::Model>(std::move(model));
+    };
+  }
+  COHORT_ASSIGN_OR_RETURN(auto loaded, engine::LoadedModel::Open(instance.model_path, load));
+  engine::ServingOptions serving = options.serving;
+  serving.name = instance.model;
+  serving.scheduler.stop_on_forward_error = distributed != nullptr;
+  OpenedInstance opened;
+  if (distributed != nullptr) opened.plan = distributed->plan();
+  COHORT_ASSIGN_OR_RETURN(opened.serving, engine::ServingInstance::Open(std::move(loaded), serving, log));
+  return opened;
+}
+
+InstanceHost::InstanceHost(ClusterNode& node, const InstanceHostOptions& options, Logger& log)
+    : node_(node), options_(options), log_(log), self_(node.id().Hex()) {
+  reap_thread_ = std::thread([this] { ReapLoop(); });
+}
+
+InstanceHost::~InstanceHost() { Stop(); }
+
+void InstanceHost::Stop() {
+  for (auto& [id, slot] : slots_) Retire(id, std::move(slot));
+  slots_.clear();
+  {
+    std::lock_guard<std::mutex> lock(reap_mutex_);
+    if (reap_stop_) return;
+    reap_stop_ = true;
+  }
+  reap_cv_.notify_all();
+  if (reap_thread_.joinable()) reap_thread_.join();
+}
+
+std::shared_ptr<engine::ServingInstance> InstanceHost::Find(const std::string& id, uint64_t epoch) const {
+  std::lock_guard<std::mutex> lock(serving_mutex_);
+  auto it = serving_.find(id);
+  if (it == serving_.end() || it->second.first != epoch) return nullptr;
+  return it->second.second;
+}
+
+void InstanceHost::Publish(const std::string& id, const Slot& slot) {
+  std::lock_guard<std::mutex> lock(serving_mutex_);
+  if (slot.serving != nullptr && !slot.failure_reported) {
+    serving_[id] = {slot.epoch, slot.serving};
+  } else {
+    serving_.erase(id);
+  }
+}
+
+bool InstanceHost::Report(const std::string& id, const RunReport& report) {
+  auto version = node_.ProposeChange({ChangeKind::kPutModel, kRunKeyPrefix + id, RunReportToJson(report)},
+                                     kProposeTimeoutMs);
+  if (!version.ok()) {
+    log_.Warn("instance {}: reporting {}: {}", id, RunStateName(report.state), version.status().ToString());
+  }
+  return version.ok();
+}
+
+void InstanceHost::Coordinate(const ClusterSnapshot& snap) {
+  std::set<std::string> mine;
+  for (const auto& [id, value] : snap.state.placements) {
+    auto inst = InstanceFromJson(value);
+    if (!inst.ok() || inst->status != InstanceStatus::kPlaced || inst->coordinator != self_) continue;
+    mine.insert(id);
+    Slot& slot = slots_[id];
+    if (slot.epoch != inst->epoch) {
+      Retire(id, std::move(slot));
+      slot = Slot{};
+      slot.epoch = inst->epoch;
+      log_.Info("instance {} epoch {}: starting {} on {} rank(s)", id, inst->epoch, inst->plan_label,
+                inst->ranks.size());
+      slot.loading = std::async(std::launch::async, [instance = *inst, options = options_, this] {
+        return OpenInstance(instance, options, log_);
+      });
+    }
+    Watch(id, slot);
+  }
+  for (auto it = slots_.begin(); it != slots_.end();) {
+    if (mine.count(it->first) != 0) {
+      ++it;
+      continue;
+    }
+    log_.Info("instance {} epoch {}: stopping here", it->first, it->second.epoch);
+    Retire(it->first, std::move(it->second));
+    it = slots_.erase(it);
+  }
+}
+
+// Takes a finished load, reports its outcome once, and reports (and retires) an instance
+// whose model stopped running.
+void InstanceHost::Watch(const std::string& id, Slot& slot) {
+  if (slot.loading.valid() && slot.loading.wait_for(std::chrono::seconds(0)) == std::future_status::ready) {
+    auto started = slot.loading.get();
+    if (started.ok()) {
+      slot.serving = std::move(started->serving);
+      slot.plan = std::move(started->plan);
+      Publish(id, slot);
+    } else {
+      slot.load_error = started.status();
+      log_.Error("instance {} epoch {}: {}", id, slot.epoch, slot.load_error.ToString());
+    }
+  }
+  if (!slot.reported && !slot.loading.valid()) {
+    RunReport report;
+    report.epoch = slot.epoch;
+    report.state = slot.serving != nullptr ? RunState::kReady : RunState::kFailed;
+    report.error = slot.load_error.ok() ? "" : slot.load_error.ToString();
+    report.api = slot.serving != nullptr ? options_.api : "";
+    report.coordinator = self_;
+    report.plan = slot.plan;
+    slot.reported = Report(id, report);
+  }
+  if (slot.serving != nullptr && slot.reported && !slot.failure_reported) {
+    const Status failure = slot.serving->failure();
+    RunReport report;
+    report.epoch = slot.epoch;
+    report.state = RunState::kFailed;
+    report.error = failure.ToString();
+    report.coordinator = self_;
+    if (!failure.ok() && Report(id, report)) {
+      slot.failure_reported = true;
+      Publish(id, slot);
+      Slot gone;
+      gone.serving = std::move(slot.serving);
+      Retire(id, std::move(gone));
+    }
+  }
+}
+
+void InstanceHost::Retire(const std::string& id, Slot&& slot) {
+  {
+    std::lock_guard<std::mutex> lock(serving_mutex_);
+    auto it = serving_.find(id);
+    if (it != serving_.end() && it->second.first == slot.epoch) serving_.erase(it);
+  }
+  if (!slot.loading.valid() && slot.serving == nullptr) return;
+  std::lock_guard<std::mutex> lock(reap_mutex_);
+  retired_.push_back(std::move(slot));
+  reap_cv_.notify_all();
+}
+
+// Stopping a session can wait on a dead peer's timeout, and a loading one on its setup: done
+// here so the loop keeps reacting meanwhile.
+void InstanceHost::ReapLoop() {
+  std::unique_lock<std::mutex> lock(reap_mutex_);
+  for (;;) {
+    reap_cv_.wait(lock, [&] { return reap_stop_ || !retired_.empty(); });
+    if (retired_.empty() && reap_stop_) return;
+    std::vector<Slot> batch;
+    batch.swap(retired_);
+    lock.unlock();
+    batch.clear();  // joins loading futures, stops the instances no request holds any more
+    lock.lock();
+  }
+}
+
+}  // namespace cohort::cluster

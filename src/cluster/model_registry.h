@@ -1,0 +1,50 @@
+// ModelRegistry: the model files this node offers the cluster. It resolves what a user names
+// (a GGUF path on this node, or the name of a model the cluster already knows), reads the
+// file's shape once, registers it in the agreed state under its file stem, and remembers
+// each file's SHA-256 by (size, mtime) so a multi-GB file is hashed once. The node's worker
+// service reads the verified files (sha256 -> path) to use them without hashing again.
+#pragma once
+
+#include <map>
+#include <mutex>
+#include <string>
+#include <utility>
+
+#include "cluster/cluster_node.h"
+#include "cluster/instance.h"
+#include "core/log.h"
+#include "core/status.h"
+
+namespace cohort::cluster {
+
+class ModelRegistry {
+ public:
+  // Borrowed: `node` and `log` outlive the registry.
+  ModelRegistry(ClusterNode& node, Logger& log) : node_(node), log_(log) {}
+
+  // The cluster's entry for `path_or_name`: a regular file on this node is hashed, read and
+  // registered (or matched with the entry of the same name and digest); anything else must be
+  // a registered model's name. kInvalidArgument when another file holds that name.
+  Result<ModelEntry> Resolve(const std::string& path_or_name);
+
+  // Of the models registered in `state`, the files this node holds with the registered
+  // digest (sha256 -> path); remembered for KnownFiles().
+  std::map<std::string, std::string> HeldFiles(const ClusterState& state);
+  // The last HeldFiles(), for the worker service's threads.
+  std::map<std::string, std::string> KnownFiles() const;
+
+  // The SHA-256 (hex) of the regular file at `path`, hashed again only when its size or
+  // modification time changed.
+  Result<std::string> Sha256Of(const std::string& path);
+
+ private:
+  Result<ModelEntry> ReadEntry(const std::string& path);
+
+  ClusterNode& node_;
+  Logger& log_;
+  mutable std::mutex mutex_;
+  std::map<std::string, std::pair<std::string, std::string>> hashes_;  // path -> (stamp, sha256)
+  std::map<std::string, std::string> known_files_;                     // sha256 -> path
+};
+
+}  // namespace cohort::cluster

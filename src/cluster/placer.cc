@@ -1,0 +1,143 @@
+// Placer; see placer.h.
+#include "cluster/placer.h"
+
+#include <algorithm>
+#include <cstring>
+
+#include "engine/serving.h"
+
+namespace cohort::cluster {
+namespace {
+
+constexpr int kProposeTimeoutMs = 3000;
+constexpr uint64_t kUnplacedRetryMs = 10000;
+constexpr uint64_t kServiceWaitMs = 5000;
+
+// The slowest thing this node measured to a peer, or a LAN default before any measurement.
+plan::LinkProfile LinkOf(const ClusterSnapshot& snap) {
+  for (const MemberView& m : snap.members) {
+    if (!m.is_self) continue;
+    for (const LinkMeasurement& l : m.links) {
+      if (l.latency_s > 0 && l.bandwidth_Bps > 0) return ToLinkProfile("measured", l);
+    }
+  }
+  plan::LinkProfile link;
+  link.name = "default";
+  link.latency_s = 100e-6;
+  link.bandwidth_Bps = 1e9 / 8;
+  return link;
+}
+
+}  // namespace
+
+Placer::LiveSet Placer::Live(const ClusterSnapshot& snap) {
+  LiveSet live;
+  for (const MemberView& m : snap.members) {
+    if (m.liveness == Liveness::kDead) continue;
+    live.present.insert(m.id.Hex());
+    if (m.liveness != Liveness::kAlive) continue;
+    ++live.alive;
+    auto it = snap.state.models.find(kNodeKeyPrefix + m.id.Hex());
+    if (it == snap.state.models.end()) continue;
+    auto service = NodeServiceFromJson(it->second);
+    if (!service.ok()) continue;
+    PlacementNode n;
+    n.service = *service;
+    n.profile = BudgetProfile(m.name, m.profile.memory_total_bytes, m.profile.memory_available_bytes,
+                              m.profile.memory_bandwidth_Bps, m.profile.matmul_flops, service->max_memory_bytes);
+    live.signature += it->second.dump() + ";";
+    live.candidates.push_back(std::move(n));
+  }
+  return live;
+}
+
+std::optional<std::string> Placer::WhyPlace(const Instance& inst, const std::optional<RunReport>& run,
+                                            const LiveSet& live, uint64_t now) {
+  const std::string& id = inst.id;
+  const uint64_t last = last_try_ms_.count(id) ? last_try_ms_[id] : 0;
+  switch (inst.status) {
+    case InstanceStatus::kPending: {
+      // A node that just joined publishes its services a moment later: wait a little for
+      // every alive node to have published before placing.
+      if (!pending_since_ms_.count(id)) pending_since_ms_[id] = now;
+      if (live.alive > live.candidates.size() && now - pending_since_ms_[id] < kServiceWaitMs) return std::nullopt;
+      pending_since_ms_.erase(id);
+      return inst.reason;
+    }
+    case InstanceStatus::kPlaced:
+      for (const RankPlacement& r : inst.ranks) {
+        if (live.present.count(r.node) == 0) return "node " + r.name + " left the cluster";
+      }
+      if (run.has_value() && run->state == RunState::kFailed &&
+          now - last >= static_cast<uint64_t>(options_.replace_backoff_ms)) {
+        return "the coordinator reported: " + run->error;
+      }
+      return std::nullopt;
+    case InstanceStatus::kUnplaced:  // again when the live set changes, and now and then
+      if (tried_on_[id] != live.signature || now - last >= kUnplacedRetryMs) return std::string("the live nodes changed");
+      return std::nullopt;
+  }
+  return std::nullopt;
+}
+
+Status Placer::PlaceOn(const ClusterSnapshot& snap, const LiveSet& live, Instance* next) {
+  auto m = snap.state.models.find(kModelKeyPrefix + next->model);
+  if (m == snap.state.models.end()) return NotFound("model '" + next->model + "' is not registered");
+  COHORT_ASSIGN_OR_RETURN(ModelEntry model, ModelEntryFromJson(m->second));
+  PlacementInput in;
+  in.model = model;
+  in.layout = next->layout;
+  in.nodes = next->nodes;
+  const int model_ctx = std::min(model.n_ctx_train > 0 ? model.n_ctx_train : engine::kDefaultMaxContext,
+                                 engine::kDefaultMaxContext);
+  in.context_tokens = options_.context_tokens > 0 ? options_.context_tokens : model_ctx;
+  in.sequences = options_.sequences;
+  in.candidates = live.candidates;
+  in.link = LinkOf(snap);
+  return PlaceInstance(in, next);
+}
+
+void Placer::Lead(const ClusterSnapshot& snap, uint64_t now) {
+  if (snap.leader != snap.self) return;
+  const LiveSet live = Live(snap);
+  for (const auto& [id, value] : snap.state.placements) {
+    auto inst = InstanceFromJson(value);
+    if (!inst.ok()) continue;
+    std::optional<RunReport> run;
+    if (auto r = snap.state.models.find(kRunKeyPrefix + id); r != snap.state.models.end()) {
+      auto parsed = RunReportFromJson(r->second);
+      if (parsed.ok() && parsed->epoch == inst->epoch) run = *parsed;
+    }
+    const std::optional<std::string> reason = WhyPlace(*inst, run, live, now);
+    if (!reason.has_value()) continue;
+    Instance next = *inst;
+    next.epoch = inst->epoch + 1;
+    const Status placed = PlaceOn(snap, live, &next);
+    last_try_ms_[id] = now;
+    tried_on_[id] = live.signature;
+    if (!placed.ok()) {
+      next.status = InstanceStatus::kUnplaced;
+      next.reason = placed.message();
+      next.ranks.clear();
+      next.coordinator.clear();
+      next.plan = plan::ShardPlan{};
+      // Nothing new to say: do not write the same verdict again.
+      if (inst->status == InstanceStatus::kUnplaced && inst->reason == next.reason) continue;
+    } else {
+      next.reason = *reason;
+    }
+    auto version = node_.ProposeChange({ChangeKind::kPutPlacement, id, InstanceToJson(next)}, kProposeTimeoutMs);
+    if (version.ok()) {
+      log_.Info("instance {} epoch {}: {} {}", id, next.epoch, InstanceStatusName(next.status),
+                next.status == InstanceStatus::kPlaced ? next.plan_label : next.reason);
+    }
+  }
+  // Reports of instances that are gone.
+  for (const auto& [key, value] : snap.state.models) {
+    if (key.rfind(kRunKeyPrefix, 0) != 0) continue;
+    if (snap.state.placements.count(key.substr(std::strlen(kRunKeyPrefix))) != 0) continue;
+    (void)node_.ProposeChange({ChangeKind::kDeleteModel, key, {}}, kProposeTimeoutMs);
+  }
+}
+
+}  // namespace cohort::cluster

@@ -1,0 +1,75 @@
+// Reconciler: what one `cohort serve --cluster` node does besides answering HTTP. A loop reads
+// the agreed state a few times a second and (1) publishes this node's services (worker
+// address, API address, memory budget, the model files it holds), (2) as leader, places
+// instances (Placer), and (3) as coordinator, runs the instances placed here (InstanceHost).
+#pragma once
+
+#include <atomic>
+#include <cstdint>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <thread>
+
+#include "cluster/cluster_node.h"
+#include "cluster/instance.h"
+#include "cluster/instance_host.h"
+#include "cluster/model_registry.h"
+#include "cluster/placer.h"
+#include "core/log.h"
+
+namespace cohort::cluster {
+
+struct ReconcilerOptions {
+  std::string name;
+  std::string worker;              // this node's worker service host:port
+  std::string api;                 // this node's public API host:port
+  int64_t max_memory_bytes = 0;
+  PlacerOptions placer;
+  InstanceHostOptions host;        // its `api` is set from `api`
+  int tick_ms = 200;
+};
+
+class Reconciler {
+ public:
+  // Borrowed: `node`, `registry` and `log` outlive the reconciler.
+  Reconciler(ClusterNode& node, ModelRegistry& registry, const ReconcilerOptions& options, Logger& log);
+  ~Reconciler();  // Stop()
+  Reconciler(const Reconciler&) = delete;
+  Reconciler& operator=(const Reconciler&) = delete;
+
+  void Start();
+  void Stop();  // stops the loop and every instance hosted here
+
+  // ModelRegistry::Resolve, then waits until the agreed state lists this node as a holder of
+  // the file, so a placement proposed next finds one.
+  Result<ModelEntry> ResolveModel(const std::string& path_or_name);
+  // `path`'s model becomes an instance with `layout` on `nodes` nodes (the same id from every
+  // node that names it), retried for a while since the cluster may still be forming. Runs on
+  // a thread of its own, ended by Stop().
+  void ProposeAtStart(const std::string& path, const std::string& layout, int nodes);
+  // The instances served here (the HTTP front's local routes).
+  const InstanceHost& host() const { return host_; }
+
+ private:
+  void Loop();
+  // Proposes this node's NodeService when the state's differs (at most once a second unless
+  // `now`); called by the loop and by ResolveModel.
+  void PublishSelf(const ClusterSnapshot& snap, bool now);
+
+  ClusterNode& node_;
+  ModelRegistry& registry_;
+  ReconcilerOptions options_;
+  Logger& log_;
+  const std::string self_;  // node id hex
+  Placer placer_;
+  InstanceHost host_;
+
+  std::atomic<bool> stop_{false};
+  std::thread loop_thread_;
+  std::thread startup_thread_;
+  std::mutex publish_mutex_;
+  uint64_t last_publish_ms_ = 0;  // guarded by publish_mutex_
+};
+
+}  // namespace cohort::cluster

@@ -1,0 +1,194 @@
+// ClusterRouter and the cluster's routes; see cluster_routes.h.
+#include "server/cluster_routes.h"
+
+#include <httplib.h>
+
+#include <algorithm>
+#include <cctype>
+
+#include <nlohmann/json.hpp>
+
+#include "server/api_response.h"
+
+namespace cohort::server {
+namespace {
+
+using nlohmann::json;
+constexpr const char* kJson = "application/json";
+constexpr int kProposeTimeoutMs = 5000;
+constexpr int kMaxWaitS = 600;
+
+void SendJson(httplib::Response& res, int status, const json& body) {
+  res.status = status;
+  res.set_content(body.dump(2), kJson);
+}
+
+json InstancesJson(const cluster::ClusterState& state) {
+  json list = json::array();
+  for (const auto& v : cluster::ListInstances(state)) list.push_back(cluster::InstanceViewToJson(v));
+  return list;
+}
+
+// An instance id: 1..64 characters of [A-Za-z0-9._-].
+bool ValidId(const std::string& id) {
+  if (id.empty() || id.size() > 64) return false;
+  for (char c : id) {
+    if (!std::isalnum(static_cast<unsigned char>(c)) && c != '.' && c != '_' && c != '-') return false;
+  }
+  return true;
+}
+
+void CreateInstance(cluster::ClusterNode& node, cluster::Reconciler& reconciler, const ClusterRoutesOptions& options,
+                    const httplib::Request& req, httplib::Response& res) {
+  const json body = json::parse(req.body, nullptr, false);
+  if (!body.is_object() || !body.contains("model") || !body["model"].is_string()) {
+    return SendStatus(res, InvalidArgument("body must be a JSON object with \"model\": a GGUF path or a model name"));
+  }
+  auto model = reconciler.ResolveModel(body["model"].get<std::string>());
+  if (!model.ok()) return SendStatus(res, model.status());
+  cluster::Instance instance;
+  const json id = body.value("id", json(model->name));
+  const json layout = body.value("layout", json(options.default_layout));
+  const json nodes = body.value("nodes", json(options.default_nodes));
+  if (!id.is_string() || !ValidId(id.get<std::string>())) {
+    return SendStatus(res, InvalidArgument("id: 1..64 characters of A-Z a-z 0-9 . _ -"));
+  }
+  if (!layout.is_string()) return SendStatus(res, InvalidArgument("layout: a string"));
+  if (!nodes.is_number_integer() || nodes.get<int64_t>() < 0 || nodes.get<int64_t>() > 64) {
+    return SendStatus(res, InvalidArgument("nodes: 0..64"));
+  }
+  instance.id = id.get<std::string>();
+  instance.model = model->name;
+  instance.layout = layout.get<std::string>();
+  instance.nodes = nodes.get<int>();
+  if (node.Snapshot().state.placements.count(instance.id) == 0) {
+    auto version = node.ProposeChange(
+        {cluster::ChangeKind::kPutPlacement, instance.id, cluster::InstanceToJson(instance)}, kProposeTimeoutMs);
+    if (!version.ok()) return SendStatus(res, Unavailable(version.status().ToString()));
+  }
+  // With "wait_s", answer once the instance is ready, cannot be placed, or failed to load.
+  const json wait = body.value("wait_s", json(0));
+  const int wait_s = wait.is_number_integer() ? static_cast<int>(std::clamp<int64_t>(wait.get<int64_t>(), 0, kMaxWaitS)) : 0;
+  const std::string wanted = instance.id;
+  node.WaitForState(
+      [&](const cluster::ClusterState& st) {
+        for (const auto& v : cluster::ListInstances(st)) {
+          if (v.instance.id == wanted) return v.settled();
+        }
+        return false;
+      },
+      wait_s * 1000);
+  for (const auto& v : cluster::ListInstances(node.Snapshot().state)) {
+    if (v.instance.id == wanted) return SendJson(res, 201, cluster::InstanceViewToJson(v));
+  }
+  SendStatus(res, Unavailable("instance " + wanted + " was not recorded (leadership moved?); try again"));
+}
+
+void DeleteInstance(cluster::ClusterNode& node, const std::string& id, httplib::Response& res) {
+  if (node.Snapshot().state.placements.count(id) == 0) return SendStatus(res, NotFound("no instance '" + id + "'"));
+  auto version = node.ProposeChange({cluster::ChangeKind::kDeletePlacement, id, {}}, kProposeTimeoutMs);
+  if (!version.ok() && version.status().code() != StatusCode::kNotFound) {
+    return SendStatus(res, Unavailable(version.status().ToString()));
+  }
+  (void)node.ProposeChange({cluster::ChangeKind::kDeleteModel, cluster::kRunKeyPrefix + id, {}}, kProposeTimeoutMs);
+  SendJson(res, 200, {{"id", id}, {"deleted", true}});
+}
+
+void Rebalance(cluster::ClusterNode& node, const std::string& id, httplib::Response& res) {
+  const cluster::ClusterSnapshot snap = node.Snapshot();
+  auto it = snap.state.placements.find(id);
+  if (it == snap.state.placements.end()) return SendStatus(res, NotFound("no instance '" + id + "'"));
+  auto instance = cluster::InstanceFromJson(it->second);
+  if (!instance.ok()) return SendStatus(res, Internal(instance.status().ToString()));
+  // Pending again: the leader places it afresh on the nodes alive now.
+  instance->status = cluster::InstanceStatus::kPending;
+  instance->reason = "rebalance requested";
+  auto version =
+      node.ProposeChange({cluster::ChangeKind::kPutPlacement, id, cluster::InstanceToJson(*instance)}, kProposeTimeoutMs);
+  if (!version.ok()) return SendStatus(res, Unavailable(version.status().ToString()));
+  SendJson(res, 202, {{"id", id}, {"rebalancing", true}, {"version", *version}});
+}
+
+}  // namespace
+
+Result<RouteTarget> ClusterRouter::Route(const std::string& model) {
+  const cluster::ClusterSnapshot snap = node_.Snapshot();
+  const auto views = cluster::ListInstances(snap.state);
+  const cluster::InstanceView* target = cluster::FindInstance(views, model);
+  if (target == nullptr) target = cluster::FindInstance(views, "");  // like a one-model server
+  if (target == nullptr) return NotFound("no model instance on this cluster (POST /v1/instances)");
+  if (!target->ready()) {
+    std::string why = "instance " + target->instance.id + " is " + cluster::InstanceStateName(target->state);
+    if (!target->instance.reason.empty()) why += ": " + target->instance.reason;
+    if (target->run.has_value() && !target->run->error.empty()) why += ": " + target->run->error;
+    return Unavailable(why);
+  }
+  const std::string coordinator = target->instance.coordinator;
+  RouteTarget route;
+  if (coordinator == snap.self.Hex()) {
+    route.local = host_.Find(target->instance.id, target->instance.epoch);
+    if (route.local == nullptr) return Unavailable("instance " + target->instance.id + " stopped running here");
+    return route;
+  }
+  route.upstream = target->run->api;
+  route.upstream_lost = [this, coordinator] { return WhyLost(coordinator); };
+  return route;
+}
+
+std::string ClusterRouter::WhyLost(const std::string& node) const {
+  const cluster::ClusterSnapshot snap = node_.Snapshot();
+  for (const cluster::MemberView& m : snap.members) {
+    if (m.id.Hex() != node) continue;
+    if (m.liveness == cluster::Liveness::kAlive) return "";
+    return "node " + m.name + " is " + cluster::LivenessName(m.liveness) + " (no heartbeat for " +
+           std::to_string(m.silent_ms) + " ms)";
+  }
+  return "node " + node + " left the cluster";
+}
+
+void AddClusterRoutes(HttpServer& server, cluster::ClusterNode& node, cluster::Reconciler& reconciler,
+                      const ClusterRoutesOptions& options) {
+  httplib::Server& http = server.routes();
+  cluster::ClusterNode* n = &node;
+  http.Get("/v1/cluster", [n](const httplib::Request&, httplib::Response& res) {
+    const cluster::ClusterSnapshot snap = n->Snapshot();
+    json j = cluster::SnapshotToJson(snap);
+    j["instances"] = InstancesJson(snap.state);
+    SendJson(res, 200, j);
+  });
+  http.Get("/v1/instances", [n](const httplib::Request&, httplib::Response& res) {
+    SendJson(res, 200, {{"object", "list"}, {"data", InstancesJson(n->Snapshot().state)}});
+  });
+  http.Get(R"(/v1/instances/([A-Za-z0-9._-]+))", [n](const httplib::Request& req, httplib::Response& res) {
+    for (const auto& v : cluster::ListInstances(n->Snapshot().state)) {
+      if (v.instance.id == req.matches[1].str()) return SendJson(res, 200, cluster::InstanceViewToJson(v));
+    }
+    SendStatus(res, NotFound("no instance '" + req.matches[1].str() + "'"));
+  });
+  http.Post("/v1/instances", [n, &reconciler, options](const httplib::Request& req, httplib::Response& res) {
+    CreateInstance(*n, reconciler, options, req, res);
+  });
+  http.Delete(R"(/v1/instances/([A-Za-z0-9._-]+))", [n](const httplib::Request& req, httplib::Response& res) {
+    DeleteInstance(*n, req.matches[1].str(), res);
+  });
+  http.Post(R"(/v1/instances/([A-Za-z0-9._-]+)/rebalance)", [n](const httplib::Request& req, httplib::Response& res) {
+    Rebalance(*n, req.matches[1].str(), res);
+  });
+  http.Get("/v1/models", [n](const httplib::Request&, httplib::Response& res) {
+    json data = json::array();
+    for (const auto& v : cluster::ListInstances(n->Snapshot().state)) {
+      data.push_back({{"id", v.instance.id}, {"object", "model"}, {"owned_by", "cohort"},
+                      {"model", v.instance.model}, {"ready", v.ready()}});
+    }
+    SendJson(res, 200, {{"object", "list"}, {"data", data}});
+  });
+  http.Get("/health", [n](const httplib::Request&, httplib::Response& res) {
+    const cluster::ClusterSnapshot snap = n->Snapshot();
+    int ready = 0;
+    for (const auto& v : cluster::ListInstances(snap.state)) ready += v.ready() ? 1 : 0;
+    SendJson(res, 200, {{"status", "ok"}, {"node", snap.self.Hex()}, {"leader", snap.leader.Hex()},
+                        {"members", snap.members.size()}, {"instances_ready", ready}});
+  });
+}
+
+}  // namespace cohort::server

@@ -1,0 +1,46 @@
+// InstanceRouter: where a request naming a model goes — an instance served in this process
+// (its engine::ServingInstance), or the node that serves it (a host:port the request is relayed
+// to). One HTTP front serves every instance through it: `cohort serve`'s one model
+// (SingleInstanceRouter), or a cluster's instances (ClusterRouter, cluster_routes.h).
+#pragma once
+
+#include <functional>
+#include <memory>
+#include <string>
+#include <utility>
+
+#include "core/status.h"
+#include "engine/serving.h"
+
+namespace cohort::server {
+
+struct RouteTarget {
+  // Served here; the request holds it until it ends.
+  std::shared_ptr<engine::ServingInstance> local;
+  // Else the node that serves it, and why it should be given up on ("" while it is alive;
+  // unset: only the read timeout ends a silent one).
+  std::string upstream;
+  std::function<std::string()> upstream_lost;
+};
+
+class InstanceRouter {
+ public:
+  virtual ~InstanceRouter() = default;
+  // The target for a request naming `model` ("": the default instance); kNotFound when none
+  // matches, kUnavailable when it is not ready.
+  virtual Result<RouteTarget> Route(const std::string& model) = 0;
+};
+
+// One instance, whatever the request names (as llama-server: the model field is echoed).
+class SingleInstanceRouter final : public InstanceRouter {
+ public:
+  explicit SingleInstanceRouter(std::unique_ptr<engine::ServingInstance> instance)
+      : instance_(std::move(instance)) {}
+  Result<RouteTarget> Route(const std::string&) override { return RouteTarget{instance_, "", {}}; }
+  engine::ServingInstance& instance() { return *instance_; }
+
+ private:
+  std::shared_ptr<engine::ServingInstance> instance_;
+};
+
+}  // namespace cohort::server
