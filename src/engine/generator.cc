@@ -7,8 +7,8 @@
 #include <limits>
 
 #include "engine/stop.h"
-#include "engine/utf8.h"
 #include "tokenizer/tokenizer.h"
+#include "tokenizer/utf8.h"
 
 namespace cohort::engine {
 namespace {
@@ -33,7 +33,7 @@ class Generator::TextSink {
   bool Push(std::string_view piece) {
     // Bytes the decoder released are final, so an invalid one will never become valid.
     clean_.clear();
-    AppendSanitizedUtf8(piece, clean_);
+    tokenizer::AppendSanitizedUtf8(piece, clean_);
     out_.clear();
     stop_.Push(clean_, out_);
     return Emit();

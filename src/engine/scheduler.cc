@@ -8,8 +8,8 @@
 #include <optional>
 
 #include "engine/stop.h"
-#include "engine/utf8.h"
 #include "tokenizer/tokenizer.h"
+#include "tokenizer/utf8.h"
 
 namespace cohort::engine {
 namespace {
@@ -278,7 +278,7 @@ void Scheduler::BuildBatch() {
 void Scheduler::EmitText(Slot& slot, std::string_view piece, RequestOutput& out) {
   // Bytes the decoder released are final, so an invalid one will never become valid.
   slot.clean.clear();
-  AppendSanitizedUtf8(piece, slot.clean);
+  tokenizer::AppendSanitizedUtf8(piece, slot.clean);
   slot.shown.clear();
   slot.stop->Push(slot.clean, slot.shown);
   out.text.append(slot.shown);
