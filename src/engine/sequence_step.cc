@@ -6,7 +6,7 @@
 #include <limits>
 
 #include "core/check.h"
-#include "engine/utf8.h"
+#include "tokenizer/utf8.h"
 
 namespace cohort::engine {
 
@@ -37,7 +37,7 @@ SequenceStep::SequenceStep(const tokenizer::Tokenizer& tok, const GenerateOption
 void SequenceStep::Show(std::string_view piece, const TextOut& out) {
   // Bytes the decoder released are final, so an invalid one will never become valid.
   clean_.clear();
-  AppendSanitizedUtf8(piece, clean_);
+  tokenizer::AppendSanitizedUtf8(piece, clean_);
   shown_.clear();
   stop_.Push(clean_, shown_);
   if (!shown_.empty()) out(shown_);

@@ -4,6 +4,8 @@
 
 #include <algorithm>
 
+#include "tokenizer/utf8.h"
+
 namespace cohort::engine {
 
 Status ValidateStopStrings(const std::vector<std::string>& stops) {
@@ -17,7 +19,7 @@ Status ValidateStopStrings(const std::vector<std::string>& stops) {
       return InvalidArgument("a stop string is longer than " + std::to_string(kMaxStopBytes) +
                              " bytes");
     }
-    if (!IsValidUtf8(s)) return InvalidArgument("a stop string is not valid UTF-8");
+    if (!tokenizer::IsValidUtf8(s)) return InvalidArgument("a stop string is not valid UTF-8");
   }
   return Status::Ok();
 }

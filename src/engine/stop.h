@@ -8,7 +8,6 @@
 #include <vector>
 
 #include "core/status.h"
-#include "engine/utf8.h"
 
 namespace cohort::engine {
 

@@ -1,5 +1,7 @@
-// Scalar float ops; see ops.h. Accumulation orders and float/double choices follow ggml's CPU
-// code where they affect the last bits (RMSNorm sum in double, RoPE theta by repeated product).
+// Float ops; see ops.h. An op with an AVX-512 form dispatches here to it or to its scalar
+// reference (ref:: in ops_internal.h), which also lives here. Accumulation orders and
+// float/double choices follow ggml's CPU code where they affect the last bits (RMSNorm sum in
+// double, RoPE theta by repeated product).
 #include "kernels/ops.h"
 
 #include <algorithm>
@@ -120,10 +122,14 @@ float ExpPoly(float x) {
   return std::ldexp(j, static_cast<int>(n));
 }
 
-void Softmax(float* x, int64_t n) {
+namespace {
+
+// The one body of Softmax and ref::Softmax: with `simd` the max and the 16-value chunks come
+// from ops_avx512.cc, whose arithmetic is the scalar loops' own.
+void SoftmaxImpl(float* x, int64_t n, bool simd) {
   COHORT_CHECK_GT(n, 0);
   float max = -std::numeric_limits<float>::infinity();
-  if (UseAvx512()) {
+  if (simd) {
     max = avx512::Max(x, n);
   } else {
     for (int64_t i = 0; i < n; ++i) max = std::max(max, x[i]);
@@ -131,7 +137,7 @@ void Softmax(float* x, int64_t n) {
   COHORT_CHECK(max > -std::numeric_limits<float>::infinity());
   double sum = 0.0;
   int64_t i = 0;
-  if (UseAvx512()) {
+  if (simd) {
     sum = avx512::ExpChunks(x, n / 16, max);
     i = n / 16 * 16;
   }
@@ -153,12 +159,10 @@ void Softmax(float* x, int64_t n) {
   for (int64_t k = 0; k < n; ++k) x[k] *= inv;
 }
 
-float Silu(float x) { return x / (1.0f + std::exp(-x)); }
-float Sigmoid(float x) { return 1.0f / (1.0f + std::exp(-x)); }
-
-void SwiGlu(const float* gate, const float* up, int64_t n, float* out) {
+// The one body of SwiGlu and ref::SwiGlu; `simd` as for SoftmaxImpl.
+void SwiGluImpl(const float* gate, const float* up, int64_t n, float* out, bool simd) {
   int64_t i = 0;
-  if (UseAvx512()) {
+  if (simd) {
     avx512::SwiGluChunks(gate, up, n / 16, out);
     i = n / 16 * 16;
   }
@@ -167,6 +171,45 @@ void SwiGlu(const float* gate, const float* up, int64_t n, float* out) {
   }
   for (; i < n; ++i) out[i] = Silu(gate[i]) * up[i];
 }
+
+}  // namespace
+
+namespace ref {
+
+void Softmax(float* x, int64_t n) { SoftmaxImpl(x, n, false); }
+
+void SwiGlu(const float* gate, const float* up, int64_t n, float* out) { SwiGluImpl(gate, up, n, out, false); }
+
+void AddScaled(const float* x, float s, int64_t n, float* y) {
+  for (int64_t i = 0; i < n; ++i) y[i] += s * x[i];
+}
+
+void AddScaledF16(const uint16_t* x, float s, int64_t n, float* y) {
+  for (int64_t i = 0; i < n; ++i) y[i] += s * Fp16ToFp32(x[i]);
+}
+
+float Dot(const float* a, const float* b, int64_t n) {
+  // Double accumulation keeps long dot products (attention over thousands of positions,
+  // rows of thousands of floats) within float rounding of the exact value.
+  double sum = 0.0;
+  for (int64_t i = 0; i < n; ++i) sum += static_cast<double>(a[i]) * static_cast<double>(b[i]);
+  return static_cast<float>(sum);
+}
+
+float DotF16(const uint16_t* a, const float* b, int64_t n) {
+  double sum = 0.0;
+  for (int64_t i = 0; i < n; ++i) sum += static_cast<double>(Fp16ToFp32(a[i])) * b[i];
+  return static_cast<float>(sum);
+}
+
+}  // namespace ref
+
+void Softmax(float* x, int64_t n) { SoftmaxImpl(x, n, UseAvx512()); }
+
+float Silu(float x) { return x / (1.0f + std::exp(-x)); }
+float Sigmoid(float x) { return 1.0f / (1.0f + std::exp(-x)); }
+
+void SwiGlu(const float* gate, const float* up, int64_t n, float* out) { SwiGluImpl(gate, up, n, out, UseAvx512()); }
 
 void Add(const float* x, int64_t n, float* y) {
   for (int64_t i = 0; i < n; ++i) y[i] += x[i];
@@ -178,7 +221,7 @@ void Scale(float s, int64_t n, float* y) {
 
 void AddScaled(const float* x, float s, int64_t n, float* y) {
   if (UseAvx512()) return avx512::AddScaled(x, s, n, y);
-  for (int64_t i = 0; i < n; ++i) y[i] += s * x[i];
+  ref::AddScaled(x, s, n, y);
 }
 
 void Mul(const float* w, int64_t n, float* y) {
@@ -187,23 +230,17 @@ void Mul(const float* w, int64_t n, float* y) {
 
 float Dot(const float* a, const float* b, int64_t n) {
   if (UseAvx512()) return avx512::Dot(a, b, n);
-  // Double accumulation keeps long dot products (attention over thousands of positions,
-  // rows of thousands of floats) within float rounding of the exact value.
-  double sum = 0.0;
-  for (int64_t i = 0; i < n; ++i) sum += static_cast<double>(a[i]) * static_cast<double>(b[i]);
-  return static_cast<float>(sum);
+  return ref::Dot(a, b, n);
 }
 
 float DotF16(const uint16_t* a, const float* b, int64_t n) {
   if (UseAvx512()) return avx512::DotF16(a, b, n);
-  double sum = 0.0;
-  for (int64_t i = 0; i < n; ++i) sum += static_cast<double>(Fp16ToFp32(a[i])) * b[i];
-  return static_cast<float>(sum);
+  return ref::DotF16(a, b, n);
 }
 
 void AddScaledF16(const uint16_t* x, float s, int64_t n, float* y) {
   if (UseAvx512()) return avx512::AddScaledF16(x, s, n, y);
-  for (int64_t i = 0; i < n; ++i) y[i] += s * Fp16ToFp32(x[i]);
+  ref::AddScaledF16(x, s, n, y);
 }
 
 void DotsF16Heads(const uint16_t* rows, int64_t row_stride, int64_t n_rows, const float* q, int64_t q_stride,

@@ -1,10 +1,26 @@
-// Internal interface between ops.cc and its per-ISA kernel files. Not for use outside
-// src/kernels and its tests.
+// Internal interface between the public ops.h dispatchers and the per-ISA kernel files: the
+// scalar reference of every op that has a SIMD form (the yardstick the SIMD kernels are tested
+// against, and the path ops.cc takes without AVX-512) and the AVX-512 kernels. Not for use
+// outside src/kernels and its tests.
 #pragma once
 
 #include <cstdint>
 
-namespace cohort::kernels::avx512 {
+namespace cohort::kernels {
+
+// The scalar loops of ops.cc, callable whatever the CPU has; each computes what ops.h says of
+// the op of the same name. The SIMD forms must equal them bit for bit, except Dot and DotF16,
+// whose double additions they may reorder.
+namespace ref {
+void Softmax(float* x, int64_t n);
+void SwiGlu(const float* gate, const float* up, int64_t n, float* out);
+void AddScaled(const float* x, float s, int64_t n, float* y);
+void AddScaledF16(const uint16_t* x, float s, int64_t n, float* y);
+float Dot(const float* a, const float* b, int64_t n);
+float DotF16(const uint16_t* a, const float* b, int64_t n);
+}  // namespace ref
+
+namespace avx512 {
 
 // ops_avx512.cc; call only when BestSimdLevel() is kAvx512.
 float Dot(const float* a, const float* b, int64_t n);
@@ -23,4 +39,5 @@ double ExpChunks(float* x, int64_t n_chunks, float max);
 // SwiGlu's chunked part over 16 * n_chunks values.
 void SwiGluChunks(const float* gate, const float* up, int64_t n_chunks, float* out);
 
-}  // namespace cohort::kernels::avx512
+}  // namespace avx512
+}  // namespace cohort::kernels

@@ -7,6 +7,7 @@
 
 #include "comm/all_reduce.h"
 #include "comm/broadcast.h"
+#include "comm/gather.h"
 #include "comm/point_to_point.h"
 #include "parallel/model_plan.h"
 #include "parallel/subgroup.h"
@@ -16,7 +17,6 @@ namespace {
 
 constexpr uint32_t kActivationTag = 1;  // hidden states from one stage to the next
 constexpr uint32_t kLogitsTag = 2;      // the last stage's logits to rank 0
-constexpr uint32_t kHeadTag = 3;        // a rank's LM-head rows to its stage's first rank
 
 // Joins a tensor-parallel group's partial sums with the comm all-reduce.
 class GroupReducer final : public model::PartialSumReducer {
@@ -277,16 +277,9 @@ Status Executor::LeaveLastStage(const Context& ctx, const model::Batch& batch,
       full = full_logits_.data();
     }
   }
-  const plan::Range mine = plan_.Rank(rank()).output_rows;
   if (group_ == nullptr) {
+    const plan::Range mine = plan_.Rank(rank()).output_rows;
     decoder_->HeadRows(batch, ctx.pool, x_.data(), mine.begin, mine.end, full);
-  } else if (!first_in_stage) {
-    // Only the stage's first rank needs the logits: a gather, not an all-gather.
-    head_local_.resize(static_cast<size_t>(n_out) * mine.size());
-    decoder_->HeadRows(batch, ctx.pool, x_.data(), mine.begin, mine.end, head_local_.data());
-    return comm::SendTo(world_, stage_first_rank_[stage_], std::as_bytes(std::span(head_local_)),
-                        kHeadTag)
-        .Annotate("sending logits rows to the stage's first rank");
   } else {
     COHORT_RETURN_IF_ERROR(GatherHead(ctx, batch, full));
   }
@@ -296,46 +289,55 @@ Status Executor::LeaveLastStage(const Context& ctx, const model::Batch& batch,
   return Status::Ok();
 }
 
-// The stage's first rank: its own LM-head rows and every other rank's, received at once; with
-// one row of logits each rank's slice lands in place, else it goes through head_all_.
+// Every rank of the last stage computes its LM-head rows and the stage's first rank (group
+// rank 0) gathers them: only it needs the logits, so a gather, not an all-gather. The plan
+// tiles the vocabulary over the group in rank order, so with one row of logits the slices
+// laid end to end are the row itself and land in place in `full`; with more rows each slice is
+// [n_out][rows] and goes through head_all_, then row by row into `full`.
 Status Executor::GatherHead(const Context& ctx, const model::Batch& batch, float* full) {
   const int n_out = batch.n_logits();
   const int64_t n_vocab = config().n_vocab;
   const auto& ranks = plan_.stages[stage_].ranks;
   const plan::Range mine = plan_.Rank(rank()).output_rows;
+  const bool root = group_->rank() == 0;
   const bool in_place = n_out == 1;
-  size_t offset = 0;
-  std::vector<size_t> offsets;  // [group] where each slice lands in head_all_
+  head_bytes_.clear();
+  size_t offset = 0;  // floats before the next rank's slice in the gathered buffer
+  size_t own_offset = 0;
   for (const plan::RankShard& r : ranks) {
-    offsets.push_back(offset);
+    if (in_place) COHORT_CHECK_EQ(offset, static_cast<size_t>(r.output_rows.begin));
+    if (r.rank == rank()) own_offset = offset;
+    head_bytes_.push_back(static_cast<size_t>(n_out) * r.output_rows.size() * sizeof(float));
     offset += static_cast<size_t>(n_out) * r.output_rows.size();
   }
-  if (!in_place) head_all_.resize(offset);
-  std::vector<comm::RecvOp>& recvs = world_.RecvOps();
-  for (size_t g = 0; g < ranks.size(); ++g) {
-    if (ranks[g].rank == rank()) continue;
-    const plan::Range rows = ranks[g].output_rows;
-    float* dst = in_place ? full + rows.begin : head_all_.data() + offsets[g];
-    recvs.push_back({ranks[g].rank, kHeadTag,
-                     std::as_writable_bytes(std::span(dst, static_cast<size_t>(n_out) * rows.size()))});
-  }
-  float* own = full + mine.begin;
-  if (!in_place) {
+  // The root computes its own slice straight into its place in the gathered buffer.
+  std::span<float> gathered;
+  std::span<float> own;
+  if (root) {
+    if (in_place) {
+      gathered = std::span(full, offset);
+    } else {
+      head_all_.resize(offset);
+      gathered = head_all_;
+    }
+    own = gathered.subspan(own_offset, static_cast<size_t>(n_out) * mine.size());
+  } else {
     head_local_.resize(static_cast<size_t>(n_out) * mine.size());
-    own = head_local_.data();
+    own = head_local_;
   }
-  decoder_->HeadRows(batch, ctx.pool, x_.data(), mine.begin, mine.end, own);
-  COHORT_RETURN_IF_ERROR(world_.transport()
-                             .Exchange({}, recvs, world_.DeadlineFor(std::chrono::milliseconds(0)))
+  decoder_->HeadRows(batch, ctx.pool, x_.data(), mine.begin, mine.end, own.data());
+  COHORT_RETURN_IF_ERROR(comm::Gather(*group_, 0, std::as_bytes(own), head_bytes_,
+                                      std::as_writable_bytes(gathered))
                              .Annotate("gathering logits"));
-  if (in_place) return Status::Ok();
-  for (size_t g = 0; g < ranks.size(); ++g) {
-    const plan::Range rows = ranks[g].output_rows;
-    const float* slice = ranks[g].rank == rank() ? head_local_.data() : head_all_.data() + offsets[g];
+  if (!root || in_place) return Status::Ok();
+  const float* slice = head_all_.data();
+  for (const plan::RankShard& r : ranks) {
+    const plan::Range rows = r.output_rows;
     for (int t = 0; t < n_out; ++t) {
       const float* src = slice + static_cast<size_t>(t) * rows.size();
       std::copy(src, src + rows.size(), full + t * n_vocab + rows.begin);
     }
+    slice += static_cast<size_t>(n_out) * rows.size();
   }
   return Status::Ok();
 }

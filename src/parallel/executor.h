@@ -107,8 +107,9 @@ class Executor final : public model::Model {
 
   // Buffers grown to the largest step and reused.
   std::vector<float> x_;           // [n_tokens][n_embd]
-  std::vector<float> head_local_;  // [n_logits][rows] this rank's logits slice
-  std::vector<float> head_all_;    // the other ranks' slices, one after another
+  std::vector<float> head_local_;  // [n_logits][rows] this rank's logits slice (not on the root)
+  std::vector<float> head_all_;    // [group] every rank's slice, one after another (root)
+  std::vector<size_t> head_bytes_; // [group] bytes of each rank's logits slice
   std::vector<float> full_logits_; // [n_logits][n_vocab] on the last stage's first rank
   std::vector<std::byte> message_;
   std::vector<int32_t> lengths_;

@@ -4,7 +4,7 @@
 
 #include <nlohmann/json.hpp>
 
-#include "engine/utf8.h"
+#include "tokenizer/utf8.h"
 
 namespace cohort::server {
 namespace {
@@ -15,7 +15,7 @@ std::string Dump(const json& j) { return j.dump(-1, ' ', false, json::error_hand
 
 std::string TokenText(const tokenizer::Tokenizer& tok, int32_t id) {
   std::string clean;
-  engine::AppendSanitizedUtf8(tok.TokenToPiece(id, false), clean);
+  tokenizer::AppendSanitizedUtf8(tok.TokenToPiece(id, false), clean);
   return clean;
 }
 

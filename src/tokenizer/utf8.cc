@@ -1,4 +1,5 @@
-// UTF-8 decoding/encoding and the GPT-2 byte mapping, matching llama.cpp's unicode.cpp rules.
+// UTF-8 decoding/encoding and the GPT-2 byte mapping, matching llama.cpp's unicode.cpp rules,
+// and the strict validation and sanitising built on the same sequence scanner.
 #include "tokenizer/utf8.h"
 
 #include <array>
@@ -7,6 +8,45 @@ namespace cohort::tokenizer {
 namespace {
 
 bool IsCont(uint8_t b) { return (b & 0xC0) == 0x80; }
+
+// A sequence read from a lead byte and its continuation bytes: `len` 0 when none starts there.
+struct Sequence {
+  size_t len = 0;
+  uint32_t cp = 0;
+};
+
+// The sequence starting at text[i] by lead and continuation bits alone (llama.cpp's rule):
+// overlong forms, surrogates and values past U+10FFFF are returned for the caller to judge.
+Sequence ScanSequence(std::string_view text, size_t i) {
+  const auto b0 = static_cast<uint8_t>(text[i]);
+  if (b0 < 0x80) return {1, b0};
+  Sequence seq;
+  if ((b0 & 0xE0) == 0xC0) {
+    seq = {2, b0 & 0x1Fu};
+  } else if ((b0 & 0xF0) == 0xE0) {
+    seq = {3, b0 & 0x0Fu};
+  } else if ((b0 & 0xF8) == 0xF0) {
+    seq = {4, b0 & 0x07u};
+  } else {
+    return {};
+  }
+  if (i + seq.len > text.size()) return {};
+  for (size_t k = 1; k < seq.len; ++k) {
+    const auto b = static_cast<uint8_t>(text[i + k]);
+    if (!IsCont(b)) return {};
+    seq.cp = (seq.cp << 6) | (b & 0x3F);
+  }
+  return seq;
+}
+
+// Length of the well-formed character starting at text[i], or 0 if none starts there.
+size_t StrictCharLength(std::string_view text, size_t i) {
+  const Sequence seq = ScanSequence(text, i);
+  static constexpr uint32_t kMin[] = {0, 0, 0x80, 0x800, 0x10000};  // below: overlong
+  if (seq.len == 0 || seq.cp < kMin[seq.len] || seq.cp > 0x10FFFF) return 0;
+  if (seq.cp >= 0xD800 && seq.cp <= 0xDFFF) return 0;  // a surrogate
+  return seq.len;
+}
 
 // The byte -> code point table of GPT-2: printable Latin-1 bytes map to themselves, the
 // remaining 68 bytes map to 256, 257, ... in byte order.
@@ -37,40 +77,16 @@ const ByteTables& Tables() {
 std::vector<uint32_t> DecodeUtf8Lenient(std::string_view text) {
   std::vector<uint32_t> out;
   out.reserve(text.size());
-  const auto* s = reinterpret_cast<const uint8_t*>(text.data());
-  const size_t n = text.size();
   size_t i = 0;
-  while (i < n) {
-    const uint8_t b0 = s[i];
-    if (b0 < 0x80) {
-      out.push_back(b0);
-      i += 1;
-      continue;
-    }
-    size_t len = 0;
-    uint32_t cp = 0;
-    if ((b0 & 0xE0) == 0xC0) {
-      len = 2;
-      cp = b0 & 0x1F;
-    } else if ((b0 & 0xF0) == 0xE0) {
-      len = 3;
-      cp = b0 & 0x0F;
-    } else if ((b0 & 0xF8) == 0xF0) {
-      len = 4;
-      cp = b0 & 0x07;
-    }
-    bool ok = len != 0 && i + len <= n;
-    for (size_t k = 1; ok && k < len; ++k) {
-      ok = IsCont(s[i + k]);
-      cp = (cp << 6) | (s[i + k] & 0x3F);
-    }
-    if (!ok) {
+  while (i < text.size()) {
+    const Sequence seq = ScanSequence(text, i);
+    if (seq.len == 0) {
       out.push_back(kReplacementChar);
       i += 1;
       continue;
     }
-    out.push_back(cp > 0x10FFFF ? kReplacementChar : cp);
-    i += len;
+    out.push_back(seq.cp > 0x10FFFF ? kReplacementChar : seq.cp);
+    i += seq.len;
   }
   return out;
 }
@@ -119,6 +135,32 @@ size_t CompleteUtf8Prefix(std::string_view bytes) {
     break;
   }
   return n;
+}
+
+bool IsValidUtf8(std::string_view text) {
+  for (size_t i = 0; i < text.size();) {
+    const size_t len = StrictCharLength(text, i);
+    if (len == 0) return false;
+    i += len;
+  }
+  return true;
+}
+
+void AppendSanitizedUtf8(std::string_view text, std::string& out) {
+  if (IsValidUtf8(text)) {
+    out.append(text);
+    return;
+  }
+  for (size_t i = 0; i < text.size();) {
+    const size_t len = StrictCharLength(text, i);
+    if (len == 0) {
+      out.append("\xEF\xBF\xBD");  // U+FFFD
+      ++i;
+    } else {
+      out.append(text, i, len);
+      i += len;
+    }
+  }
 }
 
 }  // namespace cohort::tokenizer

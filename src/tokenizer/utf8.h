@@ -1,5 +1,7 @@
 // UTF-8 helpers with llama.cpp's exact leniency: how it splits bytes into characters, how it
 // decodes invalid input (U+FFFD per bad byte), and GPT-2's byte <-> printable-unicode mapping.
+// Also the strict checks for text leaving the engine, so that what a client receives is
+// always well-formed UTF-8 whatever bytes the model's tokens spell.
 #pragma once
 
 #include <cstdint>
@@ -36,5 +38,14 @@ int UnicodeToByte(uint32_t cp);
 // Length of the longest prefix of `bytes` that does not end inside an incomplete (but so far
 // valid-looking) multi-byte character.
 size_t CompleteUtf8Prefix(std::string_view bytes);
+
+// Whether `text` is well-formed UTF-8 (no overlong forms, surrogates or values past U+10FFFF):
+// stricter than DecodeUtf8Lenient, which lets overlongs and surrogates through.
+bool IsValidUtf8(std::string_view text);
+
+// Appends `text` to `out` with every byte that does not begin a well-formed character (as
+// IsValidUtf8 judges it) replaced by U+FFFD (decoding resumes at the next byte). Valid text is
+// appended unchanged.
+void AppendSanitizedUtf8(std::string_view text, std::string& out);
 
 }  // namespace cohort::tokenizer

@@ -11,6 +11,7 @@
 #include "comm/all_reduce.h"
 #include "comm/barrier.h"
 #include "comm/broadcast.h"
+#include "comm/gather.h"
 #include "comm/local_group.h"
 #include "comm/point_to_point.h"
 #include "comm/q8_wire.h"
@@ -126,6 +127,39 @@ TEST_P(CollectivesTest, AllGatherBroadcastBarrierAndPointToPoint) {
       }
     }
     for (size_t i = 0; i < bytes; i += 97) ASSERT_EQ(broadcast[r][i], pattern(root, i));
+  }
+}
+
+// Uneven blocks (an empty one among them from three ranks up) to the first and to the last
+// rank: the root ends with every block in rank order, whether its own is copied in or was
+// written in place beforehand. The other ranks pass no buffer for the result.
+TEST_P(CollectivesTest, GatherPutsEveryBlockInRankOrderOnTheRoot) {
+  auto comms = MakeComms(kind(), n());
+  ASSERT_EQ(comms.size(), size_t(n()));
+  std::vector<size_t> sizes(n());
+  for (int r = 0; r < n(); ++r) sizes[r] = (r == 1 && n() > 2) ? 0 : count() * 4 + 3 * r;
+  std::vector<size_t> offsets(n(), 0);
+  for (int r = 1; r < n(); ++r) offsets[r] = offsets[r - 1] + sizes[r - 1];
+  const size_t total = offsets[n() - 1] + sizes[n() - 1];
+  auto pattern = [](int r, size_t i) { return static_cast<std::byte>((r * 29 + i * 11 + 1) & 0xff); };
+  std::vector<std::byte> want(total);
+  for (int r = 0; r < n(); ++r) {
+    for (size_t i = 0; i < sizes[r]; ++i) want[offsets[r] + i] = pattern(r, i);
+  }
+  for (const int root : {0, n() - 1}) {
+    for (const bool in_place : {false, true}) {
+      SCOPED_TRACE(::testing::Message() << "root " << root << " in_place " << in_place);
+      std::vector<std::byte> all(total, std::byte{0xEE});
+      ExpectAllOk(RunOnRanks(n(), [&](int r) -> Status {
+        std::vector<std::byte> own(sizes[r]);
+        std::span<std::byte> mine(own);
+        if (r == root && in_place) mine = std::span(all).subspan(offsets[r], sizes[r]);
+        for (size_t i = 0; i < mine.size(); ++i) mine[i] = pattern(r, i);
+        return Gather(*comms[r], root, mine, sizes, r == root ? std::span(all) : std::span<std::byte>());
+      }));
+      ASSERT_EQ(all.size(), want.size());
+      for (size_t i = 0; i < total; ++i) ASSERT_EQ(all[i], want[i]) << "byte " << i;
+    }
   }
 }
 

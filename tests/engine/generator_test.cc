@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "engine/stop.h"
+#include "tokenizer/utf8.h"
 
 namespace cohort::engine {
 namespace {
@@ -224,7 +225,7 @@ TEST(Generator, StreamingIsUtf8Safe) {
   ASSERT_TRUE(r.ok());
   EXPECT_EQ(r->text, " Hello\xC3\xA9\xC3\xA9!");
   EXPECT_EQ(Join(pieces), r->text);
-  for (const auto& p : pieces) EXPECT_TRUE(IsValidUtf8(p)) << p;
+  for (const auto& p : pieces) EXPECT_TRUE(tokenizer::IsValidUtf8(p)) << p;
 }
 
 TEST(Generator, BytesThatFormNoCharacterBecomeReplacementCharacters) {
@@ -235,7 +236,7 @@ TEST(Generator, BytesThatFormNoCharacterBecomeReplacementCharacters) {
   ASSERT_TRUE(r.ok());
   EXPECT_EQ(r->text, " Hello\xEF\xBF\xBD!\xEF\xBF\xBD");
   EXPECT_EQ(Join(pieces), r->text);
-  for (const auto& p : pieces) EXPECT_TRUE(IsValidUtf8(p)) << p;
+  for (const auto& p : pieces) EXPECT_TRUE(tokenizer::IsValidUtf8(p)) << p;
 }
 
 TEST(Generator, CallbackReturningFalseCancels) {

@@ -8,6 +8,8 @@
 #include <string>
 #include <vector>
 
+#include "tokenizer/utf8.h"
+
 namespace cohort::engine {
 namespace {
 
@@ -29,31 +31,6 @@ std::string Join(const std::vector<std::string>& parts) {
   std::string s;
   for (const auto& p : parts) s += p;
   return s;
-}
-
-TEST(Utf8, Validity) {
-  EXPECT_TRUE(IsValidUtf8(""));
-  EXPECT_TRUE(IsValidUtf8("plain ascii"));
-  EXPECT_TRUE(IsValidUtf8("caf\xC3\xA9 \xE2\x82\xAC \xF0\x9F\x98\x80"));
-  EXPECT_FALSE(IsValidUtf8("\xC3"));              // truncated
-  EXPECT_FALSE(IsValidUtf8("\xA9"));              // lone continuation byte
-  EXPECT_FALSE(IsValidUtf8("\xC0\xAF"));          // overlong '/'
-  EXPECT_FALSE(IsValidUtf8("\xED\xA0\x80"));      // surrogate
-  EXPECT_FALSE(IsValidUtf8("\xF4\x90\x80\x80"));  // past U+10FFFF
-}
-
-TEST(Utf8, SanitizeReplacesEachBadByte) {
-  auto clean = [](std::string_view in) {
-    std::string out = "<";
-    AppendSanitizedUtf8(in, out);
-    return out;
-  };
-  EXPECT_EQ(clean("caf\xC3\xA9"), "<caf\xC3\xA9");
-  EXPECT_EQ(clean("a\xA9" "b"), "<a\xEF\xBF\xBD" "b");
-  EXPECT_EQ(clean("\xC3"), "<\xEF\xBF\xBD");
-  EXPECT_EQ(clean("\xE2\x82" "x"), "<\xEF\xBF\xBD\xEF\xBF\xBD" "x");
-  EXPECT_EQ(clean("\xC0\xAF"), "<\xEF\xBF\xBD\xEF\xBF\xBD");
-  EXPECT_TRUE(IsValidUtf8(clean("\xFF\xFE\xF0\x9F\x98")));
 }
 
 TEST(StopStrings, Validation) {
@@ -131,7 +108,7 @@ TEST(StopMatcher, MultiByteStopAcrossPieces) {
   const auto e = Feed(m, {"un \xC3\xA9", "t", "\xC3\xA9 chaud"});
   EXPECT_EQ(Join(e), "un ");
   EXPECT_TRUE(m.stopped());
-  for (const auto& piece : e) EXPECT_TRUE(IsValidUtf8(piece));
+  for (const auto& piece : e) EXPECT_TRUE(tokenizer::IsValidUtf8(piece));
 }
 
 // Every way of cutting a text into pieces gives the same result, emitted text is never taken

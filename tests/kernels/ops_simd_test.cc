@@ -1,7 +1,8 @@
-// The AVX-512 float ops (ops_avx512.cc) against scalar loops written from ops.h's
-// definitions, on odd lengths (SIMD chunks plus tails) and misaligned pointers. Softmax,
-// SwiGlu and AddScaled must be bit-identical; the double-accumulated dot products may differ
-// only in the order of their double additions.
+// The AVX-512 float ops (ops_avx512.cc), through ops.h's dispatchers, against their scalar
+// references (ref:: in ops_internal.h, the loops ops.cc runs without AVX-512), on odd lengths
+// (SIMD chunks plus tails) and misaligned pointers. Softmax, SwiGlu and AddScaled must be
+// bit-identical; the double-accumulated dot products may differ only in the order of their
+// double additions.
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -19,29 +20,6 @@ namespace {
 
 bool HaveAvx512() { return BestSimdLevel() == SimdLevel::kAvx512; }
 
-// Softmax as ops.cc's scalar loop computes it.
-void ScalarSoftmax(float* x, int64_t n) {
-  float max = -std::numeric_limits<float>::infinity();
-  for (int64_t i = 0; i < n; ++i) max = std::max(max, x[i]);
-  double sum = 0.0;
-  int64_t i = 0;
-  for (; i + 15 < n; i += 16) {
-    float v[16];
-    for (int k = 0; k < 16; ++k) v[k] = x[i + k] = ExpPoly(x[i + k] - max);
-    for (int k = 0; k < 8; ++k) v[k] += v[k + 8];
-    for (int k = 0; k < 4; ++k) v[k] += v[k + 4];
-    v[0] += v[2];
-    v[1] += v[3];
-    sum += static_cast<double>(v[0] + v[1]);
-  }
-  for (; i < n; ++i) {
-    x[i] = std::exp(x[i] - max);
-    sum += static_cast<double>(x[i]);
-  }
-  const float inv = static_cast<float>(1.0 / sum);
-  for (int64_t k = 0; k < n; ++k) x[k] *= inv;
-}
-
 TEST(OpsSimd, SoftmaxAndSwiGluAreBitIdenticalToScalar) {
   if (!HaveAvx512()) GTEST_SKIP() << "no AVX-512 on this CPU: the scalar ops are the only path";
   for (int64_t n : {1, 15, 16, 17, 33, 100, 257}) {
@@ -51,20 +29,16 @@ TEST(OpsSimd, SoftmaxAndSwiGluAreBitIdenticalToScalar) {
       if (n > 20) base[offset + 5] = -std::numeric_limits<float>::infinity();  // a masked cell
       if (n > 40) base[offset + 30] = -150.0f;  // exp underflows into the subnormals
       std::vector<float> want(base), got(base);
-      ScalarSoftmax(want.data() + offset, n);
+      ref::Softmax(want.data() + offset, n);
       Softmax(got.data() + offset, n);
       for (int64_t i = 0; i < n; ++i) ASSERT_EQ(got[offset + i], want[offset + i]) << "i=" << i;
 
       const std::vector<float> gate = testing::RandomRow(n + offset, 5 + static_cast<uint32_t>(n), 8.0f);
       const std::vector<float> up = testing::RandomRow(n + offset, 9 + static_cast<uint32_t>(n));
-      std::vector<float> out(n + offset);
+      std::vector<float> out(n + offset), expect(n + offset);
       SwiGlu(gate.data() + offset, up.data() + offset, n, out.data() + offset);
-      for (int64_t i = 0; i < n; ++i) {
-        const float g = gate[offset + i];
-        const float expect = (n - n % 16 > i) ? g / (1.0f + ExpPoly(-g)) * up[offset + i]
-                                              : Silu(g) * up[offset + i];
-        ASSERT_EQ(out[offset + i], expect) << "i=" << i;
-      }
+      ref::SwiGlu(gate.data() + offset, up.data() + offset, n, expect.data() + offset);
+      for (int64_t i = 0; i < n; ++i) ASSERT_EQ(out[offset + i], expect[offset + i]) << "i=" << i;
     }
   }
 }
@@ -77,7 +51,7 @@ TEST(OpsSimd, ExpPolyLanesMatchScalarAcrossTheRange) {
     for (int k = 0; k < 16; ++k) x[k] = start * (1.0f - k / 16.0f);
     x[15] = 0.0f;
     want = x;
-    ScalarSoftmax(want.data(), 16);
+    ref::Softmax(want.data(), 16);
     Softmax(x.data(), 16);
     for (int k = 0; k < 16; ++k) ASSERT_EQ(x[k], want[k]) << "start=" << start << " k=" << k;
   }
@@ -92,22 +66,23 @@ TEST(OpsSimd, DotsAndAddScaledMatchScalar) {
       const std::vector<float> b = testing::RandomRow(n + offset, 2 + static_cast<uint32_t>(n));
       std::vector<uint16_t> h(n + offset);
       for (int64_t i = 0; i < n + offset; ++i) h[i] = Fp32ToFp16(a[i]);
-      double dot = 0, dot_h = 0, mag = 0;
-      for (int64_t i = 0; i < n; ++i) {
-        dot += static_cast<double>(a[offset + i]) * b[offset + i];
-        dot_h += static_cast<double>(Fp16ToFp32(h[offset + i])) * b[offset + i];
-        mag += std::fabs(static_cast<double>(a[offset + i]) * b[offset + i]);
-      }
+      // The tolerance comes from the inputs: the sum of the products' magnitudes.
+      double mag = 0;
+      for (int64_t i = 0; i < n; ++i) mag += std::fabs(static_cast<double>(a[offset + i]) * b[offset + i]);
       // Only the double additions are reordered: far below one float ulp of the magnitude.
-      EXPECT_NEAR(Dot(a.data() + offset, b.data() + offset, n), static_cast<float>(dot), 1e-6 * mag);
-      EXPECT_NEAR(DotF16(h.data() + offset, b.data() + offset, n), static_cast<float>(dot_h), 1e-6 * mag);
+      EXPECT_NEAR(Dot(a.data() + offset, b.data() + offset, n), ref::Dot(a.data() + offset, b.data() + offset, n),
+                  1e-6 * mag);
+      EXPECT_NEAR(DotF16(h.data() + offset, b.data() + offset, n),
+                  ref::DotF16(h.data() + offset, b.data() + offset, n), 1e-6 * mag);
 
-      std::vector<float> y(b), y_h(b);
+      std::vector<float> y(b), y_h(b), want(b), want_h(b);
       AddScaled(a.data() + offset, 0.37f, n, y.data() + offset);
       AddScaledF16(h.data() + offset, -1.25f, n, y_h.data() + offset);
+      ref::AddScaled(a.data() + offset, 0.37f, n, want.data() + offset);
+      ref::AddScaledF16(h.data() + offset, -1.25f, n, want_h.data() + offset);
       for (int64_t i = 0; i < n; ++i) {
-        ASSERT_EQ(y[offset + i], b[offset + i] + 0.37f * a[offset + i]);
-        ASSERT_EQ(y_h[offset + i], b[offset + i] + -1.25f * Fp16ToFp32(h[offset + i]));
+        ASSERT_EQ(y[offset + i], want[offset + i]) << "i=" << i;
+        ASSERT_EQ(y_h[offset + i], want_h[offset + i]) << "i=" << i;
       }
     }
   }
