@@ -17,7 +17,7 @@
 #include <CLI/CLI.hpp>
 
 #include "cluster/cluster_node.h"
-#include "cluster/net.h"
+#include "comm/socket_util.h"
 
 namespace cohort::app {
 namespace {
@@ -118,7 +118,7 @@ int NodeCommand(const NodeOptions& o) {
   std::thread http_thread;
   std::string http_line = "off";
   if (!o.http.empty()) {
-    auto addr = cluster::SocketAddress::Parse(o.http);
+    auto addr = comm::SocketAddress::Parse(o.http);
     if (!addr.ok()) return Fail(addr.status().Annotate("--http"));
     const std::string host = o.http.substr(0, o.http.rfind(':'));
     const int port = addr->port() == 0 ? http.bind_to_any_port(host) : (http.bind_to_port(host, addr->port()) ? addr->port() : -1);
