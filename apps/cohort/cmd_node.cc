@@ -9,7 +9,7 @@
 #include <CLI/CLI.hpp>
 
 #include "cluster/cluster_node.h"
-#include "cluster/net.h"
+#include "comm/socket_util.h"
 #include "server/http_server.h"
 #include "server/node_routes.h"
 
@@ -74,7 +74,7 @@ int NodeCommand(const NodeOptions& o) {
   http_options.timeout_s = 5;
   http_options.http_threads = 8;
   if (!o.http.empty()) {
-    auto addr = cluster::SocketAddress::Parse(o.http);
+    auto addr = comm::SocketAddress::Parse(o.http);
     if (!addr.ok()) return Fail(addr.status().Annotate("--http"));
     http_options.host = o.http.substr(0, o.http.rfind(':'));
     http_options.port = addr->port();

@@ -11,6 +11,10 @@
 #include <set>
 
 namespace cohort::cluster {
+
+using comm::Fd;
+using comm::SocketAddress;
+
 namespace {
 
 std::string HostName() {
@@ -19,20 +23,16 @@ std::string HostName() {
   return buf;
 }
 
-uint64_t SteadyNs() {
-  return static_cast<uint64_t>(std::chrono::duration_cast<std::chrono::nanoseconds>(
-                                   std::chrono::steady_clock::now().time_since_epoch())
-                                   .count());
-}
-
 }  // namespace
 
 Result<std::unique_ptr<ClusterNode>> ClusterNode::Start(const ClusterOptions& options, Logger* log,
                                                         ClusterCallbacks callbacks) {
   COHORT_CHECK(log != nullptr);
+  COHORT_CHECK(options.clock != nullptr);
   COHORT_RETURN_IF_ERROR(options.Validate());
   std::unique_ptr<ClusterNode> node(new ClusterNode());
   node->options_ = options;
+  node->clock_ = options.clock;
   if (node->options_.name.empty()) node->options_.name = HostName();
   node->log_ = log;
   node->callbacks_ = std::move(callbacks);
@@ -69,11 +69,11 @@ Result<std::unique_ptr<ClusterNode>> ClusterNode::Start(const ClusterOptions& op
     if (!addr.ok()) return addr.status().Annotate("--peers");
     if (!(*addr == node->advertise_)) node->seeds_.push_back(*addr);
   }
-  node->boot_ms_ = WallClockMs();
+  node->boot_ms_ = node->clock_->WallMs();
   node->table_ = std::make_unique<MemberTable>(node->id_, options.max_members, options.timeouts);
   node->replay_ = std::make_unique<ReplayGuard>(options.replay_window_ms);
   node->tokens_ = options.max_packets_per_s;
-  node->tokens_at_ms_ = SteadyMs();
+  node->tokens_at_ms_ = Clock::Real().MonotonicMs();
   // Until measured, publish what is cheap to know.
   ProfileOptions quick = options.profile;
   quick.run_benchmarks = false;
@@ -141,6 +141,9 @@ void ClusterNode::ReceiveLoop() {
   }
 }
 
+// The loop wakes every heartbeat_ms of real time (a condition variable can wait on nothing
+// else); what each tick decides (who is silent, when to ping) reads clock_, so a test moving a
+// ManualClock controls liveness while real heartbeats still flow between the ticks.
 void ClusterNode::TickLoop() {
   while (!stop_.load()) {
     std::vector<Outgoing> out;
@@ -164,7 +167,7 @@ bool ClusterNode::Admit(std::span<const uint8_t> bytes, Message* message) {
   }
   if (message->sender == id_) return false;  // our own multicast, looped back
   std::lock_guard<std::mutex> lock(mutex_);
-  switch (replay_->Check(*message, WallClockMs())) {
+  switch (replay_->Check(*message, clock_->WallMs())) {
     case ReplayGuard::Verdict::kAccept: return true;
     case ReplayGuard::Verdict::kStale: Drop(DropReason::kStale); return false;
     case ReplayGuard::Verdict::kReplay: Drop(DropReason::kReplay); return false;
@@ -176,9 +179,10 @@ bool ClusterNode::Admit(std::span<const uint8_t> bytes, Message* message) {
 void ClusterNode::HandleDatagram(std::span<const uint8_t> bytes, const SocketAddress& from,
                                  bool truncated) {
   {
-    // A token bucket bounds the work garbage can cause: MAC checks and JSON parsing.
+    // A token bucket bounds the work garbage can cause: MAC checks and JSON parsing. That work
+    // costs real CPU time, so the bucket refills by the real clock, not the injected one.
     std::lock_guard<std::mutex> lock(mutex_);
-    const uint64_t now = SteadyMs();
+    const uint64_t now = Clock::Real().MonotonicMs();
     const double rate = options_.max_packets_per_s;
     tokens_ = std::min(rate, tokens_ + rate * static_cast<double>(now - tokens_at_ms_) / 1000.0);
     tokens_at_ms_ = now;
@@ -217,8 +221,9 @@ void ClusterNode::HandleDatagram(std::span<const uint8_t> bytes, const SocketAdd
         break;
       }
       case MessageType::kPong: {
+        // A measurement of the real link, so the real clock (as when the ping was stamped).
         const uint64_t sent_ns = j.at("t").get<uint64_t>();
-        const uint64_t now_ns = SteadyNs();
+        const uint64_t now_ns = Clock::Real().MonotonicNs();
         if (sent_ns > now_ns || now_ns - sent_ns > 10'000'000'000ull) throw std::out_of_range("t");
         const double one_way_s = static_cast<double>(now_ns - sent_ns) / 2e9;
         std::lock_guard<std::mutex> lock(mutex_);
@@ -276,7 +281,7 @@ void ClusterNode::HandleHeartbeat(const Message& m, const nlohmann::json& j,
   }
   std::lock_guard<std::mutex> lock(mutex_);
   const bool known = table_->Find(heard.id) != nullptr;
-  if (!table_->Heard(heard, SteadyMs(), changes)) {
+  if (!table_->Heard(heard, clock_->MonotonicMs(), changes)) {
     Drop(DropReason::kTableFull);
     return;
   }
@@ -333,7 +338,7 @@ void ClusterNode::HandleState(const nlohmann::json& j, std::vector<Outgoing>* ou
 void ClusterNode::Tick(std::vector<Outgoing>* out, std::vector<MemberChange>* changes,
                        bool* state_changed) {
   std::lock_guard<std::mutex> lock(mutex_);
-  const uint64_t now = SteadyMs();
+  const uint64_t now = clock_->MonotonicMs();
   table_->Tick(now, changes);
   const uint64_t version_before = state_.version;
   const bool leading = UpdateLeadershipLocked();
@@ -368,7 +373,7 @@ void ClusterNode::Tick(std::vector<Outgoing>* out, std::vector<MemberChange>* ch
     for (const Member& m : members) {
       auto to = SocketAddress::ParseNumeric(m.address);
       if (!to.ok() || m.liveness == Liveness::kDead) continue;
-      out->push_back({*to, EncodeLocked(MessageType::kPing, {{"t", SteadyNs()}})});
+      out->push_back({*to, EncodeLocked(MessageType::kPing, {{"t", Clock::Real().MonotonicNs()}})});
     }
   }
   for (const MemberChange& c : *changes) {
@@ -416,7 +421,7 @@ std::vector<uint8_t> ClusterNode::EncodeLocked(MessageType type, const nlohmann:
   m.type = type;
   m.sender = id_;
   m.payload = payload.dump();
-  return EncodeMessage(key_, std::move(m));
+  return EncodeMessage(key_, std::move(m), *clock_);
 }
 
 nlohmann::json ClusterNode::HeartbeatPayloadLocked() const {

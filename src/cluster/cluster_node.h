@@ -21,10 +21,11 @@
 
 #include "cluster/cluster_state.h"
 #include "cluster/member_table.h"
-#include "cluster/net.h"
 #include "cluster/node_id.h"
 #include "cluster/profile.h"
 #include "cluster/wire.h"
+#include "comm/socket_util.h"
+#include "core/clock.h"
 #include "core/log.h"
 #include "core/status.h"
 
@@ -50,6 +51,10 @@ struct ClusterOptions {
   int tcp_timeout_ms = 3000;            // a control connection's whole life
   int max_pending_connections = 16;
   ProfileOptions profile;
+  // Borrowed; never null. What liveness (silence timeouts), the ping and probe schedules and
+  // message timestamps read. A test injects a ManualClock to move time by hand; the threads
+  // still wake, and sockets still wait, in real time.
+  const Clock* clock = &Clock::Real();
   Status Validate() const;
 };
 
@@ -122,6 +127,8 @@ class ClusterNode {
   void Stop();
 
   const NodeId& id() const { return id_; }
+  // The clock its liveness reads (ClusterOptions::clock); the reconcile loop keeps time by it too.
+  const Clock& clock() const { return *clock_; }
   std::string address() const { return advertise_.ToString(); }
   ClusterSnapshot Snapshot() const;
   // Orders `change` through the leader (this node or, over TCP, the current one) and returns
@@ -136,7 +143,7 @@ class ClusterNode {
  private:
   ClusterNode() = default;
   struct Outgoing {
-    SocketAddress to;
+    comm::SocketAddress to;
     std::vector<uint8_t> bytes;
   };
 
@@ -148,9 +155,9 @@ class ClusterNode {
   void ProfileLoop();
 
   // UDP.
-  void HandleDatagram(std::span<const uint8_t> bytes, const SocketAddress& from, bool truncated);
+  void HandleDatagram(std::span<const uint8_t> bytes, const comm::SocketAddress& from, bool truncated);
   bool Admit(std::span<const uint8_t> bytes, Message* message);  // decode, MAC, replay
-  void HandleHeartbeat(const Message& m, const nlohmann::json& j, const SocketAddress& from,
+  void HandleHeartbeat(const Message& m, const nlohmann::json& j, const comm::SocketAddress& from,
                        std::vector<Outgoing>* out, std::vector<MemberChange>* changes);
   void HandleState(const nlohmann::json& j, std::vector<Outgoing>* out, bool* adopted);
   void Tick(std::vector<Outgoing>* out, std::vector<MemberChange>* changes, bool* state_changed);
@@ -162,29 +169,30 @@ class ClusterNode {
   nlohmann::json HeartbeatPayloadLocked() const;
 
   // TCP.
-  void HandleConnection(Fd fd);
-  Result<Message> Request(const SocketAddress& to, MessageType type, const nlohmann::json& payload,
+  void HandleConnection(comm::Fd fd);
+  Result<Message> Request(const comm::SocketAddress& to, MessageType type, const nlohmann::json& payload,
                           size_t raw_bytes_after, MessageType reply_type, int timeout_ms);
   Result<uint64_t> ProposeLocal(const Change& change);
-  void ProbeBandwidth(const NodeId& peer, const SocketAddress& to);
+  void ProbeBandwidth(const NodeId& peer, const comm::SocketAddress& to);
 
   void Send(const std::vector<Outgoing>& out);
   void Notify(const std::vector<MemberChange>& changes, bool state_changed);
   void Drop(DropReason r) { dropped_[static_cast<size_t>(r)].fetch_add(1); }
 
   ClusterOptions options_;
+  const Clock* clock_ = nullptr;  // options_.clock
   Logger* log_ = nullptr;
   ClusterCallbacks callbacks_;
   NodeId id_;
   ClusterKey key_{};
-  SocketAddress listen_;
-  SocketAddress advertise_;
-  SocketAddress multicast_group_;
-  std::vector<SocketAddress> seeds_;
+  comm::SocketAddress listen_;
+  comm::SocketAddress advertise_;
+  comm::SocketAddress multicast_group_;
+  std::vector<comm::SocketAddress> seeds_;
   uint64_t boot_ms_ = 0;
-  Fd udp_;
-  Fd multicast_;
-  Fd tcp_;
+  comm::Fd udp_;
+  comm::Fd multicast_;
+  comm::Fd tcp_;
 
   std::atomic<bool> stop_{false};
   std::thread receive_thread_, tick_thread_, accept_thread_, profile_thread_;
@@ -202,13 +210,13 @@ class ClusterNode {
   std::map<NodeId, std::deque<double>> latency_samples_;  // one-way seconds, newest last
   std::unique_ptr<ReplayGuard> replay_;
   double tokens_ = 0;             // rate limiter bucket
-  uint64_t tokens_at_ms_ = 0;
+  uint64_t tokens_at_ms_ = 0;     // real monotonic ms (the bucket bounds work per real second)
   uint64_t tick_count_ = 0;
   uint64_t last_ping_ms_ = 0;
 
   std::mutex connections_mutex_;
   std::condition_variable connections_cv_;
-  std::deque<Fd> connections_;
+  std::deque<comm::Fd> connections_;
 
   std::mutex stop_mutex_;
   std::condition_variable stop_cv_;

@@ -9,9 +9,24 @@
 #include "cluster/cluster_node.h"
 
 namespace cohort::cluster {
+
+using comm::Fd;
+using comm::SocketAddress;
+
 namespace {
 
 constexpr size_t kMaxProbeBytes = size_t{64} << 20;
+
+// Socket waits are bounded in real time: they block a thread, which only real time releases.
+comm::Deadline AfterMs(uint64_t ms) { return comm::DeadlineAfter(std::chrono::milliseconds(ms)); }
+
+Status ReadExact(int fd, uint8_t* out, size_t n, comm::Deadline deadline) {
+  return comm::ReadAll(fd, std::as_writable_bytes(std::span(out, n)), deadline);
+}
+
+Status WriteAll(int fd, std::span<const uint8_t> bytes, comm::Deadline deadline) {
+  return comm::WriteAll(fd, std::as_bytes(bytes), deadline);
+}
 
 }  // namespace
 
@@ -48,7 +63,7 @@ void ClusterNode::ConnectionLoop() {
 // One request per connection; every read is bounded by the connection's deadline, so a
 // silent or slow peer costs at most tcp_timeout_ms of one handler thread.
 void ClusterNode::HandleConnection(Fd fd) {
-  const uint64_t deadline = SteadyMs() + static_cast<uint64_t>(options_.tcp_timeout_ms);
+  const comm::Deadline deadline = AfterMs(static_cast<uint64_t>(options_.tcp_timeout_ms));
   std::vector<uint8_t> bytes(kWireHeaderBytes);
   if (!ReadExact(fd.get(), bytes.data(), bytes.size(), deadline).ok()) {
     Drop(DropReason::kMalformed);
@@ -92,7 +107,7 @@ void ClusterNode::HandleConnection(Fd fd) {
       return;
     }
     // Probes move megabytes: give them longer than a request, but still a bound.
-    const uint64_t probe_deadline = SteadyMs() + 10 * static_cast<uint64_t>(options_.tcp_timeout_ms);
+    const comm::Deadline probe_deadline = AfterMs(10 * static_cast<uint64_t>(options_.tcp_timeout_ms));
     std::vector<uint8_t> sink(std::min<uint64_t>(n, 1 << 20));
     for (uint64_t done = 0; done < n;) {
       const size_t chunk = static_cast<size_t>(std::min<uint64_t>(n - done, sink.size()));
@@ -110,14 +125,14 @@ void ClusterNode::HandleConnection(Fd fd) {
     std::lock_guard<std::mutex> lock(mutex_);
     out = EncodeLocked(reply_type, reply);
   }
-  (void)WriteAll(fd.get(), out, deadline + static_cast<uint64_t>(options_.tcp_timeout_ms));
+  (void)WriteAll(fd.get(), out, deadline + std::chrono::milliseconds(options_.tcp_timeout_ms));
 }
 
 Result<Message> ClusterNode::Request(const SocketAddress& to, MessageType type,
                                      const nlohmann::json& payload, size_t raw_bytes_after,
                                      MessageType reply_type, int timeout_ms) {
-  const uint64_t deadline = SteadyMs() + static_cast<uint64_t>(timeout_ms);
-  COHORT_ASSIGN_OR_RETURN(Fd fd, ConnectTcp(to, timeout_ms));
+  const comm::Deadline deadline = AfterMs(static_cast<uint64_t>(timeout_ms));
+  COHORT_ASSIGN_OR_RETURN(Fd fd, comm::ConnectTcp(to, deadline));
   std::vector<uint8_t> request;
   {
     std::lock_guard<std::mutex> lock(mutex_);
@@ -167,9 +182,10 @@ Result<uint64_t> ClusterNode::ProposeLocal(const Change& change) {
 
 Result<uint64_t> ClusterNode::ProposeChange(const Change& change, int timeout_ms) {
   COHORT_RETURN_IF_ERROR(change.Validate());
-  const uint64_t deadline = SteadyMs() + static_cast<uint64_t>(timeout_ms);
+  // The caller's bound on its wait, in real time like the waits inside.
+  const comm::Deadline deadline = AfterMs(static_cast<uint64_t>(timeout_ms));
   Status last = Unavailable("no leader reachable");
-  while (!stop_.load() && SteadyMs() < deadline) {
+  while (!stop_.load() && comm::Clock::now() < deadline) {
     NodeId leader;
     std::string leader_address;
     {
@@ -183,7 +199,7 @@ Result<uint64_t> ClusterNode::ProposeChange(const Change& change, int timeout_ms
       last = version.status();
     } else {
       auto to = SocketAddress::ParseNumeric(leader_address);
-      const int left = static_cast<int>(deadline - std::min(deadline, SteadyMs()));
+      const int left = comm::PollTimeoutMs(deadline);
       auto reply = to.ok() ? Request(*to, MessageType::kPropose, {{"change", ChangeToJson(change)}}, 0,
                                      MessageType::kProposeReply, std::max(left, 1))
                            : Result<Message>(to.status());
@@ -206,6 +222,7 @@ Result<uint64_t> ClusterNode::ProposeChange(const Change& change, int timeout_ms
 }
 
 void ClusterNode::ProbeBandwidth(const NodeId& peer, const SocketAddress& to) {
+  // A measurement of the real link, so timed by the real clock.
   const auto start = std::chrono::steady_clock::now();
   auto reply = Request(to, MessageType::kProbe, {{"bytes", options_.probe_bytes}}, options_.probe_bytes,
                        MessageType::kProbeReply, 10 * options_.tcp_timeout_ms);
@@ -231,10 +248,10 @@ void ClusterNode::ProfileLoop() {
       log_->Warn("cluster: profiling failed: {}", measured.status().ToString());
     }
   }
-  uint64_t next_probe_ms = SteadyMs() + 2 * static_cast<uint64_t>(options_.heartbeat_ms);
+  uint64_t next_probe_ms = clock_->MonotonicMs() + 2 * static_cast<uint64_t>(options_.heartbeat_ms);
   while (!stop_.load()) {
-    if (options_.probe_interval_ms > 0 && SteadyMs() >= next_probe_ms) {
-      next_probe_ms = SteadyMs() + static_cast<uint64_t>(options_.probe_interval_ms);
+    if (options_.probe_interval_ms > 0 && clock_->MonotonicMs() >= next_probe_ms) {
+      next_probe_ms = clock_->MonotonicMs() + static_cast<uint64_t>(options_.probe_interval_ms);
       std::vector<Member> members;
       {
         std::lock_guard<std::mutex> lock(mutex_);

@@ -67,7 +67,7 @@ ClusterSnapshot ClusterNode::Snapshot() const {
   self.profile = profile_;
   for (const auto& [peer, link] : links_) self.links.push_back(link);
   snap.members.push_back(std::move(self));
-  const uint64_t now = SteadyMs();
+  const uint64_t now = clock_->MonotonicMs();
   for (const Member& m : table_->List()) {
     MemberView v;
     v.id = m.id;

@@ -22,7 +22,7 @@ struct Member {
   std::string address;      // host:port its heartbeats come from (its control socket)
   uint64_t boot_ms = 0;     // the member's start time: a new value means it restarted
   Liveness liveness = Liveness::kAlive;
-  uint64_t last_heard_ms = 0;  // local steady clock
+  uint64_t last_heard_ms = 0;  // the node's Clock, monotonic ms
   uint64_t term = 0;           // the state it advertises
   uint64_t version = 0;
   ResourceProfile profile;

@@ -10,12 +10,6 @@ namespace {
 constexpr int kProposeTimeoutMs = 3000;
 constexpr uint64_t kPublishIntervalMs = 1000;
 
-uint64_t NowMs() {
-  return static_cast<uint64_t>(std::chrono::duration_cast<std::chrono::milliseconds>(
-                                   std::chrono::steady_clock::now().time_since_epoch())
-                                   .count());
-}
-
 InstanceHostOptions HostOptionsOf(const ReconcilerOptions& o) {
   InstanceHostOptions h = o.host;
   h.api = o.api;
@@ -94,7 +88,7 @@ void Reconciler::Loop() {
   while (!stop_) {
     const ClusterSnapshot snap = node_.Snapshot();
     PublishSelf(snap, /*now=*/false);
-    placer_.Lead(snap, NowMs());
+    placer_.Lead(snap, node_.clock().MonotonicMs());
     host_.Coordinate(snap);
     for (int waited = 0; waited < options_.tick_ms && !stop_; waited += 20) {
       std::this_thread::sleep_for(std::chrono::milliseconds(20));
@@ -116,7 +110,7 @@ void Reconciler::PublishSelf(const ClusterSnapshot& snap, bool publish_now) {
     auto have = NodeServiceFromJson(it->second);
     if (have.ok() && *have == want) return;
   }
-  const uint64_t now = NowMs();
+  const uint64_t now = node_.clock().MonotonicMs();
   if (!publish_now && now - last_publish_ms_ < kPublishIntervalMs) return;
   last_publish_ms_ = now;
   auto version = node_.ProposeChange({ChangeKind::kPutModel, kNodeKeyPrefix + self_, NodeServiceToJson(want)},

@@ -3,7 +3,6 @@
 
 #include <sodium.h>
 
-#include <chrono>
 #include <cstring>
 
 namespace cohort::cluster {
@@ -67,9 +66,9 @@ Result<ClusterKey> DeriveClusterKey(const std::string& secret) {
   return key;
 }
 
-std::vector<uint8_t> EncodeMessage(const ClusterKey& key, Message message) {
+std::vector<uint8_t> EncodeMessage(const ClusterKey& key, Message message, const Clock& clock) {
   COHORT_CHECK_LE(message.payload.size(), kMaxPayloadBytes);
-  if (message.timestamp_ms == 0) message.timestamp_ms = WallClockMs();
+  if (message.timestamp_ms == 0) message.timestamp_ms = clock.WallMs();
   while (message.nonce == 0) randombytes_buf(&message.nonce, sizeof(message.nonce));
   const size_t n = message.payload.size();
   std::vector<uint8_t> out(kWireHeaderBytes + n + kWireMacBytes);
@@ -147,12 +146,6 @@ ReplayGuard::Verdict ReplayGuard::Check(const Message& message, uint64_t now_ms)
   seen.order.emplace_back(std::max(ts, seen.order.empty() ? ts : seen.order.back().first),
                           message.nonce);
   return Verdict::kAccept;
-}
-
-uint64_t WallClockMs() {
-  return static_cast<uint64_t>(std::chrono::duration_cast<std::chrono::milliseconds>(
-                                   std::chrono::system_clock::now().time_since_epoch())
-                                   .count());
 }
 
 }  // namespace cohort::cluster

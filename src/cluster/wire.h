@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "cluster/node_id.h"
+#include "core/clock.h"
 #include "core/status.h"
 
 namespace cohort::cluster {
@@ -46,7 +47,7 @@ Result<ClusterKey> DeriveClusterKey(const std::string& secret);
 struct Message {
   MessageType type = MessageType::kHeartbeat;
   NodeId sender;
-  uint64_t timestamp_ms = 0;  // sender's wall clock (unix ms)
+  uint64_t timestamp_ms = 0;  // sender's wall clock (unix ms, Clock::WallMs)
   uint64_t nonce = 0;         // random per message
   std::string payload;        // JSON text
 };
@@ -55,8 +56,10 @@ struct Message {
 //   0  u8[4] magic "CHCP"      4 u8 version      5 u8 type      6 u16 reserved (0)
 //   8  u32 payload bytes       12 u8[16] sender id
 //   28 u64 timestamp_ms        36 u64 nonce      44 payload     44+N u8[32] MAC of [0, 44+N)
-// Fills timestamp and nonce when they are 0. payload must be <= kMaxPayloadBytes.
-std::vector<uint8_t> EncodeMessage(const ClusterKey& key, Message message);
+// Fills timestamp (from `clock`'s wall time) and nonce when they are 0. payload must be
+// <= kMaxPayloadBytes.
+std::vector<uint8_t> EncodeMessage(const ClusterKey& key, Message message,
+                                   const Clock& clock = Clock::Real());
 
 enum class DecodeError { kNone, kTooShort, kTooLarge, kBadMagic, kBadVersion, kBadType,
                          kBadLength, kBadMac };
@@ -88,7 +91,5 @@ class ReplayGuard {
   size_t max_per_sender_;
   std::map<NodeId, Seen> seen_;
 };
-
-uint64_t WallClockMs();
 
 }  // namespace cohort::cluster

@@ -17,6 +17,7 @@
 #include <fmt/format.h>
 
 #include "comm/frame.h"
+#include "comm/framed_transport.h"
 #include "comm/shm_segment.h"
 #include "comm/wait.h"
 
@@ -46,61 +47,30 @@ void Notify(const ShmSegment& segment) {
   }
 }
 
-struct SendState {
-  int peer = -1;
-  FrameHeaderBytes header{};
-  std::span<const std::byte> payload;
-  size_t done = 0;
-  bool finished() const { return done == kFrameHeaderBytes + payload.size(); }
-};
-
-struct RecvState {
-  int peer = -1;
-  uint32_t tag = 0;
-  FrameHeaderBytes header{};
-  std::span<std::byte> payload;
-  size_t done = 0;
-  bool finished() const { return done == kFrameHeaderBytes + payload.size(); }
-};
-
-class ShmTransport final : public Transport {
+class ShmTransport final : public FramedTransport {
  public:
   ShmTransport(const ShmOptions& options, std::vector<ShmSegment> segments)
-      : rank_(options.rank), wait_(options.wait), segments_(std::move(segments)) {
-    sends_.reserve(segments_.size());
-    recvs_.reserve(segments_.size());
-  }
+      : FramedTransport("shm", options.rank, static_cast<int>(segments.size())),
+        wait_(options.wait),
+        segments_(std::move(segments)) {}
   ~ShmTransport() override { Close(); }
-
-  int rank() const override { return rank_; }
-  int size() const override { return static_cast<int>(segments_.size()); }
-  const char* name() const override { return "shm"; }
 
   Status Exchange(std::span<const SendOp> sends, std::span<const RecvOp> recvs,
                   Deadline deadline) override;
   void Close() override;
 
  private:
-  bool ProgressSend(SendState* s);
-  bool ProgressRecv(RecvState* r, Status* status);
+  bool ProgressSend(FrameSend* s);
+  bool ProgressRecv(FrameRecv* r, Status* status);
   bool RunRound(Status* status, bool* pending);
   Status CheckPeersAlive();
-  Status Fail(Status status) {
-    broken_ = status.Annotate(fmt::format("shm rank {}", rank_));
-    return broken_;
-  }
 
-  int rank_;
   WaitPolicy wait_;
   std::vector<ShmSegment> segments_;  // segments_[rank_] is our own (our inbound rings)
-  Status broken_;
-  bool closed_ = false;
-  std::vector<SendState> sends_;
-  std::vector<RecvState> recvs_;
 };
 
 // Copies as much of the frame as the peer's ring has room for.
-bool ShmTransport::ProgressSend(SendState* s) {
+bool ShmTransport::ProgressSend(FrameSend* s) {
   const ShmSegment& segment = segments_[s->peer];
   ShmRing& ring = segment.ring(rank_);
   const size_t capacity = segment.ring_bytes();
@@ -134,7 +104,7 @@ bool ShmTransport::ProgressSend(SendState* s) {
 }
 
 // Copies whatever has arrived; the header is validated before any payload is taken.
-bool ShmTransport::ProgressRecv(RecvState* r, Status* status) {
+bool ShmTransport::ProgressRecv(FrameRecv* r, Status* status) {
   const ShmSegment& own = segments_[rank_];
   ShmRing& ring = own.ring(r->peer);
   const size_t capacity = own.ring_bytes();
@@ -177,12 +147,12 @@ bool ShmTransport::ProgressRecv(RecvState* r, Status* status) {
 bool ShmTransport::RunRound(Status* status, bool* pending) {
   bool progressed = false;
   *pending = false;
-  for (SendState& s : sends_) {
+  for (FrameSend& s : sends_) {
     if (s.finished()) continue;
     progressed |= ProgressSend(&s);
     *pending |= !s.finished();
   }
-  for (RecvState& r : recvs_) {
+  for (FrameRecv& r : recvs_) {
     if (r.finished()) continue;
     progressed |= ProgressRecv(&r, status);
     if (!status->ok()) return progressed;
@@ -200,10 +170,10 @@ Status ShmTransport::CheckPeersAlive() {
     if (!ProcessAlive(h.pid)) return Unavailable(fmt::format("rank {} (pid {}) died", peer, h.pid));
     return Status::Ok();
   };
-  for (const SendState& s : sends_) {
+  for (const FrameSend& s : sends_) {
     if (!s.finished()) COHORT_RETURN_IF_ERROR(check(s.peer));
   }
-  for (const RecvState& r : recvs_) {
+  for (const FrameRecv& r : recvs_) {
     if (!r.finished()) COHORT_RETURN_IF_ERROR(check(r.peer));
   }
   return Status::Ok();
@@ -211,13 +181,7 @@ Status ShmTransport::CheckPeersAlive() {
 
 Status ShmTransport::Exchange(std::span<const SendOp> sends, std::span<const RecvOp> recvs,
                               Deadline deadline) {
-  if (!broken_.ok()) return broken_;
-  if (closed_) return Unavailable("shm transport is closed");
-  CheckExchangeArgs(rank_, size(), sends, recvs);
-  sends_.clear();
-  recvs_.clear();
-  for (const SendOp& op : sends) sends_.push_back({op.peer, EncodeFrameHeader({op.tag, op.data.size()}), op.data, 0});
-  for (const RecvOp& op : recvs) recvs_.push_back({op.peer, op.tag, {}, op.data, 0});
+  COHORT_RETURN_IF_ERROR(BeginExchange(sends, recvs));
   ShmHeader& own = segments_[rank_].header();
   Backoff backoff(wait_);
   Status status;
@@ -263,8 +227,7 @@ Status ShmTransport::Exchange(std::span<const SendOp> sends, std::span<const Rec
 }
 
 void ShmTransport::Close() {
-  if (closed_) return;
-  closed_ = true;
+  if (!MarkClosed()) return;
   segments_[rank_].header().closed.store(1, std::memory_order_release);
   for (int peer = 0; peer < size(); ++peer) {
     if (peer == rank_) continue;

@@ -1,13 +1,8 @@
 // How N ranks find each other over TCP: bind, connect to lower ranks with retries, accept
 // higher ranks, and exchange hellos so that a stray or garbage connection is refused.
-#include <arpa/inet.h>
-#include <netinet/in.h>
 #include <poll.h>
 #include <sys/socket.h>
-#include <unistd.h>
 
-#include <cerrno>
-#include <cstring>
 #include <thread>
 
 #include <fmt/format.h>
@@ -34,46 +29,21 @@ Result<Hello> ReadHello(int fd, Deadline deadline) {
   return DecodeHello(bytes);
 }
 
-// One attempt to open a TCP connection; kUnavailable when the peer is not listening yet.
-Result<int> TryConnect(const sockaddr_in& addr, const TcpOptions& options, Deadline deadline) {
-  int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-  if (fd < 0) return IoError(fmt::format("socket: {}", std::strerror(errno)));
-  Status status = ConfigureStreamSocket(fd, options.socket_busy_poll, options.socket_buffer_bytes);
-  if (status.ok() && connect(fd, reinterpret_cast<const sockaddr*>(&addr), sizeof(addr)) != 0) {
-    if (errno == EINPROGRESS) {
-      status = PollOne(fd, POLLOUT, deadline);
-      int error = 0;
-      socklen_t len = sizeof(error);
-      if (status.ok() && getsockopt(fd, SOL_SOCKET, SO_ERROR, &error, &len) == 0 && error != 0) {
-        status = Unavailable(fmt::format("connect: {}", std::strerror(error)));
-      }
-    } else {
-      status = Unavailable(fmt::format("connect: {}", std::strerror(errno)));
-    }
-  }
-  if (!status.ok()) {
-    CloseFd(&fd);
-    return status;
-  }
-  return fd;
-}
-
-Result<int> ConnectToPeer(int peer, const TcpOptions& options, Deadline deadline) {
-  COHORT_ASSIGN_OR_RETURN(const sockaddr_in addr, ParseAddress(options.addresses[peer]));
+Result<Fd> ConnectToPeer(int peer, const TcpOptions& options, Deadline deadline) {
+  COHORT_ASSIGN_OR_RETURN(const SocketAddress addr, SocketAddress::Parse(options.addresses[peer]));
   const int n = static_cast<int>(options.addresses.size());
   Status last = Unavailable("no attempt");
   while (Clock::now() < deadline) {
-    Result<int> fd = TryConnect(addr, options, deadline);
+    // kUnavailable while the peer is not listening yet: peers start in any order.
+    Result<Fd> fd = ConnectTcp(addr, deadline, options.socket_busy_poll, options.socket_buffer_bytes);
     if (fd.ok()) {
-      int sock = *fd;
-      Status status = SendHello(sock, {options.group_id, uint32_t(options.rank), uint32_t(n)},
+      Status status = SendHello(fd->get(), {options.group_id, uint32_t(options.rank), uint32_t(n)},
                                 deadline);
-      Result<Hello> reply = status.ok() ? ReadHello(sock, deadline) : Result<Hello>(status);
+      Result<Hello> reply = status.ok() ? ReadHello(fd->get(), deadline) : Result<Hello>(status);
       if (reply.ok() && reply->group_id == options.group_id && reply->rank == uint32_t(peer) &&
           reply->n_ranks == uint32_t(n)) {
-        return sock;
+        return std::move(*fd);
       }
-      CloseFd(&sock);
       last = reply.ok() ? Corrupt(fmt::format("{} answered as rank {} of group {:x}",
                                               options.addresses[peer], reply->rank,
                                               reply->group_id))
@@ -101,20 +71,20 @@ Status AcceptPeers(int listen_fd, const TcpOptions& options, Deadline deadline,
       return Timeout(fmt::format("rank {}: {} higher rank(s) did not connect within {} ms",
                                  options.rank, missing, options.connect_timeout.count()));
     }
-    int fd = accept4(listen_fd, nullptr, nullptr, SOCK_CLOEXEC);
-    if (fd < 0) continue;  // EAGAIN or a connection reset before we took it
-    Status status = ConfigureStreamSocket(fd, options.socket_busy_poll, options.socket_buffer_bytes);
+    Fd fd(accept4(listen_fd, nullptr, nullptr, SOCK_CLOEXEC));
+    if (!fd.valid()) continue;  // EAGAIN or a connection reset before we took it
+    Status status =
+        ConfigureStreamSocket(fd.get(), options.socket_busy_poll, options.socket_buffer_bytes);
     const Deadline hello_deadline = std::min(deadline, DeadlineAfter(kHelloTimeout));
-    Result<Hello> hello = status.ok() ? ReadHello(fd, hello_deadline) : Result<Hello>(status);
+    Result<Hello> hello = status.ok() ? ReadHello(fd.get(), hello_deadline) : Result<Hello>(status);
     const bool valid = hello.ok() && hello->group_id == options.group_id &&
                        hello->n_ranks == uint32_t(n) && hello->rank > uint32_t(options.rank) &&
                        hello->rank < uint32_t(n) && (*fds)[hello->rank] < 0;
     if (!valid ||
-        !SendHello(fd, {options.group_id, uint32_t(options.rank), uint32_t(n)}, deadline).ok()) {
-      CloseFd(&fd);  // garbage, a stranger, or a duplicate: not one of ours
-      continue;
+        !SendHello(fd.get(), {options.group_id, uint32_t(options.rank), uint32_t(n)}, deadline).ok()) {
+      continue;  // garbage, a stranger, or a duplicate: not one of ours; fd closes it
     }
-    (*fds)[hello->rank] = fd;
+    (*fds)[hello->rank] = fd.Release();
     --missing;
   }
   return Status::Ok();
@@ -137,23 +107,13 @@ Status TcpOptions::Validate() const {
 }
 
 Result<std::unique_ptr<TcpListener>> TcpListener::Bind(const std::string& address) {
-  COHORT_ASSIGN_OR_RETURN(sockaddr_in addr, ParseAddress(address));
-  int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-  if (fd < 0) return IoError(fmt::format("socket: {}", std::strerror(errno)));
-  const int one = 1;
-  (void)setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
-  if (bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) != 0 || listen(fd, kRanksMax) != 0) {
-    Status status = IoError(fmt::format("cannot listen on {}: {}", address, std::strerror(errno)));
-    CloseFd(&fd);
-    return status;
-  }
-  socklen_t len = sizeof(addr);
-  getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len);
-  COHORT_RETURN_IF_ERROR(SetNonBlocking(fd));
-  return std::unique_ptr<TcpListener>(new TcpListener(fd, FormatAddress(addr)));
+  COHORT_ASSIGN_OR_RETURN(SocketAddress addr, SocketAddress::Parse(address));
+  COHORT_ASSIGN_OR_RETURN(Fd fd, ListenTcp(addr, kRanksMax));
+  socklen_t len = sizeof(addr.addr);
+  getsockname(fd.get(), reinterpret_cast<sockaddr*>(&addr.addr), &len);
+  COHORT_RETURN_IF_ERROR(SetNonBlocking(fd.get()));
+  return std::unique_ptr<TcpListener>(new TcpListener(std::move(fd), addr.ToString()));
 }
-
-TcpListener::~TcpListener() { CloseFd(&fd_); }
 
 Result<std::vector<int>> ConnectTcpMesh(const TcpOptions& options,
                                         std::unique_ptr<TcpListener> listener) {
@@ -168,12 +128,12 @@ Result<std::vector<int>> ConnectTcpMesh(const TcpOptions& options,
     for (int& fd : fds) CloseFd(&fd);
   };
   for (int peer = 0; peer < options.rank; ++peer) {
-    Result<int> fd = ConnectToPeer(peer, options, deadline);
+    Result<Fd> fd = ConnectToPeer(peer, options, deadline);
     if (!fd.ok()) {
       close_all();
       return fd.status();
     }
-    fds[peer] = *fd;
+    fds[peer] = fd->Release();
   }
   if (options.rank + 1 < n) {
     Status status = AcceptPeers(listener->fd(), options, deadline, &fds);

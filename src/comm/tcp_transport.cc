@@ -14,29 +14,13 @@
 #include <fmt/format.h>
 
 #include "comm/frame.h"
+#include "comm/framed_transport.h"
 #include "comm/link_emulator.h"
 #include "comm/socket_util.h"
 #include "comm/wait.h"
 
 namespace cohort::comm {
 namespace {
-
-struct SendState {
-  int peer = -1;
-  FrameHeaderBytes header{};
-  std::span<const std::byte> payload;
-  size_t done = 0;  // bytes of header + payload written
-  bool finished() const { return done == kFrameHeaderBytes + payload.size(); }
-};
-
-struct RecvState {
-  int peer = -1;
-  uint32_t tag = 0;
-  FrameHeaderBytes header{};
-  std::span<std::byte> payload;
-  size_t done = 0;  // bytes of header + payload read
-  bool finished() const { return done == kFrameHeaderBytes + payload.size(); }
-};
 
 bool WouldBlock(int error) { return error == EAGAIN || error == EWOULDBLOCK || error == EINTR; }
 
@@ -54,80 +38,58 @@ void ConfigureBlockingSlices(int fd) {
   setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &slice, sizeof(slice));
 }
 
-class TcpTransport final : public Transport {
+class TcpTransport final : public FramedTransport {
  public:
   TcpTransport(int rank, std::vector<int> fds, const TcpOptions& options)
-      : rank_(rank), fds_(std::move(fds)), wait_(options.wait) {
+      : FramedTransport("tcp", rank, static_cast<int>(fds.size())),
+        fds_(std::move(fds)),
+        wait_(options.wait) {
     for (int fd : fds_) {
       if (fd >= 0) ConfigureBlockingSlices(fd);
     }
     if (options.link.enabled()) emulator_ = std::make_unique<LinkEmulator>(options.link, fds_);
-    sends_.reserve(fds_.size());
-    recvs_.reserve(fds_.size());
     pollfds_.reserve(fds_.size());
   }
   ~TcpTransport() override { Close(); }
-
-  int rank() const override { return rank_; }
-  int size() const override { return static_cast<int>(fds_.size()); }
-  const char* name() const override { return "tcp"; }
 
   Status Exchange(std::span<const SendOp> sends, std::span<const RecvOp> recvs,
                   Deadline deadline) override;
   void Close() override;
 
  private:
-  Status ProgressSend(SendState* s, bool* progressed);
-  Status ProgressRecv(RecvState* r, bool* progressed);
-  Status BlockingRecv(RecvState* r);
+  Status ProgressSend(FrameSend* s, bool* progressed);
+  Status ProgressRecv(FrameRecv* r, bool* progressed);
+  Status BlockingRecv(FrameRecv* r);
   Status Block(Deadline deadline);
-  RecvState* OnlyPendingRecv();
-  Status Fail(Status status) {
-    broken_ = status.Annotate(fmt::format("tcp rank {}", rank_));
-    return broken_;
-  }
+  FrameRecv* OnlyPendingRecv();
   std::string DescribePending() const;
 
-  int rank_;
   std::vector<int> fds_;
   WaitPolicy wait_;
   std::unique_ptr<LinkEmulator> emulator_;
-  Status broken_;
-  bool closed_ = false;
-  // Reused across calls so the steady state allocates nothing.
-  std::vector<SendState> sends_;
-  std::vector<RecvState> recvs_;
-  std::vector<pollfd> pollfds_;
+  std::vector<pollfd> pollfds_;  // reused across calls
 };
 
 Status TcpTransport::Exchange(std::span<const SendOp> sends, std::span<const RecvOp> recvs,
                               Deadline deadline) {
-  if (!broken_.ok()) return broken_;
-  if (closed_) return Unavailable("tcp transport is closed");
-  CheckExchangeArgs(rank_, size(), sends, recvs);
-  sends_.clear();
-  recvs_.clear();
-  for (const SendOp& op : sends) {
-    SendState s{op.peer, EncodeFrameHeader({op.tag, op.data.size()}), op.data, 0};
-    if (emulator_ != nullptr) {
-      emulator_->Enqueue(op.peer, s.header, op.data);  // delivered later by the emulator thread
-    } else {
-      sends_.push_back(s);
-    }
+  COHORT_RETURN_IF_ERROR(BeginExchange(sends, recvs));
+  if (emulator_ != nullptr) {
+    // Delivered later by the emulator thread; this loop then only receives.
+    for (const FrameSend& s : sends_) emulator_->Enqueue(s.peer, s.header, s.payload);
+    sends_.clear();
   }
-  for (const RecvOp& op : recvs) recvs_.push_back({op.peer, op.tag, {}, op.data, 0});
 
   Backoff backoff(wait_);
   for (;;) {
     bool progressed = false;
     bool pending = false;
-    for (SendState& s : sends_) {
+    for (FrameSend& s : sends_) {
       if (s.finished()) continue;
       Status status = ProgressSend(&s, &progressed);
       if (!status.ok()) return Fail(status);
       pending |= !s.finished();
     }
-    for (RecvState& r : recvs_) {
+    for (FrameRecv& r : recvs_) {
       if (r.finished()) continue;
       Status status = ProgressRecv(&r, &progressed);
       if (!status.ok()) return Fail(status);
@@ -146,7 +108,7 @@ Status TcpTransport::Exchange(std::span<const SendOp> sends, std::span<const Rec
       return Fail(Timeout("timed out waiting for " + DescribePending()));
     }
     if (!backoff.ShouldBlock()) continue;
-    RecvState* last = OnlyPendingRecv();
+    FrameRecv* last = OnlyPendingRecv();
     if (last != nullptr) {
       COHORT_RETURN_IF_ERROR(BlockingRecv(last));
     } else {
@@ -157,13 +119,13 @@ Status TcpTransport::Exchange(std::span<const SendOp> sends, std::span<const Rec
 
 // The one receive still pending when every send is done, or null. This is the common case
 // (two ranks, a ring step, a pipeline hop) and the one BlockingRecv serves.
-RecvState* TcpTransport::OnlyPendingRecv() {
+FrameRecv* TcpTransport::OnlyPendingRecv() {
   if (emulator_ != nullptr) return nullptr;
-  for (const SendState& s : sends_) {
+  for (const FrameSend& s : sends_) {
     if (!s.finished()) return nullptr;
   }
-  RecvState* found = nullptr;
-  for (RecvState& r : recvs_) {
+  FrameRecv* found = nullptr;
+  for (FrameRecv& r : recvs_) {
     if (r.finished()) continue;
     if (found != nullptr) return nullptr;
     found = &r;
@@ -174,7 +136,7 @@ RecvState* TcpTransport::OnlyPendingRecv() {
 // Sleeps in recv() itself, as a plain socket program would: measured on loopback, this saves
 // the failed read and the poll() of the general path, about a quarter of a 16 KB exchange.
 // Returns after at most kBlockingSlice with or without progress.
-Status TcpTransport::BlockingRecv(RecvState* r) {
+Status TcpTransport::BlockingRecv(FrameRecv* r) {
   std::byte* dst;
   size_t want;
   if (r->done < kFrameHeaderBytes) {
@@ -199,7 +161,7 @@ Status TcpTransport::BlockingRecv(RecvState* r) {
   return Status::Ok();
 }
 
-Status TcpTransport::ProgressSend(SendState* s, bool* progressed) {
+Status TcpTransport::ProgressSend(FrameSend* s, bool* progressed) {
   iovec iov[2];
   int n_iov = 0;
   if (s->done < kFrameHeaderBytes) {
@@ -227,7 +189,7 @@ Status TcpTransport::ProgressSend(SendState* s, bool* progressed) {
 // Reads header and payload with one readv: the payload lands straight in the caller's buffer,
 // which is ours to scribble on, and the header is checked as soon as it is complete (a bad one
 // fails the call, so bytes read past it are never trusted or used to size anything).
-Status TcpTransport::ProgressRecv(RecvState* r, bool* progressed) {
+Status TcpTransport::ProgressRecv(FrameRecv* r, bool* progressed) {
   iovec iov[2];
   int n_iov = 0;
   if (r->done < kFrameHeaderBytes) {
@@ -257,10 +219,10 @@ Status TcpTransport::ProgressRecv(RecvState* r, bool* progressed) {
 
 Status TcpTransport::Block(Deadline deadline) {
   pollfds_.clear();
-  for (const SendState& s : sends_) {
+  for (const FrameSend& s : sends_) {
     if (!s.finished()) pollfds_.push_back({fds_[s.peer], POLLOUT, 0});
   }
-  for (const RecvState& r : recvs_) {
+  for (const FrameRecv& r : recvs_) {
     if (!r.finished()) pollfds_.push_back({fds_[r.peer], POLLIN, 0});
   }
   // The emulator reports errors asynchronously; do not sleep past a few ms without looking.
@@ -273,10 +235,10 @@ Status TcpTransport::Block(Deadline deadline) {
 
 std::string TcpTransport::DescribePending() const {
   std::string out;
-  for (const SendState& s : sends_) {
+  for (const FrameSend& s : sends_) {
     if (!s.finished()) out += fmt::format("{}send to rank {}", out.empty() ? "" : ", ", s.peer);
   }
-  for (const RecvState& r : recvs_) {
+  for (const FrameRecv& r : recvs_) {
     if (!r.finished()) {
       out += fmt::format("{}recv from rank {} ({} of {} bytes)", out.empty() ? "" : ", ", r.peer,
                          r.done, r.payload.size() + kFrameHeaderBytes);
@@ -286,8 +248,7 @@ std::string TcpTransport::DescribePending() const {
 }
 
 void TcpTransport::Close() {
-  if (closed_) return;
-  closed_ = true;
+  if (!MarkClosed()) return;
   if (emulator_ != nullptr) {
     emulator_->Flush(DeadlineAfter(std::chrono::seconds(1)));
     emulator_.reset();

@@ -9,6 +9,7 @@
 #include <string>
 #include <vector>
 
+#include "comm/socket_util.h"
 #include "comm/transport.h"
 #include "core/status.h"
 
@@ -49,16 +50,15 @@ struct TcpOptions {
 class TcpListener {
  public:
   static Result<std::unique_ptr<TcpListener>> Bind(const std::string& address);
-  ~TcpListener();
   TcpListener(const TcpListener&) = delete;
   TcpListener& operator=(const TcpListener&) = delete;
 
   const std::string& address() const { return address_; }  // with the real port
-  int fd() const { return fd_; }
+  int fd() const { return fd_.get(); }
 
  private:
-  TcpListener(int fd, std::string address) : fd_(fd), address_(std::move(address)) {}
-  int fd_;
+  TcpListener(Fd fd, std::string address) : fd_(std::move(fd)), address_(std::move(address)) {}
+  Fd fd_;
   std::string address_;
 };
 

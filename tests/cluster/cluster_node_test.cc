@@ -1,7 +1,9 @@
 // Several ClusterNodes in one process on loopback addresses (127.0.0.x), found through
 // --peers: membership converges, every node names the same leader and holds the same agreed
-// state; a stopped node is marked dead and a stopped leader replaced; a restarted node keeps
-// its id and rejoins; a wrong secret and garbage at the ports change nothing but counters.
+// state; a stopped node is marked suspect, then dead, and a stopped leader replaced; a
+// restarted node keeps its id and rejoins; a wrong secret and garbage at the ports change
+// nothing but counters. The liveness tests move a ManualClock instead of sleeping through the
+// timeouts; heartbeats still travel over real loopback sockets.
 #include <gtest/gtest.h>
 
 #include <arpa/inet.h>
@@ -11,14 +13,20 @@
 #include <chrono>
 #include <filesystem>
 #include <functional>
+#include <mutex>
 #include <random>
+#include <set>
 #include <thread>
 
 #include "cluster/cluster_node.h"
-#include "cluster/net.h"
+#include "comm/socket_util.h"
+#include "core/clock.h"
 
 namespace cohort::cluster {
 namespace {
+
+using comm::Fd;
+using comm::SocketAddress;
 
 constexpr char kSecret[] = "correct horse battery staple";
 
@@ -59,8 +67,10 @@ class ClusterTest : public ::testing::Test {
     o.name = "node" + std::to_string(i);
     o.multicast = false;
     o.heartbeat_ms = 50;
-    // Generous against a loaded test machine; still well inside the time budget.
-    o.timeouts = {600, 1500, 60000};
+    // Generous against a loaded test machine; still well inside the time budget. In the tests
+    // on the ManualClock these are manual milliseconds, which pass only when a test says so.
+    o.timeouts = {kSuspectMs, kDeadMs, 60000};
+    o.clock = clock_;
     o.ping_interval_ms = 200;
     o.probe_interval_ms = 500;
     o.probe_bytes = 256 << 10;
@@ -78,9 +88,85 @@ class ClusterTest : public ::testing::Test {
     for (int i = 0; i < n; ++i) StartNode(i, n);
   }
   void StartNode(int i, int n) {
-    auto node = ClusterNode::Start(Options(i, n), &log_);
+    auto node = ClusterNode::Start(Options(i, n), &log_, Recorder(i));
     ASSERT_TRUE(node.ok()) << node.status().ToString();
     nodes_[static_cast<size_t>(i)] = std::move(*node);
+  }
+
+  // Nodes started after this read the manual clock: their silence timeouts run only as far as
+  // AdvanceAndSettle moves it.
+  void UseManualClock() { clock_ = &manual_; }
+
+  // Callbacks that keep every member event node `observer` reports.
+  ClusterCallbacks Recorder(int observer) {
+    ClusterCallbacks callbacks;
+    callbacks.on_member = [this, observer](const MemberChange& c) {
+      std::lock_guard<std::mutex> lock(events_mutex_);
+      events_.push_back({observer, c});
+    };
+    return callbacks;
+  }
+  // How many events of kind `event` about `id` were reported, by any node.
+  size_t CountEvents(const NodeId& id, MemberEvent event) {
+    std::lock_guard<std::mutex> lock(events_mutex_);
+    size_t n = 0;
+    for (const auto& [observer, c] : events_) n += c.id == id && c.event == event ? 1 : 0;
+    return n;
+  }
+  // Suspect or dead events about any of the running nodes: heartbeats should have kept each
+  // of them alive.
+  size_t CountLivenessLossesOfRunning() {
+    std::set<NodeId> running;
+    for (const auto& n : nodes_) {
+      if (n) running.insert(n->id());
+    }
+    std::lock_guard<std::mutex> lock(events_mutex_);
+    size_t n = 0;
+    for (const auto& [observer, c] : events_) {
+      const bool lost = c.event == MemberEvent::kSuspect || c.event == MemberEvent::kDead;
+      n += lost && running.count(c.id) ? 1 : 0;
+    }
+    return n;
+  }
+
+  // Moves the manual clock on by `step`, then waits (in real time) until every running node
+  // has heard every other running node since: each of them has then ticked on the new time,
+  // so the silence timeouts have been applied. A running peer is never silent for more than
+  // one step, so steps below the suspect timeout keep the running nodes alive.
+  bool AdvanceAndSettle(std::chrono::milliseconds step) {
+    manual_.Advance(step);
+    std::set<NodeId> running;
+    for (const auto& n : nodes_) {
+      if (n) running.insert(n->id());
+    }
+    return WaitUntil([&] {
+      for (const auto& n : nodes_) {
+        if (!n) continue;
+        size_t heard = 0;
+        for (const MemberView& m : n->Snapshot().members) {
+          if (m.is_self || !running.count(m.id)) continue;
+          if (m.silent_ms >= static_cast<uint64_t>(step.count())) return false;
+          ++heard;
+        }
+        if (heard + 1 != running.size()) return false;
+      }
+      return true;
+    }, 10000);
+  }
+
+  // The liveness `observer` sees for `id` (kAlive when it does not know it).
+  Liveness LivenessOf(int observer, const NodeId& id) const {
+    for (const MemberView& m : nodes_[static_cast<size_t>(observer)]->Snapshot().members) {
+      if (m.id == id) return m.liveness;
+    }
+    return Liveness::kAlive;
+  }
+  // True when every running node sees `id` as `liveness`.
+  bool AllSee(const NodeId& id, Liveness liveness) const {
+    for (size_t i = 0; i < nodes_.size(); ++i) {
+      if (nodes_[i] && LivenessOf(static_cast<int>(i), id) != liveness) return false;
+    }
+    return true;
   }
 
   // True when every running node sees exactly the running nodes alive, names the lowest of
@@ -124,7 +210,14 @@ class ClusterTest : public ::testing::Test {
     return -1;
   }
 
+  static constexpr uint64_t kSuspectMs = 600;
+  static constexpr uint64_t kDeadMs = 1500;
+
   Logger log_{LogLevel::kWarn};
+  ManualClock manual_;
+  const Clock* clock_ = &Clock::Real();
+  std::mutex events_mutex_;
+  std::vector<std::pair<int, MemberChange>> events_;  // (observer, change)
   int port_ = 0;
   std::string dir_;
   std::vector<std::unique_ptr<ClusterNode>> nodes_;
@@ -210,7 +303,8 @@ TEST_F(ClusterTest, ChangesProposedAnywhereReachEveryNode) {
   EXPECT_EQ(nodes_[(leader + 2) % 3]->Snapshot().state.models.at("stories")["path"], "/m/stories.gguf");
 }
 
-TEST_F(ClusterTest, StoppedLeaderIsReplacedAndRejoinsWithItsId) {
+TEST_F(ClusterTest, StoppedLeaderIsSuspectThenDeadIsReplacedAndRejoinsWithItsId) {
+  UseManualClock();
   StartNodes(4);
   ASSERT_TRUE(WaitUntil([&] { return Converged(); }, 10000));
   auto v = nodes_[0]->ProposeChange({ChangeKind::kPutModel, "m", {{"path", "/x"}}});
@@ -219,20 +313,45 @@ TEST_F(ClusterTest, StoppedLeaderIsReplacedAndRejoinsWithItsId) {
   const NodeId old_id = nodes_[leader]->id();
   const uint64_t old_term = nodes_[leader]->Snapshot().state.term;
 
+  // The manual clock stands still until now, so the stopped node was last heard at this very
+  // time: every step below is exactly how long it has been silent.
   const auto stopped_at = std::chrono::steady_clock::now();
   nodes_[leader].reset();  // stops it
-  ASSERT_TRUE(WaitUntil([&] {
-    for (const auto& n : nodes_) {
-      if (!n) continue;
-      for (const MemberView& m : n->Snapshot().members) {
-        if (m.id == old_id && m.liveness != Liveness::kDead) return false;
-      }
+  auto silent_seen_ms = [&](int observer) -> uint64_t {
+    for (const MemberView& m : nodes_[static_cast<size_t>(observer)]->Snapshot().members) {
+      if (m.id == old_id) return m.silent_ms;
     }
-    return true;
-  }, 5000));
-  const double dead_after_s =
-      std::chrono::duration<double>(std::chrono::steady_clock::now() - stopped_at).count();
-  EXPECT_LT(dead_after_s, 1.5 + 1.5);  // dead timeout plus scheduling slack
+    return 0;
+  };
+  const int observer = (leader + 1) % 4;
+  constexpr auto kStep = std::chrono::milliseconds(300);
+  static_assert(kStep.count() < kSuspectMs && kDeadMs % kStep.count() == 0);
+  uint64_t silent_ms = 0;
+  while (silent_ms + kStep.count() < kSuspectMs) {
+    ASSERT_TRUE(AdvanceAndSettle(kStep));
+    silent_ms += kStep.count();
+    EXPECT_TRUE(AllSee(old_id, Liveness::kAlive)) << "suspect after only " << silent_ms << " ms";
+    EXPECT_EQ(silent_seen_ms(observer), silent_ms);  // the manual clock's, to the millisecond
+  }
+  while (silent_ms < kSuspectMs) {
+    ASSERT_TRUE(AdvanceAndSettle(kStep));
+    silent_ms += kStep.count();
+  }
+  EXPECT_TRUE(WaitUntil([&] { return AllSee(old_id, Liveness::kSuspect); }, 5000));
+  while (silent_ms + kStep.count() < kDeadMs) {
+    ASSERT_TRUE(AdvanceAndSettle(kStep));
+    silent_ms += kStep.count();
+    EXPECT_TRUE(AllSee(old_id, Liveness::kSuspect)) << "not suspect at " << silent_ms << " ms";
+  }
+  ASSERT_TRUE(AdvanceAndSettle(kStep));
+  ASSERT_TRUE(WaitUntil([&] { return AllSee(old_id, Liveness::kDead); }, 5000));
+  // Dead in less real time than the dead timeout: the manual clock, not the real one, ran it.
+  EXPECT_LT(std::chrono::steady_clock::now() - stopped_at, std::chrono::milliseconds(kDeadMs));
+  EXPECT_EQ(CountEvents(old_id, MemberEvent::kSuspect), 3u);  // one per running node
+  EXPECT_EQ(CountEvents(old_id, MemberEvent::kDead), 3u);
+  // Their own heartbeats kept the running nodes alive through all of it.
+  EXPECT_EQ(CountLivenessLossesOfRunning(), 0u);
+
   ASSERT_TRUE(WaitUntil([&] { return Converged(); }, 10000));
   const int new_leader = IndexOfLeader();
   ASSERT_NE(new_leader, leader);
@@ -246,28 +365,46 @@ TEST_F(ClusterTest, StoppedLeaderIsReplacedAndRejoinsWithItsId) {
   ASSERT_TRUE(WaitUntil([&] { return Converged(); }, 10000));
   EXPECT_EQ(IndexOfLeader(), leader);  // the lowest id leads again
   EXPECT_EQ(nodes_[leader]->Snapshot().state.models.count("m"), 1u);
+  // A new boot time (the clock moved on) tells the others it restarted rather than recovered.
+  EXPECT_TRUE(WaitUntil([&] { return CountEvents(old_id, MemberEvent::kRejoined) == 3; }, 5000));
 }
 
 TEST_F(ClusterTest, WrongSecretNeverJoins) {
+  UseManualClock();
   nodes_.resize(4);
   for (int i = 0; i < 3; ++i) StartNode(i, 4);
   auto intruder = ClusterNode::Start(Options(3, 4, "wrong secret"), &log_);
   ASSERT_TRUE(intruder.ok()) << intruder.status().ToString();
   ASSERT_TRUE(WaitUntil([&] { return Converged(); }, 10000));
-  std::this_thread::sleep_for(std::chrono::milliseconds(1000));
+  // Past the dead timeout: the three keep each other alive, and however long the intruder
+  // keeps knocking it is never let in.
+  for (int step = 0; step < 6; ++step) ASSERT_TRUE(AdvanceAndSettle(std::chrono::milliseconds(300)));
   EXPECT_TRUE(Converged());
+  EXPECT_EQ(CountLivenessLossesOfRunning(), 0u);
+  auto bad_macs = [&](int i) {
+    return nodes_[static_cast<size_t>(i)]->Snapshot().counters.dropped[static_cast<size_t>(DropReason::kBadMac)];
+  };
   for (int i = 0; i < 3; ++i) {
     const ClusterSnapshot s = nodes_[static_cast<size_t>(i)]->Snapshot();
     EXPECT_EQ(s.members.size(), 3u);
     for (const MemberView& m : s.members) EXPECT_NE(m.id, (*intruder)->id());
-    EXPECT_GT(s.counters.dropped[static_cast<size_t>(DropReason::kBadMac)], 0u);
+    EXPECT_GT(bad_macs(i), 0u);
   }
   const ClusterSnapshot lone = (*intruder)->Snapshot();
   EXPECT_EQ(lone.members.size(), 1u);  // only itself
   EXPECT_GT(lone.counters.dropped[static_cast<size_t>(DropReason::kBadMac)], 0u);
-  // Alone, the intruder leads a cluster of one: its change stays there.
+  // Alone, the intruder leads a cluster of one: its change stays there. Its heartbeats after
+  // the change advertise the new version; once a few of those have been dropped by each node,
+  // none of them fetched or took the state.
   ASSERT_TRUE((*intruder)->ProposeChange({ChangeKind::kPutModel, "evil", {{"a", 1}}}, 500).ok());
-  std::this_thread::sleep_for(std::chrono::milliseconds(300));
+  std::vector<uint64_t> before(3);
+  for (int i = 0; i < 3; ++i) before[static_cast<size_t>(i)] = bad_macs(i);
+  ASSERT_TRUE(WaitUntil([&] {
+    for (int i = 0; i < 3; ++i) {
+      if (bad_macs(i) < before[static_cast<size_t>(i)] + 3) return false;
+    }
+    return true;
+  }, 5000));
   for (int i = 0; i < 3; ++i) EXPECT_EQ(nodes_[static_cast<size_t>(i)]->Snapshot().state.models.count("evil"), 0u);
 }
 
@@ -282,10 +419,10 @@ void SendUdp(const std::string& to, std::span<const uint8_t> bytes) {
 void SendTcp(const std::string& to, std::span<const uint8_t> bytes, bool linger_ms_open = false) {
   auto addr = SocketAddress::Parse(to);
   ASSERT_TRUE(addr.ok());
-  auto fd = ConnectTcp(*addr, 1000);
+  auto fd = comm::ConnectTcp(*addr, comm::DeadlineAfter(std::chrono::milliseconds(1000)));
   if (!fd.ok()) return;  // refused under load is fine: the point is it does no harm
-  (void)WriteAll(fd->get(), bytes, SteadyMs() + 1000);
-  if (linger_ms_open) std::this_thread::sleep_for(std::chrono::milliseconds(200));
+  (void)comm::WriteAll(fd->get(), std::as_bytes(bytes), comm::DeadlineAfter(std::chrono::milliseconds(1000)));
+  if (linger_ms_open) std::this_thread::sleep_for(std::chrono::milliseconds(100));
 }
 
 TEST_F(ClusterTest, GarbageIsDroppedCountedAndHarmless) {
@@ -330,7 +467,7 @@ TEST_F(ClusterTest, GarbageIsDroppedCountedAndHarmless) {
   SendUdp(Address(0), once);
   SendUdp(Address(0), once);
   // An authentic message stamped an hour ago.
-  request.timestamp_ms = WallClockMs() - 3600 * 1000;
+  request.timestamp_ms = Clock::Real().WallMs() - 3600 * 1000;
   SendUdp(Address(0), EncodeMessage(*right, request));
   // TCP: random bytes, a silent connection, a header claiming a huge payload, a forged propose.
   fill(4096);
@@ -354,8 +491,17 @@ TEST_F(ClusterTest, GarbageIsDroppedCountedAndHarmless) {
            dropped(DropReason::kTooLarge) >= 2 && dropped(DropReason::kReplay) == 1 &&
            dropped(DropReason::kStale) == 1;
   }, 5000)) << SnapshotToJson(nodes_[0]->Snapshot())["counters"].dump();
-  // The cluster did not notice: same members, leader and term; no forged entry.
-  std::this_thread::sleep_for(std::chrono::milliseconds(500));
+  // The cluster did not notice: same members, leader and term; no forged entry. Each node
+  // first acts on several rounds of its peers' heartbeats after the garbage, so an effect of
+  // the garbage would have had time to show.
+  std::vector<uint64_t> accepted;
+  for (const auto& n : nodes_) accepted.push_back(n->Snapshot().counters.accepted);
+  ASSERT_TRUE(WaitUntil([&] {
+    for (size_t i = 0; i < nodes_.size(); ++i) {
+      if (nodes_[i]->Snapshot().counters.accepted < accepted[i] + 10) return false;
+    }
+    return true;
+  }, 5000));
   ASSERT_TRUE(WaitUntil([&] { return Converged(); }, 5000));
   const ClusterSnapshot after = nodes_[0]->Snapshot();
   EXPECT_EQ(after.leader, before.leader);

@@ -10,13 +10,16 @@
 
 #include "cluster/cluster_state.h"
 #include "cluster/member_table.h"
-#include "cluster/net.h"
 #include "cluster/node_id.h"
 #include "cluster/profile.h"
 #include "cluster/wire.h"
+#include "comm/socket_util.h"
+#include "core/clock.h"
 
 namespace cohort::cluster {
 namespace {
+
+using comm::SocketAddress;
 
 NodeId IdWithByte(uint8_t first) {
   NodeId id;
@@ -43,7 +46,7 @@ TEST(Wire, RoundTripsAndAuthenticates) {
   EXPECT_EQ(out.payload, R"({"a":1})");
   EXPECT_EQ(out.sender, IdWithByte(7));
   EXPECT_NE(out.nonce, 0u);
-  EXPECT_NEAR(static_cast<double>(out.timestamp_ms), static_cast<double>(WallClockMs()), 5000.0);
+  EXPECT_NEAR(static_cast<double>(out.timestamp_ms), static_cast<double>(Clock::Real().WallMs()), 5000.0);
 
   auto other = DeriveClusterKey("s3creT");
   ASSERT_TRUE(other.ok());
@@ -54,6 +57,21 @@ TEST(Wire, RoundTripsAndAuthenticates) {
     bad[i] ^= 0x01;
     EXPECT_NE(DecodeMessage(*key, bad, &out), DecodeError::kNone) << "byte " << i;
   }
+}
+
+TEST(Wire, StampsWithTheClockItIsGiven) {
+  auto key = DeriveClusterKey("s3cret");
+  ASSERT_TRUE(key.ok());
+  ManualClock clock;
+  clock.Advance(std::chrono::hours(2));
+  const std::vector<uint8_t> bytes = EncodeMessage(*key, MakeMessage("{}"), clock);
+  Message out;
+  ASSERT_EQ(DecodeMessage(*key, bytes, &out), DecodeError::kNone);
+  EXPECT_EQ(out.timestamp_ms, clock.WallMs());
+  // Two hours ahead of the real clock: stale to a node on real time, fresh on the same clock.
+  ReplayGuard guard(/*window_ms=*/30000);
+  EXPECT_EQ(guard.Check(out, Clock::Real().WallMs()), ReplayGuard::Verdict::kStale);
+  EXPECT_EQ(guard.Check(out, clock.WallMs()), ReplayGuard::Verdict::kAccept);
 }
 
 TEST(Wire, RejectsBadFraming) {
