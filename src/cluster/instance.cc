@@ -309,6 +309,7 @@ json InstanceViewToJson(const InstanceView& v) {
   j["ready"] = v.ready();
   if (v.run.has_value()) {
     j["api"] = v.run->api;
+    j["running_plan"] = PlanToJson(v.run->plan);  // what the ranks run (null: whole on one node)
     if (!v.run->error.empty()) j["error"] = v.run->error;
   }
   return j;

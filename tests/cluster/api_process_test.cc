@@ -1,0 +1,172 @@
+// The cluster's HTTP surfaces as real processes on loopback: `cohort node --api-key` refuses
+// changes to the agreed state without the key, and an instance placed through POST
+// /v1/instances on two `cohort serve --cluster` nodes runs exactly the ShardPlan the planner
+// scored — a plan whose routed experts are split by columns included — and answers a chat.
+#include <httplib.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <gtest/gtest.h>
+#include <nlohmann/json.hpp>
+
+#include <chrono>
+#include <filesystem>
+#include <fstream>
+#include <regex>
+#include <sstream>
+#include <string>
+#include <thread>
+
+#include "../parallel/process_util.h"
+
+namespace cohort::cluster {
+namespace {
+
+using nlohmann::json;
+using parallel::testing::Child;
+using parallel::testing::CohortBinary;
+
+// A port free for both TCP and UDP now (a node's control address takes both).
+int FreePort() {
+  for (int attempt = 0; attempt < 50; ++attempt) {
+    const int tcp = ::socket(AF_INET, SOCK_STREAM, 0);
+    sockaddr_in a{};
+    a.sin_family = AF_INET;
+    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    socklen_t len = sizeof(a);
+    if (::bind(tcp, reinterpret_cast<sockaddr*>(&a), sizeof(a)) != 0 ||
+        ::getsockname(tcp, reinterpret_cast<sockaddr*>(&a), &len) != 0) {
+      ::close(tcp);
+      continue;
+    }
+    const int udp = ::socket(AF_INET, SOCK_DGRAM, 0);
+    const bool both = ::bind(udp, reinterpret_cast<sockaddr*>(&a), sizeof(a)) == 0;
+    ::close(udp);
+    ::close(tcp);
+    if (both) return ntohs(a.sin_port);
+  }
+  return -1;
+}
+
+std::string ReadFile(const std::string& path) {
+  std::ifstream in(path);
+  std::stringstream s;
+  s << in.rdbuf();
+  return s.str();
+}
+
+// Waits for `pattern`'s first group in the file a child writes its stderr to.
+std::string WaitForInFile(const std::string& path, const std::string& pattern, int timeout_ms) {
+  const auto end = std::chrono::steady_clock::now() + std::chrono::milliseconds(timeout_ms);
+  std::smatch m;
+  while (std::chrono::steady_clock::now() < end) {
+    const std::string text = ReadFile(path);
+    if (std::regex_search(text, m, std::regex(pattern))) return m[1];
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+  return "";
+}
+
+std::string TempDir(const std::string& tag) {
+  auto dir = std::filesystem::temp_directory_path() / ("cohort-" + tag + "-" + std::to_string(::getpid()));
+  std::filesystem::create_directories(dir);
+  return dir.string();
+}
+
+TEST(NodeApi, ChangesNeedTheKey) {
+  const std::string dir = TempDir("node-api");
+  const int control = FreePort();
+  ASSERT_GT(control, 0);
+  Child node = Child::Start({CohortBinary(), "node", "--listen", "127.0.0.1:" + std::to_string(control), "--http",
+                             "127.0.0.1:0", "--api-key", "sekrit", "--no-multicast", "--no-benchmarks", "--secret",
+                             "s", "--state-dir", dir},
+                            dir + "/node.err");
+  const std::string line = node.ReadLine(10000);
+  std::smatch m;
+  ASSERT_TRUE(std::regex_search(line, m, std::regex("http://127\\.0\\.0\\.1:([0-9]+)/v1/cluster"))) << line;
+  httplib::Client http("127.0.0.1", std::stoi(m[1]));
+  const std::string change = R"({"op":"put_placement","key":"x","value":{"model":"m"}})";
+
+  auto no_key = http.Post("/v1/cluster/changes", change, "application/json");
+  ASSERT_TRUE(no_key);
+  EXPECT_EQ(no_key->status, 401);
+  EXPECT_EQ(json::parse(no_key->body)["error"]["code"], "invalid_api_key");
+  auto wrong = http.Post("/v1/cluster/changes", {{"Authorization", "Bearer sekrit2"}}, change, "application/json");
+  ASSERT_TRUE(wrong);
+  EXPECT_EQ(wrong->status, 401);
+  auto read = http.Get("/v1/cluster");
+  ASSERT_TRUE(read);
+  EXPECT_EQ(read->status, 401);  // the node's view names its peers: not for strangers either
+
+  // Refused changes changed nothing; the key's holder changes the state.
+  const httplib::Headers key = {{"Authorization", "Bearer sekrit"}};
+  auto before = http.Get("/v1/cluster", key);
+  ASSERT_TRUE(before);
+  ASSERT_EQ(before->status, 200);
+  EXPECT_FALSE(json::parse(before->body)["state"]["placements"].contains("x"));
+  auto ok = http.Post("/v1/cluster/changes", key, change, "application/json");
+  ASSERT_TRUE(ok);
+  EXPECT_EQ(ok->status, 200) << ok->body;
+  auto after = http.Get("/v1/cluster", key);
+  ASSERT_TRUE(after);
+  EXPECT_TRUE(json::parse(after->body)["state"]["placements"].contains("x"));
+  auto bad = http.Post("/v1/cluster/changes", key, R"({"op":"nonsense"})", "application/json");
+  ASSERT_TRUE(bad);
+  EXPECT_EQ(bad->status, 400);
+}
+
+TEST(ClusterApi, ThePlannedPlanIsThePlanThatRuns) {
+  const std::string dir = TempDir("cluster-api");
+  const std::string model = std::string(COHORT_TEST_DATA) + "/fixtures/models/tiny-qwen3moe-f32.gguf";
+  const int a = FreePort(), b = FreePort();
+  ASSERT_GT(a, 0);
+  ASSERT_GT(b, 0);
+  ASSERT_NE(a, b);
+  auto serve = [&](int self, int peer, const std::string& name) {
+    return Child::Start({CohortBinary(), "-t", "1", "serve", "--cluster", "--listen", "127.0.0.1:" + std::to_string(self),
+                         "--peers", "127.0.0.1:" + std::to_string(peer), "--port", "0", "--secret", "s",
+                         "--no-multicast", "--no-benchmarks", "--state-dir", dir + "/" + name, "--api-key", "k"},
+                        dir + "/" + name + ".err");
+  };
+  Child na = serve(a, b, "a");
+  Child nb = serve(b, a, "b");
+  const std::string api = WaitForInFile(dir + "/a.err", "API http://127\\.0\\.0\\.1:([0-9]+)", 10000);
+  ASSERT_FALSE(api.empty()) << ReadFile(dir + "/a.err");
+  httplib::Client http("127.0.0.1", std::stoi(api));
+  http.set_read_timeout(90, 0);
+  const httplib::Headers key = {{"Authorization", "Bearer k"}};
+  // Both nodes must have joined before "tp:1,1" (two ranks, experts split by columns) fits.
+  for (int i = 0; i < 100; ++i) {
+    auto c = http.Get("/v1/cluster", key);
+    if (c && c->status == 200 && json::parse(c->body)["members"].size() == 2) break;
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  }
+  const json request = {{"model", model}, {"layout", "tp:1,1"}, {"nodes", 2}, {"wait_s", 60}};
+  auto placed = http.Post("/v1/instances", key, request.dump(), "application/json");
+  ASSERT_TRUE(placed);
+  ASSERT_EQ(placed->status, 201) << placed->body;
+  const json instance = json::parse(placed->body);
+  ASSERT_EQ(instance["state"], "ready") << instance.dump(2);
+  // What the planner scored and what the two ranks run: the same plan, experts by columns.
+  ASSERT_TRUE(instance["shard_plan"].is_object()) << instance.dump(2);
+  EXPECT_EQ(instance["shard_plan"]["expert_split"], "columns") << instance["shard_plan"].dump(2);
+  EXPECT_EQ(instance["running_plan"], instance["shard_plan"]);
+  EXPECT_EQ(instance["ranks"].size(), 2u);
+
+  // It answers through either node: the coordinator serves it from its own front, the other
+  // relays to it.
+  for (const std::string& err : {std::string("a.err"), std::string("b.err")}) {
+    const std::string port = WaitForInFile(dir + "/" + err, "API http://127\\.0\\.0\\.1:([0-9]+)", 1000);
+    httplib::Client node("127.0.0.1", std::stoi(port));
+    node.set_read_timeout(60, 0);
+    const json chat = {{"messages", {{{"role", "user"}, {"content", "hi"}}}}, {"max_tokens", 4}, {"temperature", 0}};
+    auto answer = node.Post("/v1/chat/completions", key, chat.dump(), "application/json");
+    ASSERT_TRUE(answer);
+    ASSERT_EQ(answer->status, 200) << answer->body;
+    EXPECT_EQ(json::parse(answer->body)["usage"]["completion_tokens"], 4);
+  }
+}
+
+}  // namespace
+}  // namespace cohort::cluster
