@@ -34,6 +34,7 @@ void WorkerService::Run() {
     parallel::WorkerEnvironment env;
     env.cache_dir = options_.cache_dir;
     if (options_.known_files) env.known_files = options_.known_files();
+    env.running = &running_;
     const Status st = parallel::ServeOneJob(listener_->fd(), env, &log_);
     if (!st.ok() && !stop_) log_.Info("worker job ended: {}", st.ToString());
   }
@@ -41,7 +42,8 @@ void WorkerService::Run() {
 
 void WorkerService::Stop() {
   if (stop_.exchange(true)) return;
-  // Wakes the threads waiting for a job; those running one return when it ends.
+  running_.Interrupt();  // the running jobs fail at once
+  // Wakes the threads waiting for a job.
   if (listener_ != nullptr) ::shutdown(listener_->fd(), SHUT_RDWR);
   for (std::thread& t : threads_) t.join();
   threads_.clear();

@@ -2,8 +2,8 @@
 // (parallel::ServeOneJob) from the same listener, so a job stuck on a peer cut off the
 // network does not keep new ones out. Shares of models this node lacks are streamed from the
 // coordinator into the cache directory; the node's verified model files are used directly.
-// The service owns its threads: Stop() ends the idle ones at once and waits for running jobs,
-// which end when their coordinator stops them or falls silent for the job's idle timeout.
+// The service owns its threads: Stop() wakes the idle ones, shuts down the connections of the
+// running jobs (their coordinators see the worker leave), and joins them all.
 #pragma once
 
 #include <atomic>
@@ -17,6 +17,7 @@
 #include "comm/tcp_transport.h"
 #include "core/log.h"
 #include "core/status.h"
+#include "parallel/running_jobs.h"
 
 namespace cohort::cluster {
 
@@ -39,7 +40,7 @@ class WorkerService {
 
   const std::string& address() const { return listener_->address(); }
   void Start();
-  // No new jobs; returns once every thread has ended.
+  // Ends the running jobs and takes no new ones; returns once every thread has ended.
   void Stop();
 
  private:
@@ -49,6 +50,7 @@ class WorkerService {
   WorkerServiceOptions options_;
   Logger& log_;
   std::unique_ptr<comm::TcpListener> listener_;
+  parallel::RunningJobs running_;
   std::atomic<bool> stop_{false};
   std::vector<std::thread> threads_;
 };

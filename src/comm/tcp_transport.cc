@@ -55,6 +55,7 @@ class TcpTransport final : public FramedTransport {
   Status Exchange(std::span<const SendOp> sends, std::span<const RecvOp> recvs,
                   Deadline deadline) override;
   void Close() override;
+  void Interrupt() override;
 
  private:
   Status ProgressSend(FrameSend* s, bool* progressed);
@@ -245,6 +246,12 @@ std::string TcpTransport::DescribePending() const {
     }
   }
   return out;
+}
+
+void TcpTransport::Interrupt() {
+  for (int fd : fds_) {
+    if (fd >= 0) shutdown(fd, SHUT_RDWR);
+  }
 }
 
 void TcpTransport::Close() {

@@ -74,6 +74,12 @@ class Transport {
   // Tells the peers we are leaving (they see kUnavailable instead of waiting for a timeout).
   virtual void Close() = 0;
 
+  // From another thread, while this transport is not being closed: makes a blocked or later
+  // Exchange fail at once (kUnavailable), so a thread serving a job can be ended and joined.
+  // TCP shuts its sockets down; transports without a way to wake a waiter (shm, UCX, MPI)
+  // leave it to their deadlines.
+  virtual void Interrupt() {}
+
   Status Send(int peer, uint32_t tag, std::span<const std::byte> data, Deadline deadline) {
     const SendOp op{peer, tag, data};
     return Exchange(std::span<const SendOp>(&op, 1), {}, deadline);

@@ -343,12 +343,15 @@ Status RunJob(ControlChannel& channel, const nlohmann::json& job, const WorkerEn
   COHORT_ASSIGN_OR_RETURN(nlohmann::json go, channel.Receive(deadline));
   const auto addresses = go.at("addresses").get<std::vector<std::string>>();
   COHORT_ASSIGN_OR_RETURN(auto transport, ConnectData(job, rank, addresses, std::move(listener)));
+  comm::Transport* data = transport.get();
   comm::Communicator world(std::move(transport), CommOptionsOf(job));
   const std::chrono::milliseconds idle(job.at("idle_timeout_ms").get<int64_t>());
   if (idle.count() <= 0) return InvalidArgument("the job's idle timeout is not positive");
   COHORT_ASSIGN_OR_RETURN(auto executor,
                           Executor::Create(std::move(model), plan, world, ExecutorOptionsOf(idle)));
   *serving = true;
+  // Declared after the communicator and the executor: unregistered before either goes.
+  const RunningJobs::Registration interruptible(env.running, -1, data);
   if (log != nullptr) log->Info("rank {} of {}: serving {} ({})", rank, plan.n_ranks(), path, plan.ToString());
   ThreadPool pool(job.at("threads").get<int>());
   Context ctx{&pool, log};
@@ -390,6 +393,7 @@ Status ServeOneJob(int listen_fd, const WorkerEnvironment& env, Logger* log) {
   }
   COHORT_RETURN_IF_ERROR(comm::SetNonBlocking(fd));
   ControlChannel channel(fd);
+  const RunningJobs::Registration interruptible(env.running, channel.fd(), nullptr);
   auto job = channel.Receive(comm::DeadlineAfter(std::chrono::seconds(60)));
   if (!job.ok()) return job.status().Annotate("reading the job");
   Status st;

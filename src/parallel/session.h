@@ -22,6 +22,7 @@
 #include "core/status.h"
 #include "parallel/control_channel.h"
 #include "parallel/executor.h"
+#include "parallel/running_jobs.h"
 #include "parallel/shard_transfer.h"
 
 namespace cohort::gguf {
@@ -107,6 +108,10 @@ struct WorkerEnvironment {
   // Local files whose sha256 the caller already knows (sha256 hex -> path), e.g. the models a
   // cluster node registered: used without hashing when the job's sha256 and size match.
   std::map<std::string, std::string> known_files;
+  // Where the job registers its connections, so the service running it can end it at once
+  // (RunningJobs::Interrupt). Null: the job ends only when its coordinator stops it or falls
+  // silent.
+  RunningJobs* running = nullptr;
 };
 
 // A worker's side: waits on `listen_fd` for a coordinator, runs its job to the end, returns
