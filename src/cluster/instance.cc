@@ -3,6 +3,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstring>
 #include <stdexcept>
 
 #include <fmt/format.h>
@@ -12,6 +13,11 @@
 
 namespace cohort::cluster {
 namespace {
+
+// Where the records live in ClusterState::models (see Records).
+constexpr const char* kNodeKeyPrefix = "node:";
+constexpr const char* kModelKeyPrefix = "model:";
+constexpr const char* kRunKeyPrefix = "run:";
 
 using nlohmann::json;
 
@@ -278,16 +284,41 @@ Result<RunReport> RunReportFromJson(const json& j) {
   });
 }
 
-std::vector<InstanceView> ListInstances(const ClusterState& state) {
-  std::vector<InstanceView> out;
+Records Records::Of(const ClusterState& state) {
+  Records r;
+  for (const auto& [key, value] : state.models) {
+    const auto named = [&](const char* prefix) { return key.rfind(prefix, 0) == 0 ? key.substr(std::strlen(prefix)) : ""; };
+    if (std::string id = named(kNodeKeyPrefix); !id.empty()) {
+      if (auto n = NodeServiceFromJson(value); n.ok()) r.nodes.emplace(id, std::move(*n));
+    } else if (std::string name = named(kModelKeyPrefix); !name.empty()) {
+      if (auto m = ModelEntryFromJson(value); m.ok()) r.models.emplace(name, std::move(*m));
+    } else if (std::string inst = named(kRunKeyPrefix); !inst.empty()) {
+      if (auto run = RunReportFromJson(value); run.ok()) r.runs.emplace(inst, std::move(*run));
+    }
+  }
   for (const auto& [id, value] : state.placements) {
-    auto instance = InstanceFromJson(value);
-    if (!instance.ok()) continue;
+    if (auto i = InstanceFromJson(value); i.ok()) r.instances.emplace(id, std::move(*i));
+  }
+  return r;
+}
+
+Change PutNodeService(const NodeService& s) { return {ChangeKind::kPutModel, kNodeKeyPrefix + s.id, NodeServiceToJson(s)}; }
+Change PutModelEntry(const ModelEntry& m) { return {ChangeKind::kPutModel, kModelKeyPrefix + m.name, ModelEntryToJson(m)}; }
+Change PutRunReport(const std::string& id, const RunReport& r) {
+  return {ChangeKind::kPutModel, kRunKeyPrefix + id, RunReportToJson(r)};
+}
+Change DeleteRunReport(const std::string& id) { return {ChangeKind::kDeleteModel, kRunKeyPrefix + id, {}}; }
+Change PutInstance(const Instance& i) { return {ChangeKind::kPutPlacement, i.id, InstanceToJson(i)}; }
+Change DeleteInstance(const std::string& id) { return {ChangeKind::kDeletePlacement, id, {}}; }
+
+std::vector<InstanceView> ListInstances(const ClusterState& state) {
+  const Records records = Records::Of(state);
+  std::vector<InstanceView> out;
+  for (const auto& [id, instance] : records.instances) {
     InstanceView v;
-    v.instance = std::move(*instance);
-    if (auto it = state.models.find(kRunKeyPrefix + id); it != state.models.end()) {
-      auto run = RunReportFromJson(it->second);
-      if (run.ok() && run->epoch == v.instance.epoch) v.run = std::move(*run);
+    v.instance = instance;
+    if (auto it = records.runs.find(id); it != records.runs.end() && it->second.epoch == v.instance.epoch) {
+      v.run = it->second;
     }
     if (v.instance.status == InstanceStatus::kPending) {
       v.state = InstanceState::kPending;

@@ -21,12 +21,6 @@
 
 namespace cohort::cluster {
 
-// Keys in ClusterState::models: "node:<id hex>" (a NodeService), "model:<name>" (a
-// ModelEntry) and "run:<instance id>" (a RunReport). Instances are ClusterState::placements.
-inline constexpr const char* kNodeKeyPrefix = "node:";
-inline constexpr const char* kModelKeyPrefix = "model:";
-inline constexpr const char* kRunKeyPrefix = "run:";
-
 // What one node offers, published by the node itself.
 struct NodeService {
   std::string id;               // node id, hex
@@ -115,6 +109,24 @@ Result<RunReport> RunReportFromJson(const nlohmann::json& j);
 // Where an instance stands, as the API reports it.
 enum class InstanceState { kPending, kUnplaced, kLoading, kReady, kFailed };
 const char* InstanceStateName(InstanceState s);
+
+// The agreed state's records, typed. ClusterState stores them as JSON under keys ("node:",
+// "model:" and "run:" entries of ClusterState::models, instances as its placements); only
+// Records::Of and the change makers below know that layout. An entry that does not parse is
+// left out (a newer node's record, or a damaged one).
+struct Records {
+  std::map<std::string, NodeService> nodes;   // by node id hex
+  std::map<std::string, ModelEntry> models;   // by name
+  std::map<std::string, RunReport> runs;      // by instance id (any epoch)
+  std::map<std::string, Instance> instances;  // by instance id
+  static Records Of(const ClusterState& state);
+};
+Change PutNodeService(const NodeService& service);
+Change PutModelEntry(const ModelEntry& entry);
+Change PutRunReport(const std::string& instance_id, const RunReport& report);
+Change DeleteRunReport(const std::string& instance_id);
+Change PutInstance(const Instance& instance);
+Change DeleteInstance(const std::string& instance_id);
 
 // An instance with what its coordinator reported for the epoch it is placed at.
 struct InstanceView {

@@ -80,8 +80,7 @@ void InstanceHost::Publish(const std::string& id, const Slot& slot) {
 }
 
 bool InstanceHost::Report(const std::string& id, const RunReport& report) {
-  auto version = node_.ProposeChange({ChangeKind::kPutModel, kRunKeyPrefix + id, RunReportToJson(report)},
-                                     kProposeTimeoutMs);
+  auto version = node_.ProposeChange(PutRunReport(id, report), kProposeTimeoutMs);
   if (!version.ok()) {
     log_.Warn("instance {}: reporting {}: {}", id, RunStateName(report.state), version.status().ToString());
   }
@@ -90,9 +89,9 @@ bool InstanceHost::Report(const std::string& id, const RunReport& report) {
 
 void InstanceHost::Coordinate(const ClusterSnapshot& snap) {
   std::set<std::string> mine;
-  for (const auto& [id, value] : snap.state.placements) {
-    auto inst = InstanceFromJson(value);
-    if (!inst.ok() || inst->status != InstanceStatus::kPlaced || inst->coordinator != self_) continue;
+  for (const auto& [id, instance] : Records::Of(snap.state).instances) {
+    const Instance* inst = &instance;
+    if (inst->status != InstanceStatus::kPlaced || inst->coordinator != self_) continue;
     mine.insert(id);
     Slot& slot = slots_[id];
     if (slot.epoch != inst->epoch) {

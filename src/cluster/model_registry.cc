@@ -52,41 +52,32 @@ Result<ModelEntry> ModelRegistry::ReadEntry(const std::string& path) {
 }
 
 Result<ModelEntry> ModelRegistry::Resolve(const std::string& path_or_name) {
-  const ClusterState state = node_.Snapshot().state;
+  const Records records = Records::Of(node_.Snapshot().state);
   std::error_code ec;
   if (!std::filesystem::is_regular_file(path_or_name, ec)) {
-    auto it = state.models.find(kModelKeyPrefix + path_or_name);
-    if (it == state.models.end()) {
+    auto it = records.models.find(path_or_name);
+    if (it == records.models.end()) {
       return NotFound("'" + path_or_name + "' is neither a file on this node nor a model the cluster knows");
     }
-    return ModelEntryFromJson(it->second);
+    return it->second;
   }
   COHORT_ASSIGN_OR_RETURN(ModelEntry entry, ReadEntry(path_or_name));
-  auto it = state.models.find(kModelKeyPrefix + entry.name);
-  if (it != state.models.end()) {
-    auto known = ModelEntryFromJson(it->second);
-    if (known.ok() && known->sha256 == entry.sha256) return *known;
-    if (known.ok()) {
-      return InvalidArgument("a different file (sha256 " + known->sha256.substr(0, 12) +
-                             ") is already registered as '" + entry.name + "'");
-    }
+  if (auto it = records.models.find(entry.name); it != records.models.end()) {
+    const ModelEntry& known = it->second;
+    if (known.sha256 == entry.sha256) return known;
+    return InvalidArgument("a different file (sha256 " + known.sha256.substr(0, 12) + ") is already registered as '" +
+                           entry.name + "'");
   }
-  COHORT_RETURN_IF_ERROR(
-      node_.ProposeChange({ChangeKind::kPutModel, kModelKeyPrefix + entry.name, ModelEntryToJson(entry)},
-                          kProposeTimeoutMs)
-          .status());
+  COHORT_RETURN_IF_ERROR(node_.ProposeChange(PutModelEntry(entry), kProposeTimeoutMs).status());
   log_.Info("registered model {} ({} bytes, sha256 {})", entry.name, entry.file_bytes, entry.sha256);
   return entry;
 }
 
-std::map<std::string, std::string> ModelRegistry::HeldFiles(const ClusterState& state) {
+std::map<std::string, std::string> ModelRegistry::HeldFiles(const Records& records) {
   std::map<std::string, std::string> files;
-  for (const auto& [key, value] : state.models) {
-    if (key.rfind(kModelKeyPrefix, 0) != 0) continue;
-    auto entry = ModelEntryFromJson(value);
-    if (!entry.ok()) continue;
-    auto sha = Sha256Of(entry->path);
-    if (sha.ok() && *sha == entry->sha256) files[entry->sha256] = entry->path;
+  for (const auto& [name, entry] : records.models) {
+    auto sha = Sha256Of(entry.path);
+    if (sha.ok() && *sha == entry.sha256) files[entry.sha256] = entry.path;
   }
   std::lock_guard<std::mutex> lock(mutex_);
   known_files_ = files;

@@ -29,7 +29,7 @@ class ModelRegistry {
 
   // Of the models registered in `state`, the files this node holds with the registered
   // digest (sha256 -> path); remembered for KnownFiles().
-  std::map<std::string, std::string> HeldFiles(const ClusterState& state);
+  std::map<std::string, std::string> HeldFiles(const Records& records);
   // The last HeldFiles(), for the worker service's threads.
   std::map<std::string, std::string> KnownFiles() const;
 

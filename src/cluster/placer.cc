@@ -31,21 +31,21 @@ plan::LinkProfile LinkOf(const ClusterSnapshot& snap) {
 }  // namespace
 
 Placer::LiveSet Placer::Live(const ClusterSnapshot& snap) {
+  const Records records = Records::Of(snap.state);
   LiveSet live;
   for (const MemberView& m : snap.members) {
     if (m.liveness == Liveness::kDead) continue;
     live.present.insert(m.id.Hex());
     if (m.liveness != Liveness::kAlive) continue;
     ++live.alive;
-    auto it = snap.state.models.find(kNodeKeyPrefix + m.id.Hex());
-    if (it == snap.state.models.end()) continue;
-    auto service = NodeServiceFromJson(it->second);
-    if (!service.ok()) continue;
+    auto service = records.nodes.find(m.id.Hex());
+    if (service == records.nodes.end()) continue;
     PlacementNode n;
-    n.service = *service;
+    n.service = service->second;
     n.profile = BudgetProfile(m.name, m.profile.memory_total_bytes, m.profile.memory_available_bytes,
-                              m.profile.memory_bandwidth_Bps, m.profile.matmul_flops, service->max_memory_bytes);
-    live.signature += it->second.dump() + ";";
+                              m.profile.memory_bandwidth_Bps, m.profile.matmul_flops,
+                              service->second.max_memory_bytes);
+    live.signature += NodeServiceToJson(service->second).dump() + ";";
     live.candidates.push_back(std::move(n));
   }
   return live;
@@ -80,10 +80,11 @@ std::optional<std::string> Placer::WhyPlace(const Instance& inst, const std::opt
   return std::nullopt;
 }
 
-Status Placer::PlaceOn(const ClusterSnapshot& snap, const LiveSet& live, Instance* next) {
-  auto m = snap.state.models.find(kModelKeyPrefix + next->model);
-  if (m == snap.state.models.end()) return NotFound("model '" + next->model + "' is not registered");
-  COHORT_ASSIGN_OR_RETURN(ModelEntry model, ModelEntryFromJson(m->second));
+Status Placer::PlaceOn(const ClusterSnapshot& snap, const Records& records, const LiveSet& live,
+                       Instance* next) {
+  auto m = records.models.find(next->model);
+  if (m == records.models.end()) return NotFound("model '" + next->model + "' is not registered");
+  const ModelEntry& model = m->second;
   PlacementInput in;
   in.model = model;
   in.layout = next->layout;
@@ -100,19 +101,16 @@ Status Placer::PlaceOn(const ClusterSnapshot& snap, const LiveSet& live, Instanc
 void Placer::Lead(const ClusterSnapshot& snap, uint64_t now) {
   if (snap.leader != snap.self) return;
   const LiveSet live = Live(snap);
-  for (const auto& [id, value] : snap.state.placements) {
-    auto inst = InstanceFromJson(value);
-    if (!inst.ok()) continue;
+  const Records records = Records::Of(snap.state);
+  for (const auto& [id, instance] : records.instances) {
+    const Instance* inst = &instance;
     std::optional<RunReport> run;
-    if (auto r = snap.state.models.find(kRunKeyPrefix + id); r != snap.state.models.end()) {
-      auto parsed = RunReportFromJson(r->second);
-      if (parsed.ok() && parsed->epoch == inst->epoch) run = *parsed;
-    }
+    if (auto r = records.runs.find(id); r != records.runs.end() && r->second.epoch == inst->epoch) run = r->second;
     const std::optional<std::string> reason = WhyPlace(*inst, run, live, now);
     if (!reason.has_value()) continue;
     Instance next = *inst;
     next.epoch = inst->epoch + 1;
-    const Status placed = PlaceOn(snap, live, &next);
+    const Status placed = PlaceOn(snap, records, live, &next);
     last_try_ms_[id] = now;
     tried_on_[id] = live.signature;
     if (!placed.ok()) {
@@ -126,17 +124,15 @@ void Placer::Lead(const ClusterSnapshot& snap, uint64_t now) {
     } else {
       next.reason = *reason;
     }
-    auto version = node_.ProposeChange({ChangeKind::kPutPlacement, id, InstanceToJson(next)}, kProposeTimeoutMs);
+    auto version = node_.ProposeChange(PutInstance(next), kProposeTimeoutMs);
     if (version.ok()) {
       log_.Info("instance {} epoch {}: {} {}", id, next.epoch, InstanceStatusName(next.status),
                 next.status == InstanceStatus::kPlaced ? next.plan_label : next.reason);
     }
   }
   // Reports of instances that are gone.
-  for (const auto& [key, value] : snap.state.models) {
-    if (key.rfind(kRunKeyPrefix, 0) != 0) continue;
-    if (snap.state.placements.count(key.substr(std::strlen(kRunKeyPrefix))) != 0) continue;
-    (void)node_.ProposeChange({ChangeKind::kDeleteModel, key, {}}, kProposeTimeoutMs);
+  for (const auto& [id, run] : records.runs) {
+    if (records.instances.count(id) == 0) (void)node_.ProposeChange(DeleteRunReport(id), kProposeTimeoutMs);
   }
 }
 

@@ -47,7 +47,7 @@ class Placer {
   // Why `inst` should be (re)placed now, or nothing.
   std::optional<std::string> WhyPlace(const Instance& inst, const std::optional<RunReport>& run,
                                       const LiveSet& live, uint64_t now);
-  Status PlaceOn(const ClusterSnapshot& snap, const LiveSet& live, Instance* next);
+  Status PlaceOn(const ClusterSnapshot& snap, const Records& records, const LiveSet& live, Instance* next);
 
   ClusterNode& node_;
   PlacerOptions options_;

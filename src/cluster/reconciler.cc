@@ -45,16 +45,14 @@ Result<ModelEntry> Reconciler::ResolveModel(const std::string& path_or_name) {
   // Proposing through a follower returns before the follower has adopted the new state:
   // publishing from that stale snapshot would leave the file out, and the leader would place
   // the instance on no holder.
-  const std::string model_key = kModelKeyPrefix + entry.name;
-  node_.WaitForState([&](const ClusterState& st) { return st.models.count(model_key) > 0; }, kProposeTimeoutMs);
+  node_.WaitForState([&](const ClusterState& st) { return Records::Of(st).models.count(entry.name) > 0; },
+                     kProposeTimeoutMs);
   PublishSelf(node_.Snapshot(), /*now=*/true);
-  const std::string self_key = kNodeKeyPrefix + self_;
   const bool held = node_.WaitForState(
       [&](const ClusterState& st) {
-        auto it = st.models.find(self_key);
-        if (it == st.models.end()) return false;
-        auto service = NodeServiceFromJson(it->second);
-        return service.ok() && service->files.count(entry.sha256) > 0;
+        const Records records = Records::Of(st);
+        auto it = records.nodes.find(self_);
+        return it != records.nodes.end() && it->second.files.count(entry.sha256) > 0;
       },
       kProposeTimeoutMs);
   if (!held) log_.Warn("the cluster does not yet know that this node holds {}", entry.name);
@@ -73,7 +71,7 @@ void Reconciler::ProposeAtStart(const std::string& path, const std::string& layo
         instance.model = entry->name;
         instance.layout = layout;
         instance.nodes = nodes;
-        if (node_.ProposeChange({ChangeKind::kPutPlacement, instance.id, InstanceToJson(instance)}).ok()) return;
+        if (node_.ProposeChange(PutInstance(instance)).ok()) return;
       } else {
         log_.Warn("-m {}: {}", path, entry.status().ToString());
       }
@@ -104,17 +102,13 @@ void Reconciler::PublishSelf(const ClusterSnapshot& snap, bool publish_now) {
   want.worker = options_.worker;
   want.api = options_.api;
   want.max_memory_bytes = options_.max_memory_bytes;
-  want.files = registry_.HeldFiles(snap.state);
-  auto it = snap.state.models.find(kNodeKeyPrefix + self_);
-  if (it != snap.state.models.end()) {
-    auto have = NodeServiceFromJson(it->second);
-    if (have.ok() && *have == want) return;
-  }
+  const Records records = Records::Of(snap.state);
+  want.files = registry_.HeldFiles(records);
+  if (auto have = records.nodes.find(self_); have != records.nodes.end() && have->second == want) return;
   const uint64_t now = node_.clock().MonotonicMs();
   if (!publish_now && now - last_publish_ms_ < kPublishIntervalMs) return;
   last_publish_ms_ = now;
-  auto version = node_.ProposeChange({ChangeKind::kPutModel, kNodeKeyPrefix + self_, NodeServiceToJson(want)},
-                                     kProposeTimeoutMs);
+  auto version = node_.ProposeChange(PutNodeService(want), kProposeTimeoutMs);
   if (!version.ok()) log_.Warn("publishing this node's services: {}", version.status().ToString());
 }
 

@@ -62,8 +62,7 @@ void CreateInstance(cluster::ClusterNode& node, cluster::Reconciler& reconciler,
   instance.layout = layout.get<std::string>();
   instance.nodes = nodes.get<int>();
   if (node.Snapshot().state.placements.count(instance.id) == 0) {
-    auto version = node.ProposeChange(
-        {cluster::ChangeKind::kPutPlacement, instance.id, cluster::InstanceToJson(instance)}, kProposeTimeoutMs);
+    auto version = node.ProposeChange(cluster::PutInstance(instance), kProposeTimeoutMs);
     if (!version.ok()) return SendStatus(res, Unavailable(version.status().ToString()));
   }
   // With "wait_s", answer once the instance is ready, cannot be placed, or failed to load.
@@ -86,25 +85,23 @@ void CreateInstance(cluster::ClusterNode& node, cluster::Reconciler& reconciler,
 
 void DeleteInstance(cluster::ClusterNode& node, const std::string& id, httplib::Response& res) {
   if (node.Snapshot().state.placements.count(id) == 0) return SendStatus(res, NotFound("no instance '" + id + "'"));
-  auto version = node.ProposeChange({cluster::ChangeKind::kDeletePlacement, id, {}}, kProposeTimeoutMs);
+  auto version = node.ProposeChange(cluster::DeleteInstance(id), kProposeTimeoutMs);
   if (!version.ok() && version.status().code() != StatusCode::kNotFound) {
     return SendStatus(res, Unavailable(version.status().ToString()));
   }
-  (void)node.ProposeChange({cluster::ChangeKind::kDeleteModel, cluster::kRunKeyPrefix + id, {}}, kProposeTimeoutMs);
+  (void)node.ProposeChange(cluster::DeleteRunReport(id), kProposeTimeoutMs);
   SendJson(res, 200, {{"id", id}, {"deleted", true}});
 }
 
 void Rebalance(cluster::ClusterNode& node, const std::string& id, httplib::Response& res) {
-  const cluster::ClusterSnapshot snap = node.Snapshot();
-  auto it = snap.state.placements.find(id);
-  if (it == snap.state.placements.end()) return SendStatus(res, NotFound("no instance '" + id + "'"));
-  auto instance = cluster::InstanceFromJson(it->second);
-  if (!instance.ok()) return SendStatus(res, Internal(instance.status().ToString()));
+  const cluster::Records records = cluster::Records::Of(node.Snapshot().state);
+  auto it = records.instances.find(id);
+  if (it == records.instances.end()) return SendStatus(res, NotFound("no instance '" + id + "'"));
   // Pending again: the leader places it afresh on the nodes alive now.
-  instance->status = cluster::InstanceStatus::kPending;
-  instance->reason = "rebalance requested";
-  auto version =
-      node.ProposeChange({cluster::ChangeKind::kPutPlacement, id, cluster::InstanceToJson(*instance)}, kProposeTimeoutMs);
+  cluster::Instance instance = it->second;
+  instance.status = cluster::InstanceStatus::kPending;
+  instance.reason = "rebalance requested";
+  auto version = node.ProposeChange(cluster::PutInstance(instance), kProposeTimeoutMs);
   if (!version.ok()) return SendStatus(res, Unavailable(version.status().ToString()));
   SendJson(res, 202, {{"id", id}, {"rebalancing", true}, {"version", *version}});
 }
