@@ -26,6 +26,7 @@ LayerShard FullShard(const ModelConfig& c) {
   s.heads = {0, c.n_head};
   s.ffn_cols = {0, c.n_ff};
   s.experts = {0, c.moe.n_expert};
+  s.expert_cols = {0, c.moe.n_ff_expert};
   s.shared_cols = {0, static_cast<int64_t>(c.moe.n_ff_expert) * c.moe.n_expert_shared};
   return s;
 }
@@ -53,6 +54,16 @@ Status Decoder::SetStageShard(const StageShard& shard) {
   }
   if (l.experts.begin < 0 || l.experts.begin > l.experts.end || l.experts.end > c.moe.n_expert) {
     return InvalidArgument("shard experts are outside the expert range");
+  }
+  const ColumnRange all_cols{0, c.moe.n_ff_expert};
+  if (l.expert_cols.begin < 0 || l.expert_cols.begin > l.expert_cols.end ||
+      l.expert_cols.end > all_cols.end) {
+    return InvalidArgument("shard expert columns are outside the experts' columns");
+  }
+  // A column share holds those columns of every expert (CopyFfnSlices copies them so).
+  const bool cols_split = l.expert_cols.begin != 0 || l.expert_cols.end != all_cols.end;
+  if (cols_split && (l.experts.begin != 0 || l.experts.end != c.moe.n_expert)) {
+    return InvalidArgument("a shard splits the routed experts whole or by columns, not both");
   }
   const int64_t n_shared = static_cast<int64_t>(c.moe.n_ff_expert) * c.moe.n_expert_shared;
   if (l.shared_cols.begin < 0 || l.shared_cols.begin > l.shared_cols.end ||
@@ -146,7 +157,8 @@ void Decoder::RunFfn(const BlockEnv& env, int layer, const float* x, float* out)
              out);
   } else {
     MoeFfn(env.pool, env.matmul_scratch, config_.moe, std::get<MoeWeights>(ffn), shard().experts,
-           shard().shared_cols, x, env.n_tokens, config_.n_embd, moe_scratch_, out);
+           shard().expert_cols, shard().shared_cols, x, env.n_tokens, config_.n_embd, moe_scratch_,
+           out);
   }
 }
 
@@ -178,10 +190,20 @@ Status Decoder::CopyFfnSlices(FfnWeights& ffn) {
   MoeWeights& moe = std::get<MoeWeights>(ffn);
   const int64_t n_ff = config_.moe.n_ff_expert;
   const int64_t n_embd = config_.n_embd;
-  COHORT_RETURN_IF_ERROR(owned_.ShareRows(&moe.gate_exps, l.experts.begin * n_ff, l.experts.end * n_ff));
-  COHORT_RETURN_IF_ERROR(owned_.ShareRows(&moe.up_exps, l.experts.begin * n_ff, l.experts.end * n_ff));
-  COHORT_RETURN_IF_ERROR(
-      owned_.ShareRows(&moe.down_exps, l.experts.begin * n_embd, l.experts.end * n_embd));
+  if (l.expert_cols.size() == n_ff) {  // whole experts (all of them for a single rank)
+    COHORT_RETURN_IF_ERROR(owned_.ShareRows(&moe.gate_exps, l.experts.begin * n_ff, l.experts.end * n_ff));
+    COHORT_RETURN_IF_ERROR(owned_.ShareRows(&moe.up_exps, l.experts.begin * n_ff, l.experts.end * n_ff));
+    COHORT_RETURN_IF_ERROR(
+        owned_.ShareRows(&moe.down_exps, l.experts.begin * n_embd, l.experts.end * n_embd));
+  } else {
+    // Columns of every expert (SetStageShard checked that experts are all of them): rows
+    // [c0, c1) of each expert's n_ff gate and up rows, and columns [c0, c1) of every row of
+    // the down projections, whose rows are the experts' n_embd outputs one expert after another.
+    const ColumnRange cols = l.expert_cols;
+    COHORT_RETURN_IF_ERROR(owned_.ShareStridedRows(&moe.gate_exps, n_ff, cols.begin, cols.end));
+    COHORT_RETURN_IF_ERROR(owned_.ShareStridedRows(&moe.up_exps, n_ff, cols.begin, cols.end));
+    COHORT_RETURN_IF_ERROR(owned_.ShareColumns(&moe.down_exps, cols.begin, cols.end));
+  }
   if (!moe.shared.has_value()) return Status::Ok();
   COHORT_RETURN_IF_ERROR(owned_.ShareRows(&moe.shared->gate, l.shared_cols.begin, l.shared_cols.end));
   COHORT_RETURN_IF_ERROR(owned_.ShareRows(&moe.shared->up, l.shared_cols.begin, l.shared_cols.end));

@@ -27,6 +27,9 @@ struct LayerShard {
   HeadRange heads;
   ColumnRange ffn_cols;     // dense FFN columns
   ExpertRange experts;      // routed experts
+  // Columns (intermediate features) of every routed expert in `experts`: a rank splits the
+  // routed experts either whole (experts) or by columns (expert_cols), not both at once.
+  ColumnRange expert_cols;
   ColumnRange shared_cols;  // shared-expert columns
 };
 LayerShard FullShard(const ModelConfig& c);

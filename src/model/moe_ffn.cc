@@ -86,11 +86,17 @@ void Route(const MoeConfig& c, const float* selection_bias, const float* logits,
 }
 
 void MoeFfn(ThreadPool* pool, std::vector<uint8_t>* matmul_scratch, const MoeConfig& c,
-            const MoeWeights& w, ExpertRange experts, ColumnRange shared_cols, const float* x,
-            int n_tokens, int n_embd, MoeScratch& s, float* out) {
+            const MoeWeights& w, ExpertRange experts, ColumnRange expert_cols,
+            ColumnRange shared_cols, const float* x, int n_tokens, int n_embd, MoeScratch& s,
+            float* out) {
   COHORT_CHECK(0 <= experts.begin && experts.begin <= experts.end && experts.end <= c.n_expert);
+  COHORT_CHECK(0 <= expert_cols.begin && expert_cols.begin <= expert_cols.end &&
+               expert_cols.end <= c.n_ff_expert);
   const int k = c.n_expert_used;
-  const int64_t n_ff = c.n_ff_expert;
+  const int64_t n_ff_all = c.n_ff_expert;  // each expert's rows in gate_exps and up_exps
+  const int64_t n_ff = expert_cols.size();  // the columns computed here
+  // A share with no columns evaluates no expert (its routed partial sum is zero).
+  if (n_ff == 0) experts.end = experts.begin;
   s.logits.resize(static_cast<size_t>(n_tokens) * c.n_expert);
   kernels::MatMul(w.router, x, n_tokens, s.logits.data(), pool, matmul_scratch);
   Route(c, w.selection_bias, s.logits.data(), n_tokens, s.route_work, s.route_order, s.routing);
@@ -130,7 +136,7 @@ void MoeFfn(ThreadPool* pool, std::vector<uint8_t>* matmul_scratch, const MoeCon
     for (size_t g = g0; g < g1; ++g) {
       const ExpertGroup& eg = s.groups[g];
       const float* gx = s.x.data() + static_cast<size_t>(eg.begin) * n_embd;
-      const int64_t rows_begin = eg.expert * n_ff;
+      const int64_t rows_begin = eg.expert * n_ff_all + expert_cols.begin;
       products[count++] = {w.gate_exps.Rows(rows_begin, rows_begin + n_ff), gx, eg.count,
                            s.gate.data() + static_cast<size_t>(eg.begin) * n_ff};
       products[count++] = {w.up_exps.Rows(rows_begin, rows_begin + n_ff), gx, eg.count,
@@ -142,13 +148,16 @@ void MoeFfn(ThreadPool* pool, std::vector<uint8_t>* matmul_scratch, const MoeCon
     float* g = s.gate.data() + r * n_ff;
     kernels::SwiGlu(g, s.up.data() + r * n_ff, n_ff, g);
   }
+  // The down projections' columns of this share: the whole rows when it is whole experts.
+  const TensorView down =
+      s.groups.empty() ? w.down_exps : ColumnSlice(w.down_exps, expert_cols.begin, expert_cols.end);
   for (size_t g0 = 0; g0 < s.groups.size(); g0 += kernels::kMaxMatMulProducts) {
     const size_t g1 = std::min(s.groups.size(), g0 + kernels::kMaxMatMulProducts);
     size_t count = 0;
     for (size_t g = g0; g < g1; ++g) {
       const ExpertGroup& eg = s.groups[g];
       const int64_t rows_begin = static_cast<int64_t>(eg.expert) * n_embd;
-      products[count++] = {w.down_exps.Rows(rows_begin, rows_begin + n_embd),
+      products[count++] = {down.Rows(rows_begin, rows_begin + n_embd),
                            s.gate.data() + static_cast<size_t>(eg.begin) * n_ff, eg.count,
                            s.y.data() + static_cast<size_t>(eg.begin) * n_embd};
     }

@@ -1,8 +1,9 @@
 // Mixture-of-experts feed-forward block (Qwen3-MoE, DeepSeek-V3, Kimi-K2): router logits,
 // softmax or sigmoid gating, optional selection bias (exp_probs_b) and grouped selection,
 // top-k, weight normalisation and scale, SiLU-GLU experts, optional shared experts. Routing is
-// computed for every expert; only experts in an ExpertRange are evaluated, so a rank that owns
-// a subset of experts produces a partial sum.
+// computed for every expert; only experts in an ExpertRange, and of them only a ColumnRange of
+// their intermediate features, are evaluated, so a rank that owns a subset of experts or a
+// column share of every expert produces a partial sum.
 #pragma once
 
 #include <cstdint>
@@ -52,16 +53,20 @@ struct MoeScratch {
   std::vector<int32_t> rows;      // routed tokens, grouped by expert
   std::vector<int32_t> slots;     // their slot index
   std::vector<ExpertGroup> groups;
-  std::vector<float> x, gate, up, y;  // gathered rows, grouped by expert
+  std::vector<float> x, gate, up, y;  // gathered rows, grouped by expert (gate, up: the columns)
   std::vector<float> slot_out;    // [n_tokens][n_used][n_embd]
   DenseFfnScratch shared;
   std::vector<float> shared_out;  // [n_tokens][n_embd]
 };
 
-// out[n_tokens][n_embd] = sum over the chosen experts in `experts` of w_e * expert_e(x), plus
-// the shared experts' columns `shared_cols` (ignored when there is no shared expert).
+// out[n_tokens][n_embd] = sum over the chosen experts in `experts` of w_e * expert_e(x), where
+// expert_e keeps only its intermediate columns `expert_cols` (down[:, cols] (silu(gate[cols] x)
+// * up[cols] x), as a dense FFN's column share: all of [0, n_ff_expert) for the whole expert),
+// plus the shared experts' columns `shared_cols` (ignored when there is no shared expert).
+// Every rank routes alike, so column shares of the same experts sum to the whole block.
 void MoeFfn(ThreadPool* pool, std::vector<uint8_t>* matmul_scratch, const MoeConfig& c,
-            const MoeWeights& w, ExpertRange experts, ColumnRange shared_cols, const float* x,
-            int n_tokens, int n_embd, MoeScratch& s, float* out);
+            const MoeWeights& w, ExpertRange experts, ColumnRange expert_cols,
+            ColumnRange shared_cols, const float* x, int n_tokens, int n_embd, MoeScratch& s,
+            float* out);
 
 }  // namespace cohort::model

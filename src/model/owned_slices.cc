@@ -211,6 +211,49 @@ Status OwnedSlices::ShareColumns(TensorView* w, int64_t begin, int64_t end) {
   return Status::Ok();
 }
 
+Status OwnedSlices::ShareStridedRows(TensorView* w, int64_t stride, int64_t begin, int64_t end) {
+  if (w->empty() || begin >= end) return Status::Ok();
+  COHORT_CHECK(stride > 0 && w->n_rows() % stride == 0 && 0 <= begin && end <= stride);
+  if (begin == 0 && end == stride) return ShareRows(w, 0, w->n_rows());
+  const int64_t n = end - begin;
+  const int64_t groups = w->n_rows() / stride;
+  const int64_t row_bytes = w->row_bytes;
+  const bool pack = w->packed == nullptr && begin % TensorView::kPackRows == 0 &&
+                    stride % TensorView::kPackRows == 0 && RowBytes(w->type, w->ne[0]) == row_bytes &&
+                    kernels::CanPackRows(w->type, n, row_bytes);
+  // One mapping spans the first kept row to the last, each group's rows at their offset in w,
+  // so the views index as w does; the gaps between groups are never written and cost no memory
+  // (but for the pages a group's ends share with them). No huge pages: one would back the
+  // gaps too, and an expert's share is often smaller than 2 MiB.
+  const int64_t first = begin;
+  const int64_t last = (groups - 1) * stride + end;  // one past the last kept row
+  COHORT_ASSIGN_OR_RETURN(uint8_t* dst, Allocate(static_cast<size_t>(first * row_bytes),
+                                                 static_cast<size_t>((last - first) * row_bytes)));
+  bytes_ -= (last - first - groups * n) * row_bytes;  // count the copies only, not the gaps
+  uint8_t* const base = dst - first * row_bytes;      // where row 0 would be
+  for (int64_t g = 0; g < groups; ++g) {
+    const int64_t r0 = g * stride + begin;
+    const TensorView rows = w->Rows(r0, r0 + n);
+    uint8_t* to = base + r0 * row_bytes;
+    if (pack) {
+      CopyReleasing(rows, TensorView::kPackRows, [&](int64_t r, int64_t k) {
+        kernels::PackRows(w->type, rows.row(r), row_bytes, k, to + r * row_bytes);
+      });
+    } else {
+      CopyReleasing(rows, 1, [&](int64_t r, int64_t k) {
+        std::memcpy(to + r * row_bytes, rows.row(r), static_cast<size_t>(k * row_bytes));
+      });
+    }
+  }
+  if (pack) {
+    w->packed = base;  // w->data stays the mapping, as after PackRowRange
+  } else {
+    w->data = base;
+    w->packed = nullptr;
+  }
+  return Status::Ok();
+}
+
 Result<TensorView> OwnedSlices::CopyRows(const TensorView& w, int64_t begin, int64_t end) {
   COHORT_CHECK(0 <= begin && begin < end && end <= w.n_rows());
   const size_t front = static_cast<size_t>(begin * w.row_bytes);

@@ -34,6 +34,12 @@ class OwnedSlices {
   Status ShareRows(TensorView* w, int64_t begin, int64_t end);
   // The same for columns [begin, end) of every row: PackColumnRange, else CopyColumns.
   Status ShareColumns(TensorView* w, int64_t begin, int64_t end);
+  // The same for rows [g * stride + begin, g * stride + end) of every group g of `stride` rows
+  // (0 <= begin <= end <= stride, stride divides the rows): a column share of every expert of
+  // a 3-D expert tensor. Packed (one PackRows per group) where the kernels read w's type packed
+  // and the groups' rows start on pack-group boundaries, else copied; either way on return
+  // w->Rows(g * stride + b, g * stride + e) serves begin <= b <= e <= end, indexed as in w.
+  Status ShareStridedRows(TensorView* w, int64_t stride, int64_t begin, int64_t end);
   // Packs rows [begin, end) of w, whole groups from a group boundary, out of a read-only file
   // mapping into memory of their own (huge pages where the kernel gives them), releasing the
   // mapped pages as it goes: w.packed serves those rows (indexed as in w), w.data stays the

@@ -78,16 +78,14 @@ Result<model::StageShard> StageShardOf(const plan::ShardPlan& plan, int rank) {
   }
   const plan::StagePlan& stage = plan.stages[plan.StageOf(rank)];
   const plan::RankShard& r = plan.Rank(rank);
-  if (plan.shape.n_expert > 0 && plan.expert_split != plan::ExpertSplit::kWhole) {
-    return Unsupported("the MoE block splits routed experts whole, not by columns "
-                       "(use ExpertSplit::kWhole)");
-  }
   model::StageShard s;
   s.layer_begin = stage.layers.begin;
   s.layer_end = stage.layers.end;
   s.layer.heads = {r.q_heads.begin, r.q_heads.end};
   s.layer.ffn_cols = {r.ff_cols.begin, r.ff_cols.end};
+  // Whole experts (kWhole: all their columns) or a column share of every expert (kColumns).
   s.layer.experts = {r.experts.begin, r.experts.end};
+  s.layer.expert_cols = {r.expert_cols.begin, r.expert_cols.end};
   s.layer.shared_cols = {r.shexp_cols.begin, r.shexp_cols.end};
   return s;
 }
@@ -132,7 +130,8 @@ Result<plan::LayoutSpec> ParseLayout(const std::string& text, int n_ranks,
   } else {
     return InvalidArgument("unknown layout '" + text + "' (tp, pp, hybrid or hybrid:STAGES)");
   }
-  // The MoE block evaluates whole experts (expert parallelism); see StageShardOf.
+  // The CLI's layouts split routed experts whole (expert parallelism); a plan made elsewhere
+  // may split them by columns, which StageShardOf runs as well.
   spec.expert_split = plan::ExpertSplit::kWhole;
   COHORT_RETURN_IF_ERROR(spec.Validate());
   return spec;

@@ -29,8 +29,8 @@ Result<plan::ShardPlan> PlanOfLayout(const gguf::File& file, const std::string& 
 // travelled from a planner elsewhere is run only if it describes this very model.
 Status CheckPlanFitsModel(const plan::ShardPlan& plan, const gguf::File& file);
 
-// The layers and per-layer slice that plan rank `rank` computes. kUnsupported for plans the
-// model blocks cannot run (routed experts split by columns).
+// The layers and per-layer slice that plan rank `rank` computes, routed experts split whole
+// or by columns as the plan says.
 Result<model::StageShard> StageShardOf(const plan::ShardPlan& plan, int rank);
 
 // Parses a layout name as the CLI takes it: "tp", "pp", "hybrid" (2 stages) or "hybrid:S",

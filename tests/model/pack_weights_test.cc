@@ -1,6 +1,7 @@
 // Model::PackWeights: every weight matrix moves into memory of the model's own (packed for the
 // kernels that read it so, copied as it is otherwise), and the logits stay bit for bit those
-// of the mapped model; OwnedSlices::Own, the plain copy, on a real read-only file mapping.
+// of the mapped model; OwnedSlices::Own, the plain copy, and a rank's shares of a matrix
+// (rows, columns, a column share of every expert) on a real read-only file mapping.
 #include <fcntl.h>
 #include <sys/mman.h>
 #include <unistd.h>
@@ -216,6 +217,66 @@ TEST(OwnedSlices, SharedRowsAndColumnsArePackedAndGiveTheMappedProducts) {
     ::munmap(map, bytes.size());
   }
   if (packed_types == 0) GTEST_SKIP() << "no packed kernel on this CPU";
+}
+
+// A column share of every expert (OwnedSlices::ShareStridedRows): rows [16, 48) of each of
+// four 64-row experts, from a real read-only file mapping. Packed where the kernels read the
+// type packed (each expert's share then gives the mapped products, reading the packed copy
+// alone), copied otherwise (F32: the same bytes at the same row indices); only the shares
+// are counted as copied.
+TEST(OwnedSlices, StridedRowSharesServeEveryExpertsRows) {
+  constexpr int64_t kCols = 256, kStride = 64, kExperts = 4, kRows = kStride * kExperts;
+  constexpr int64_t kRow0 = 16, kRow1 = 48;
+  for (DType type : {DType::kF32, DType::kQ4_0, DType::kQ8_0, DType::kQ4_K, DType::kQ6_K}) {
+    SCOPED_TRACE(DTypeName(type));
+    const int64_t row_bytes = RowBytes(type, kCols);
+    const bool packs = kernels::CanPackRows(type, kRow1 - kRow0, row_bytes);
+    if (type != DType::kF32 && !packs) continue;  // no packed kernel on this CPU
+    std::vector<uint8_t> bytes(static_cast<size_t>(kRows * row_bytes));
+    std::vector<float> row(kCols);
+    for (int64_t r = 0; r < kRows; ++r) {
+      for (int64_t c = 0; c < kCols; ++c) row[c] = std::sin(0.29f * static_cast<float>(r * kCols + c)) * 1.5f;
+      kernels::QuantizeRow(type, row.data(), bytes.data() + r * row_bytes, kCols);
+    }
+    char path[] = "/tmp/cohort-strided-XXXXXX";
+    const int fd = ::mkstemp(path);
+    ASSERT_GE(fd, 0);
+    ASSERT_EQ(::write(fd, bytes.data(), bytes.size()), static_cast<ssize_t>(bytes.size()));
+    void* map = ::mmap(nullptr, bytes.size(), PROT_READ, MAP_PRIVATE, fd, 0);
+    ::close(fd);
+    ::unlink(path);
+    ASSERT_NE(map, MAP_FAILED);
+    const TensorView mapped = TensorView::Make(type, bytes.data(), {kCols, kStride, kExperts, 1});
+    TensorView shared = mapped;
+    shared.data = static_cast<const uint8_t*>(map);
+    OwnedSlices owned;
+    ASSERT_TRUE(owned.ShareStridedRows(&shared, kStride, kRow0, kRow1).ok());
+    EXPECT_EQ(owned.bytes(), kExperts * (kRow1 - kRow0) * row_bytes);
+    EXPECT_EQ(shared.packed != nullptr, packs);
+    const std::vector<uint8_t> garbage(bytes.size(), 0x5a);
+    for (int64_t e = 0; e < kExperts; ++e) {
+      const int64_t r0 = e * kStride + kRow0, r1 = e * kStride + kRow1;
+      TensorView got = shared.Rows(r0, r1);
+      if (!packs) {
+        EXPECT_NE(got.data, static_cast<const uint8_t*>(map) + r0 * row_bytes) << "a copy of its own";
+        EXPECT_EQ(std::memcmp(got.data, bytes.data() + r0 * row_bytes, (r1 - r0) * row_bytes), 0) << e;
+        continue;
+      }
+      ASSERT_NE(got.packed, nullptr);
+      got.data = garbage.data();
+      for (int64_t n_tokens : {1, 3}) {
+        std::vector<float> x(static_cast<size_t>(kCols * n_tokens));
+        for (size_t i = 0; i < x.size(); ++i) x[i] = std::cos(0.13f * static_cast<float>(i));
+        std::vector<float> want(static_cast<size_t>((r1 - r0) * n_tokens)), out(want.size(), -1.0f);
+        std::vector<uint8_t> scratch;
+        kernels::MatMulExperts(mapped.Rows(r0, r1), x.data(), n_tokens, want.data(), nullptr, &scratch);
+        kernels::MatMulExperts(got, x.data(), n_tokens, out.data(), nullptr, &scratch);
+        EXPECT_EQ(std::memcmp(out.data(), want.data(), out.size() * sizeof(float)), 0)
+            << "expert " << e << " tokens " << n_tokens;
+      }
+    }
+    ::munmap(map, bytes.size());
+  }
 }
 
 }  // namespace

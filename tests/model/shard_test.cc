@@ -173,9 +173,33 @@ TEST(MoeShardTest, ExpertAndSharedColumnRangesSumToFullMoe) {
   std::vector<uint8_t> scratch;
   MoeScratch ms;
   std::vector<float> full(n * c.n_embd), a(n * c.n_embd), b(n * c.n_embd);
-  MoeFfn(nullptr, &scratch, c.moe, *w, {0, 8}, {0, 32}, x.data(), n, c.n_embd, ms, full.data());
-  MoeFfn(nullptr, &scratch, c.moe, *w, {0, 3}, {0, 16}, x.data(), n, c.n_embd, ms, a.data());
-  MoeFfn(nullptr, &scratch, c.moe, *w, {3, 8}, {16, 32}, x.data(), n, c.n_embd, ms, b.data());
+  const ColumnRange whole{0, c.moe.n_ff_expert};  // every column of the experts evaluated
+  MoeFfn(nullptr, &scratch, c.moe, *w, {0, 8}, whole, {0, 32}, x.data(), n, c.n_embd, ms, full.data());
+  MoeFfn(nullptr, &scratch, c.moe, *w, {0, 3}, whole, {0, 16}, x.data(), n, c.n_embd, ms, a.data());
+  MoeFfn(nullptr, &scratch, c.moe, *w, {3, 8}, whole, {16, 32}, x.data(), n, c.n_embd, ms, b.data());
+  const std::vector<float> first = a;
+  for (size_t i = 0; i < a.size(); ++i) a[i] += b[i];
+  ExpectSplitSums(a, first, full, 1e-5f);
+}
+
+// Column shares of every routed expert (ExpertSplit::kColumns) sum to the whole block as the
+// expert subsets do: every share routes alike and evaluates its columns of the same experts.
+TEST(MoeShardTest, ExpertColumnRangesSumToFullMoe) {
+  Fixture s = Open("tiny-deepseek2-f32");
+  const ModelConfig& c = s.config;
+  auto w = LoadMoeWeights(WeightLoader(*s.file), c, 2);
+  ASSERT_TRUE(w.ok());
+  const int n = 6;
+  const std::vector<float> x = RandomActs(n * c.n_embd, 11);
+  std::vector<uint8_t> scratch;
+  MoeScratch ms;
+  std::vector<float> full(n * c.n_embd), a(n * c.n_embd), b(n * c.n_embd);
+  const int64_t split = c.moe.n_ff_expert / 3;
+  const ExpertRange all{0, c.moe.n_expert};
+  MoeFfn(nullptr, &scratch, c.moe, *w, all, {0, c.moe.n_ff_expert}, {0, 32}, x.data(), n, c.n_embd, ms, full.data());
+  MoeFfn(nullptr, &scratch, c.moe, *w, all, {0, split}, {0, 16}, x.data(), n, c.n_embd, ms, a.data());
+  MoeFfn(nullptr, &scratch, c.moe, *w, all, {split, c.moe.n_ff_expert}, {16, 32}, x.data(), n, c.n_embd, ms,
+         b.data());
   const std::vector<float> first = a;
   for (size_t i = 0; i < a.size(); ++i) a[i] += b[i];
   ExpectSplitSums(a, first, full, 1e-5f);
