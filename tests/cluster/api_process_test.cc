@@ -1,7 +1,7 @@
 // The cluster's HTTP surfaces as real processes on loopback: `cohort node --api-key` refuses
 // changes to the agreed state without the key, and an instance placed through POST
 // /v1/instances on two `cohort serve --cluster` nodes runs exactly the ShardPlan the planner
-// scored — a plan whose routed experts are split by columns included — and answers a chat.
+// scored — a plan whose routed experts are split by columns included — and answers.
 #include <httplib.h>
 #include <netinet/in.h>
 #include <sys/socket.h>
@@ -160,8 +160,8 @@ TEST(ClusterApi, ThePlannedPlanIsThePlanThatRuns) {
     const std::string port = WaitForInFile(dir + "/" + err, "API http://127\\.0\\.0\\.1:([0-9]+)", 1000);
     httplib::Client node("127.0.0.1", std::stoi(port));
     node.set_read_timeout(60, 0);
-    const json chat = {{"messages", {{{"role", "user"}, {"content", "hi"}}}}, {"max_tokens", 4}, {"temperature", 0}};
-    auto answer = node.Post("/v1/chat/completions", key, chat.dump(), "application/json");
+    const json completion = {{"prompt", "hello"}, {"max_tokens", 4}, {"temperature", 0}, {"ignore_eos", true}};
+    auto answer = node.Post("/v1/completions", key, completion.dump(), "application/json");
     ASSERT_TRUE(answer);
     ASSERT_EQ(answer->status, 200) << answer->body;
     EXPECT_EQ(json::parse(answer->body)["usage"]["completion_tokens"], 4);
