@@ -2,7 +2,7 @@
 // a built-in model shape or a GGUF file, and explains which layout it would choose.
 #pragma once
 
-#include <string>
+#include "plan/report.h"
 
 namespace CLI {
 class App;
@@ -11,14 +11,7 @@ class App;
 namespace cohort::app {
 
 struct PlanOptions {
-  std::string model;             // built-in shape name or GGUF path
-  std::string quant;             // built-in scheme; "" = as stored (GGUF) or q4_k_m (shape)
-  std::string nodes;             // node spec: JSON file, or inline JSON starting with '{'
-  std::string layout = "auto";   // auto|single|tp|pp|hybrid|tp:W,..|pp:W,..|hybrid:SxT
-  std::string objective = "latency";  // latency|throughput|prompt
-  int batch = 8;
-  int prompt = 512;
-  int ctx = 4096;
+  plan::PlanQuery query;         // model, quant, nodes, layout, objective, batch, prompt, ctx
   int top = 12;                  // candidate rows printed
   bool json = false;
   bool show_plan = false;        // print the chosen ShardPlan

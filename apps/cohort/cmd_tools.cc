@@ -4,7 +4,6 @@
 #include <cstdio>
 #include <iostream>
 #include <iterator>
-#include <map>
 #include <sstream>
 #include <string>
 #include <vector>
@@ -12,7 +11,7 @@
 #include "commands.h"
 #include "core/context.h"
 #include "gguf/gguf.h"
-#include "model/config.h"
+#include "model/inspect.h"
 #include "model/model.h"
 #include "parallel/launch.h"
 #include "tokenizer/tokenizer.h"
@@ -138,54 +137,7 @@ int LogitsCommand(const CommonOptions& common, const LogitsOptions& options) {
 int InspectCommand(const CommonOptions& common, const std::string& path, int n_ctx) {
   auto file = gguf::File::Open(path);
   if (!file.ok()) return Fail("inspect", file.status());
-  const gguf::File& f = **file;
-  std::printf("file          %s\n", path.c_str());
-  std::printf("gguf version  %u, %zu metadata keys, %zu tensors, alignment %llu\n", f.version(),
-              f.metadata().size(), f.tensors().size(), static_cast<unsigned long long>(f.alignment()));
-  auto name = f.GetString("general.name", "");
-  if (name.ok() && !name->empty()) std::printf("name          %s\n", name->c_str());
-
-  std::map<std::string, std::pair<int, uint64_t>> by_type;
-  uint64_t weight_bytes = 0;
-  for (const gguf::TensorInfo& t : f.tensors()) {
-    auto& slot = by_type[std::string(DTypeName(t.type))];
-    slot.first += 1;
-    slot.second += t.n_bytes;
-    weight_bytes += t.n_bytes;
-  }
-  auto config = model::ModelConfig::FromGguf(f);
-  if (config.ok()) {
-    std::printf("\n%s\n", config->ToString().c_str());
-  } else {
-    std::printf("\narchitecture  %s (not runnable: %s)\n", f.architecture().c_str(),
-                config.status().ToString().c_str());
-  }
-
-  std::printf("\ntensors by type\n");
-  for (const auto& [type, count_bytes] : by_type) {
-    std::printf("  %-6s %5d tensors %12.2f MiB\n", type.c_str(), count_bytes.first,
-                count_bytes.second / 1048576.0);
-  }
-  std::printf("\ntensors\n");
-  for (const gguf::TensorInfo& t : f.tensors()) {
-    std::string shape;
-    for (size_t i = 0; i < t.ne.size(); ++i) fmt::format_to(std::back_inserter(shape), "{}{}", i ? " x " : "", t.ne[i]);
-    std::printf("  %-32s %-6s [%s] %.2f MiB\n", t.name.c_str(), std::string(DTypeName(t.type)).c_str(),
-                shape.c_str(), t.n_bytes / 1048576.0);
-  }
-
-  std::printf("\nmemory\n  weights       %.2f MiB\n", weight_bytes / 1048576.0);
-  if (config.ok()) {
-    const int ctx = n_ctx > 0 ? n_ctx : config->n_ctx_train;
-    // Per token and layer: MLA caches the latent plus the shared rope key; other attention
-    // caches every KV head's key and value.
-    const int64_t per_layer = config->mla.kv_lora_rank > 0
-                                  ? config->mla.kv_lora_rank + config->mla.qk_rope_dim
-                                  : static_cast<int64_t>(config->n_head_kv) * (config->head_dim_k + config->head_dim_v);
-    const double elements = static_cast<double>(per_layer) * config->n_layer * ctx;
-    std::printf("  KV cache      %.2f MiB (f32) / %.2f MiB (f16) at context %d\n",
-                elements * 4 / 1048576.0, elements * 2 / 1048576.0, ctx);
-  }
+  std::fputs(model::DescribeModelFile(**file, n_ctx).c_str(), stdout);
   return 0;
 }
 
