@@ -3,7 +3,6 @@
 
 #include <pthread.h>
 
-#include <ctime>
 #include <fstream>
 #include <sstream>
 

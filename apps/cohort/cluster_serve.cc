@@ -3,12 +3,12 @@
 // loop and the one HTTP front with the cluster's routes — and waits for SIGINT/SIGTERM.
 #include "cluster_serve.h"
 
-#include <cctype>
 #include <cstdio>
 
 #include <CLI/CLI.hpp>
 
 #include "cluster/cluster_node.h"
+#include "core/byte_size.h"
 #include "cluster/model_registry.h"
 #include "cluster/reconciler.h"
 #include "cluster/worker_service.h"
@@ -43,29 +43,6 @@ cluster::ReconcilerOptions ReconcilerOptionsOf(const ServeOptions& options, cons
 }
 
 }  // namespace
-
-int64_t ParseByteSize(const std::string& text) {
-  if (text.empty()) return 0;
-  size_t used = 0;
-  double value = 0;
-  try {
-    value = std::stod(text, &used);
-  } catch (const std::exception&) {
-    return -1;
-  }
-  double scale = 1;
-  if (used + 1 == text.size()) {
-    switch (std::toupper(static_cast<unsigned char>(text[used]))) {
-      case 'K': scale = 1024.0; break;
-      case 'M': scale = 1024.0 * 1024; break;
-      case 'G': scale = 1024.0 * 1024 * 1024; break;
-      default: return -1;
-    }
-  } else if (used != text.size()) {
-    return -1;
-  }
-  return value < 0 ? -1 : static_cast<int64_t>(value * scale);
-}
 
 void AddClusterServeOptions(CLI::App* cmd, ClusterServeOptions* o) {
   o->model_flag = cmd->get_option("--model");

@@ -4,7 +4,6 @@
 // docs/CLUSTER.md.
 #pragma once
 
-#include <cstdint>
 #include <string>
 
 #include "app_common.h"
@@ -42,8 +41,5 @@ struct ClusterServeOptions {
 // Adds --cluster and its options to `serve`.
 void AddClusterServeOptions(CLI::App* cmd, ClusterServeOptions* options);
 int ClusterServeCommand(const ServeOptions& options);
-
-// "123", "512K", "64M", "2G" (powers of 1024) as bytes; -1 when malformed.
-int64_t ParseByteSize(const std::string& text);
 
 }  // namespace cohort::app

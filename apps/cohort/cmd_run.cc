@@ -3,8 +3,6 @@
 #include <fmt/format.h>
 
 #include <cstdio>
-#include <fstream>
-#include <sstream>
 
 #include "commands.h"
 #include "app_common.h"

@@ -2,9 +2,7 @@
 // batching until SIGINT or SIGTERM.
 #pragma once
 
-#include <cstdint>
 #include <string>
-#include <vector>
 
 #include "cluster_serve.h"
 #include "cmd_worker.h"

@@ -14,11 +14,9 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
-#include <sstream>
 #include <thread>
 
 #include <CLI/CLI.hpp>
-#include <fmt/format.h>
 
 #include "comm/tcp_transport.h"
 #include "core/log.h"
@@ -30,23 +28,6 @@ namespace cohort::app {
 namespace {
 
 constexpr const char* kListeningPrefix = "cohort worker: listening on ";
-
-Result<std::vector<double>> ParseShares(const std::string& text) {
-  std::vector<double> out;
-  std::stringstream in(text);
-  std::string item;
-  while (std::getline(in, item, ',')) {
-    try {
-      size_t used = 0;
-      const double w = std::stod(item, &used);
-      if (used != item.size() || !(w > 0)) throw std::invalid_argument(item);
-      out.push_back(w);
-    } catch (const std::exception&) {
-      return InvalidArgument("--shares: '" + item + "' is not a positive number");
-    }
-  }
-  return out;
-}
 
 // Starts `cohort worker --listen 127.0.0.1:0 --once` and reads the address it got.
 Result<std::string> SpawnWorker(int threads, bool verbose, int* pid_out) {
@@ -139,7 +120,7 @@ Result<std::unique_ptr<parallel::DistributedModel>> StartDistributed(const DistO
   }
   std::vector<double> shares;
   if (!options.shares.empty()) {
-    COHORT_ASSIGN_OR_RETURN(shares, ParseShares(options.shares));
+    COHORT_ASSIGN_OR_RETURN(shares, parallel::ParseShares(options.shares));
   }
   const int worker_threads = options.worker_threads > 0 ? options.worker_threads : threads;
   if (options.mpi) {

@@ -1,9 +1,8 @@
 // cohort command-line entry point: parses the command line with CLI11 and dispatches to the
-// subcommands (commands.h, synth.h).
+// subcommands (commands.h; synth is model/synth.h).
 #include <CLI/CLI.hpp>
 
 #include <cstdio>
-#include <memory>
 
 #include "cmd_bench.h"
 #include "cmd_node.h"
@@ -12,7 +11,7 @@
 #include "cmd_worker.h"
 #include "commands.h"
 #include "core/thread_pool.h"
-#include "synth.h"
+#include "model/synth.h"
 
 namespace {
 
@@ -75,7 +74,7 @@ int main(int argc, char** argv) {
   inspect_cmd->add_option("model", inspect_model, "GGUF file")->required();
   inspect_cmd->add_option("-c,--ctx", inspect_ctx, "context length for the KV-cache estimate (default: the model's)");
 
-  SynthOptions synth;
+  cohort::model::SynthOptions synth;
   CLI::App* synth_cmd = app.add_subcommand("synth", "write a random-weight GGUF of a real model's shape (its text is noise)");
   synth_cmd->add_option("--arch", synth.arch, "architecture (checked against the shape)");
   synth_cmd->add_option("--shape", synth.shape, "llama-3.2-1b, qwen3-0.6b, qwen3-1.7b, qwen3-30b-a3b-mini, deepseek-v3-mini")->required();
@@ -130,7 +129,7 @@ int main(int argc, char** argv) {
   if (*synth_cmd) {
     if (synth.vocab_dir.empty()) synth.vocab_dir = std::string(COHORT_SOURCE_DIR) + "/build/external/vocab";
     cohort::ThreadPool pool(common.threads);
-    cohort::Status status = Synthesize(synth, &pool);
+    cohort::Status status = cohort::model::Synthesize(synth, &pool);
     if (!status.ok()) {
       std::fprintf(stderr, "cohort synth: %s\n", status.ToString().c_str());
       return 1;

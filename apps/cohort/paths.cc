@@ -3,9 +3,9 @@
 
 #include <filesystem>
 #include <string>
-#include <thread>
 
 #include "commands.h"
+#include "core/thread_pool.h"
 
 namespace cohort::app {
 
@@ -25,9 +25,6 @@ std::string DefaultModelPath() {
   return kRelative;  // Open() then reports it missing by name
 }
 
-int DefaultThreads() {
-  const unsigned n = std::thread::hardware_concurrency();
-  return n == 0 ? 1 : static_cast<int>(n);
-}
+int DefaultThreads() { return ThreadPool::DefaultThreads(); }
 
 }  // namespace cohort::app

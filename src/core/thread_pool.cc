@@ -176,4 +176,9 @@ void ThreadPool::WorkerLoop() {
   }
 }
 
+int ThreadPool::DefaultThreads() {
+  const unsigned n = std::thread::hardware_concurrency();
+  return n == 0 ? 1 : static_cast<int>(n);
+}
+
 }  // namespace cohort

@@ -18,6 +18,8 @@ namespace cohort {
 
 class ThreadPool {
  public:
+  // The cores this process may run on (at least 1): the default thread count.
+  static int DefaultThreads();
   // n_threads counts the calling thread: ThreadPool(1) runs everything inline.
   explicit ThreadPool(int n_threads);
   ~ThreadPool();

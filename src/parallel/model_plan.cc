@@ -2,6 +2,8 @@
 #include "parallel/model_plan.h"
 
 #include <algorithm>
+#include <sstream>
+#include <stdexcept>
 #include <string>
 
 #include <fmt/format.h>
@@ -54,6 +56,23 @@ Result<plan::ShardPlan> PlanOfModel(const gguf::File& file, const plan::LayoutSp
   COHORT_ASSIGN_OR_RETURN(model::ModelConfig config, model::ModelConfig::FromGguf(file));
   COHORT_ASSIGN_OR_RETURN(plan::PlanShape shape, PlanShapeOf(file, config));
   return plan::MakePlan(shape, spec);
+}
+
+Result<std::vector<double>> ParseShares(const std::string& text) {
+  std::vector<double> out;
+  std::stringstream in(text);
+  std::string item;
+  while (std::getline(in, item, ',')) {
+    try {
+      size_t used = 0;
+      const double w = std::stod(item, &used);
+      if (used != item.size() || !(w > 0)) throw std::invalid_argument(item);
+      out.push_back(w);
+    } catch (const std::exception&) {
+      return InvalidArgument("--shares: '" + item + "' is not a positive number");
+    }
+  }
+  return out;
 }
 
 Result<plan::ShardPlan> PlanOfLayout(const gguf::File& file, const std::string& layout, int n_ranks,

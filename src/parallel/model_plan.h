@@ -21,6 +21,9 @@ Result<plan::PlanShape> PlanShapeOf(const gguf::File& file, const model::ModelCo
 // The plan for `spec` on `file`'s model (PlanShapeOf, then plan::MakePlan).
 Result<plan::ShardPlan> PlanOfModel(const gguf::File& file, const plan::LayoutSpec& spec);
 
+// The CLI's --shares: "2,1,1", positive numbers (kInvalidArgument naming the bad item).
+Result<std::vector<double>> ParseShares(const std::string& text);
+
 // PlanOfModel for a layout in ParseLayout's syntax over `n_ranks` ranks.
 Result<plan::ShardPlan> PlanOfLayout(const gguf::File& file, const std::string& layout, int n_ranks,
                                      const std::vector<double>& weights = {});

@@ -1,9 +1,9 @@
 // Built-in shapes for `cohort synth`, copied from the models' published configs
 // (config.json on their model cards); the scaled-down MoE shapes keep the real layer
 // structure with fewer layers and experts so that they fit a small machine.
-#include "synth_shapes.h"
+#include "model/synth_shapes.h"
 
-namespace cohort::app {
+namespace cohort::model {
 
 const std::vector<SynthShape>& SynthShapes() {
   static const std::vector<SynthShape> shapes = [] {
@@ -63,4 +63,4 @@ const SynthShape* FindSynthShape(std::string_view name) {
   return nullptr;
 }
 
-}  // namespace cohort::app
+}  // namespace cohort::model

@@ -6,7 +6,7 @@
 #include <string_view>
 #include <vector>
 
-namespace cohort::app {
+namespace cohort::model {
 
 struct SynthShape {
   std::string name;          // "llama-3.2-1b", ...
@@ -45,4 +45,4 @@ struct SynthShape {
 const std::vector<SynthShape>& SynthShapes();
 const SynthShape* FindSynthShape(std::string_view name);
 
-}  // namespace cohort::app
+}  // namespace cohort::model

@@ -2,7 +2,7 @@
 // those llama.cpp's converter writes for each architecture; the per-tensor quantization
 // follows llama-quantize's default mixtures (the output matrix at Q6_K, Q4_K_M's Q6_K
 // attn_v/ffn_down on the "more bits" layers), so files behave like the published ones.
-#include "synth.h"
+#include "model/synth.h"
 
 #include <cmath>
 #include <cstring>
@@ -13,9 +13,9 @@
 #include "gguf/gguf.h"
 #include "gguf/writer.h"
 #include "kernels/quant.h"
-#include "synth_shapes.h"
+#include "model/synth_shapes.h"
 
-namespace cohort::app {
+namespace cohort::model {
 namespace {
 
 struct TypeChoice {
@@ -275,4 +275,4 @@ Status Synthesize(const SynthOptions& options, ThreadPool* pool) {
   return writer.WriteFile(options.output);
 }
 
-}  // namespace cohort::app
+}  // namespace cohort::model

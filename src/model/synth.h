@@ -1,5 +1,6 @@
-// `cohort synth`: writes a random-weight GGUF of a real model's shape and quantization, with
-// the real tokenizer of that model family, for benchmarks and tests at real sizes.
+// Synthesize (`cohort synth`): writes a random-weight GGUF of a real model's shape and
+// quantization, with the real tokenizer of that model family, for benchmarks and tests at real
+// sizes.
 #pragma once
 
 #include <cstdint>
@@ -8,7 +9,7 @@
 #include "core/status.h"
 #include "core/thread_pool.h"
 
-namespace cohort::app {
+namespace cohort::model {
 
 struct SynthOptions {
   std::string arch;         // must match the shape's architecture when given
@@ -23,4 +24,4 @@ struct SynthOptions {
 
 Status Synthesize(const SynthOptions& options, ThreadPool* pool);
 
-}  // namespace cohort::app
+}  // namespace cohort::model
