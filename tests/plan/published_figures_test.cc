@@ -1,12 +1,17 @@
-// Acceptance 1 of issue 7: the ten published generation figures for four Mac Studio M3 Ultra
-// over Thunderbolt 5 (llama.cpp layer split over TCP; exo tensor parallel over RDMA), each
-// reproduced within +-20% from the built-in profiles, with the right direction for every
-// change. One node profile and one link profile per transport; one stack profile per
-// software stack, shared by all of its rows.
+// The ten published generation figures for four Mac Studio M3 Ultra over Thunderbolt 5
+// (llama.cpp layer split over TCP; exo tensor parallel over RDMA). Each stack has two fitted
+// constants (its weight-streaming efficiency and its per-hop or per-collective cost; its
+// per-token overhead is an estimate, not fitted). They are fitted on the three Qwen3-235B
+// rows of that stack ALONE — the calibration rows, on which this test repeats the fit and
+// requires the built-in constants to be its result — and the four Kimi K2 rows (another
+// model, 1T parameters with MLA, other quantizations) are predictions, held out of the fit.
+// Measured when the fit was made: calibration within 2.0%, predictions within 3.0%.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdio>
+#include <string>
 
 #include "plan/cost_model.h"
 
@@ -19,6 +24,7 @@ struct Row {
   bool exo;           // exo tensor parallel over RDMA; else llama.cpp layer split over TCP
   int nodes;
   double published;   // generation tokens/s
+  bool calibration() const { return std::string(model) == "qwen3-235b-a22b"; }
 };
 
 constexpr Row kRows[] = {
@@ -34,13 +40,15 @@ constexpr Row kRows[] = {
     {"kimi-k2", "int4-native", true, 4, 28.3},
 };
 
-Prediction PredictRow(const Row& row) {
+// The row's prediction with the built-in stack, or with `stack` instead.
+Prediction PredictRow(const Row& row, const StackProfile* stack = nullptr) {
   auto model = FindBuiltinShape(row.model);
   auto quant = FindBuiltinQuant(row.quant);
   auto cluster = UniformCluster("mac-studio-m3-ultra-512", row.nodes,
                                 row.exo ? "tb5-rdma" : "tb5-tcp",
                                 row.exo ? "mlx-exo" : "llama.cpp-rpc");
   EXPECT_TRUE(model.ok() && quant.ok() && cluster.ok());
+  if (stack != nullptr) cluster->stack = *stack;
   const Layout layout{std::string(row.exo ? "tp" : "pp") + std::to_string(row.nodes),
                       row.exo ? LayoutSpec::Tensor(row.nodes)
                               : LayoutSpec::Pipeline(row.nodes),
@@ -52,20 +60,63 @@ Prediction PredictRow(const Row& row) {
   return p.ok() ? *p : Prediction{};
 }
 
-TEST(PublishedFigures, AllTenWithinTwentyPercent) {
-  std::printf("%-16s %-18s %-5s %5s %9s %9s %7s   %s\n", "model", "quant", "stack", "nodes",
+const char* StackOf(const Row& row) { return row.exo ? "mlx-exo" : "llama.cpp-rpc"; }
+
+// The stack's fitted constant besides the efficiency: exo's cost per collective, llama.cpp's
+// cost per remote layer.
+double& SecondConstant(StackProfile& s, bool exo) { return exo ? s.collective_overhead_s : s.remote_layer_overhead_s; }
+
+// The two constants that make the worst relative error over `exo`'s calibration rows least,
+// on a grid of 0.01 in efficiency and 2.5 us (exo) or 10 us (llama.cpp) in the other.
+StackProfile FitOnCalibrationRows(bool exo) {
+  const StackProfile base = *FindBuiltinStack(exo ? "mlx-exo" : "llama.cpp-rpc");
+  StackProfile best_stack = base;
+  double best = 1e9;
+  const double step = exo ? 2.5e-6 : 10e-6;
+  for (int e = 50; e <= 85; ++e) {
+    for (int k = 0; k * step <= (exo ? 60e-6 : 300e-6) + 1e-12; ++k) {
+      StackProfile s = base;
+      s.bandwidth_efficiency = e / 100.0;
+      SecondConstant(s, exo) = k * step;
+      double worst = 0;
+      for (const Row& row : kRows) {
+        if (row.exo != exo || !row.calibration()) continue;
+        worst = std::max(worst, std::fabs(PredictRow(row, &s).gen_tok_s_b1 / row.published - 1));
+      }
+      if (worst < best - 1e-12) {
+        best = worst;
+        best_stack = s;
+      }
+    }
+  }
+  return best_stack;
+}
+
+TEST(PublishedFigures, BuiltInConstantsAreTheFitOnTheCalibrationRowsAlone) {
+  for (bool exo : {false, true}) {
+    StackProfile built_in = *FindBuiltinStack(exo ? "mlx-exo" : "llama.cpp-rpc");
+    StackProfile fit = FitOnCalibrationRows(exo);
+    EXPECT_NEAR(built_in.bandwidth_efficiency, fit.bandwidth_efficiency, 1e-9) << built_in.name;
+    EXPECT_NEAR(SecondConstant(built_in, exo), SecondConstant(fit, exo), 1e-12) << built_in.name;
+  }
+}
+
+TEST(PublishedFigures, CalibrationFitsAndHeldOutRowsArePredicted) {
+  std::printf("%-16s %-18s %-5s %5s %-11s %9s %9s %7s   %s\n", "model", "quant", "stack", "nodes", "role",
               "published", "predicted", "error", "weights / collectives / hops / overhead (ms)");
   for (const Row& row : kRows) {
     const Prediction p = PredictRow(row);
     const double error = p.gen_tok_s_b1 / row.published - 1;
     const StepTime& t = p.step_b1;
-    std::printf("%-16s %-18s %-5s %5d %9.1f %9.1f %+6.1f%%   %.1f / %.1f / %.1f / %.1f\n", row.model,
-                row.quant, row.exo ? "exo" : "llama", row.nodes, row.published, p.gen_tok_s_b1,
-                100 * error, 1e3 * (t.weights_s + t.compute_s), 1e3 * t.collectives_s, 1e3 * t.hops_s,
-                1e3 * t.overhead_s);
+    std::printf("%-16s %-18s %-5s %5d %-11s %9.1f %9.1f %+6.1f%%   %.1f / %.1f / %.1f / %.1f\n", row.model,
+                row.quant, row.exo ? "exo" : "llama", row.nodes, row.calibration() ? "calibration" : "prediction",
+                row.published, p.gen_tok_s_b1, 100 * error, 1e3 * (t.weights_s + t.compute_s), 1e3 * t.collectives_s,
+                1e3 * t.hops_s, 1e3 * t.overhead_s);
     EXPECT_TRUE(p.fits) << row.model << " on " << row.nodes << " node(s)";
-    EXPECT_LT(std::fabs(error), 0.20) << row.model << " " << row.nodes << " nodes, "
-                                      << (row.exo ? "exo" : "llama.cpp");
+    // The fit reaches 2.0% on its own rows and the held-out rows come within 3.0%: the bounds
+    // leave a little room for the grid, none for a model that stopped predicting.
+    EXPECT_LT(std::fabs(error), row.calibration() ? 0.03 : 0.05)
+        << row.model << " " << row.nodes << " nodes, " << StackOf(row);
   }
 }
 
@@ -73,13 +124,14 @@ TEST(PublishedFigures, EveryChangeGoesTheRightWay) {
   double predicted[10];
   for (int i = 0; i < 10; ++i) predicted[i] = PredictRow(kRows[i]).gen_tok_s_b1;
   // Consecutive rows of one model and stack: the published direction must be predicted.
+  int compared = 0;
   for (int i = 1; i < 10; ++i) {
     if (std::string(kRows[i].model) != kRows[i - 1].model || kRows[i].exo != kRows[i - 1].exo) continue;
     const bool published_up = kRows[i].published > kRows[i - 1].published;
     EXPECT_EQ(predicted[i] > predicted[i - 1], published_up) << "row " << i;
-    // Layer split over TCP falls with nodes; tensor parallel over RDMA rises.
-    EXPECT_EQ(published_up, kRows[i].exo);
+    ++compared;
   }
+  EXPECT_EQ(compared, 6);
 }
 
 TEST(PublishedFigures, QuantizationsMatchSizesAndMemory) {
