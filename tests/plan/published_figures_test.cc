@@ -1,8 +1,9 @@
-// Acceptance 1 of issue 7: the ten published generation figures for four Mac Studio M3 Ultra
-// over Thunderbolt 5 (llama.cpp layer split over TCP; exo tensor parallel over RDMA), each
-// reproduced within +-20% from the built-in profiles, with the right direction for every
-// change. One node profile and one link profile per transport; one stack profile per
-// software stack, shared by all of its rows.
+// The ten published generation figures for four Mac Studio M3 Ultra over Thunderbolt 5
+// (llama.cpp layer split over TCP; exo tensor parallel over RDMA). Four of them are the
+// calibration rows that the two stack profiles were fitted to (src/plan/hardware.cc): the one-
+// and two-node Qwen3-235B runs of each stack. The other six are predictions, and only they are
+// checked against the published figures. One node profile and one link profile per transport;
+// one stack profile per software stack, shared by all of its rows.
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -19,19 +20,20 @@ struct Row {
   bool exo;           // exo tensor parallel over RDMA; else llama.cpp layer split over TCP
   int nodes;
   double published;   // generation tokens/s
+  bool calibration;   // the stack's constants were fitted to this row
 };
 
 constexpr Row kRows[] = {
-    {"qwen3-235b-a22b", "q8_0", false, 1, 20.4},
-    {"qwen3-235b-a22b", "q8_0", false, 2, 17.2},
-    {"qwen3-235b-a22b", "q8_0", false, 4, 15.2},
-    {"kimi-k2", "q4_0-experts-q8_0", false, 2, 18.5},
-    {"kimi-k2", "q4_0-experts-q8_0", false, 4, 16.4},
-    {"qwen3-235b-a22b", "mlx-8bit", true, 1, 19.5},
-    {"qwen3-235b-a22b", "mlx-8bit", true, 2, 26.2},
-    {"qwen3-235b-a22b", "mlx-8bit", true, 4, 31.9},
-    {"kimi-k2", "int4-native", true, 2, 21.6},
-    {"kimi-k2", "int4-native", true, 4, 28.3},
+    {"qwen3-235b-a22b", "q8_0", false, 1, 20.4, true},
+    {"qwen3-235b-a22b", "q8_0", false, 2, 17.2, true},
+    {"qwen3-235b-a22b", "q8_0", false, 4, 15.2, false},
+    {"kimi-k2", "q4_0-experts-q8_0", false, 2, 18.5, false},
+    {"kimi-k2", "q4_0-experts-q8_0", false, 4, 16.4, false},
+    {"qwen3-235b-a22b", "mlx-8bit", true, 1, 19.5, true},
+    {"qwen3-235b-a22b", "mlx-8bit", true, 2, 26.2, true},
+    {"qwen3-235b-a22b", "mlx-8bit", true, 4, 31.9, false},
+    {"kimi-k2", "int4-native", true, 2, 21.6, false},
+    {"kimi-k2", "int4-native", true, 4, 28.3, false},
 };
 
 Prediction PredictRow(const Row& row) {
@@ -52,34 +54,59 @@ Prediction PredictRow(const Row& row) {
   return p.ok() ? *p : Prediction{};
 }
 
-TEST(PublishedFigures, AllTenWithinTwentyPercent) {
+// The six rows no constant was fitted to. Errors on this build: llama.cpp Qwen3 4 nodes -0.7%,
+// Kimi K2 2 nodes -3.5%, 4 nodes -3.2%; exo Qwen3 4 nodes -4.0%, Kimi K2 2 nodes -1.6%,
+// 4 nodes -0.8%. The tolerance is 5%, just above the worst of them. They are not blind
+// predictions in the strict sense: the stated constants (per-token overheads, exo's message
+// cost) were first chosen with all ten rows in view, so this bounds how well the model
+// extrapolates to more nodes and to another model, not how it would do on an unseen stack.
+TEST(PublishedFigures, HeldOutRowsWithinFivePercent) {
   std::printf("%-16s %-18s %-5s %5s %9s %9s %7s   %s\n", "model", "quant", "stack", "nodes",
               "published", "predicted", "error", "weights / collectives / hops / overhead (ms)");
+  int held_out = 0;
   for (const Row& row : kRows) {
     const Prediction p = PredictRow(row);
     const double error = p.gen_tok_s_b1 / row.published - 1;
     const StepTime& t = p.step_b1;
-    std::printf("%-16s %-18s %-5s %5d %9.1f %9.1f %+6.1f%%   %.1f / %.1f / %.1f / %.1f\n", row.model,
+    std::printf("%-16s %-18s %-5s %5d %9.1f %9.1f %+6.1f%%   %.1f / %.1f / %.1f / %.1f%s\n", row.model,
                 row.quant, row.exo ? "exo" : "llama", row.nodes, row.published, p.gen_tok_s_b1,
                 100 * error, 1e3 * (t.weights_s + t.compute_s), 1e3 * t.collectives_s, 1e3 * t.hops_s,
-                1e3 * t.overhead_s);
+                1e3 * t.overhead_s, row.calibration ? "   (calibration)" : "");
     EXPECT_TRUE(p.fits) << row.model << " on " << row.nodes << " node(s)";
-    EXPECT_LT(std::fabs(error), 0.20) << row.model << " " << row.nodes << " nodes, "
+    if (row.calibration) continue;
+    ++held_out;
+    EXPECT_LT(std::fabs(error), 0.05) << row.model << " " << row.nodes << " nodes, "
                                       << (row.exo ? "exo" : "llama.cpp");
+  }
+  EXPECT_EQ(held_out, 6);
+}
+
+// The fitted constants in hardware.cc are the solution for the calibration rows, kept to 3
+// significant figures (0.1% of a figure at most); a constant changed without refitting fails.
+TEST(PublishedFigures, StackConstantsAreTheFitToTheCalibrationRows) {
+  for (const Row& row : kRows) {
+    if (!row.calibration) continue;
+    const double error = PredictRow(row).gen_tok_s_b1 / row.published - 1;
+    EXPECT_LT(std::fabs(error), 0.002) << row.model << " " << row.nodes << " nodes, "
+                                       << (row.exo ? "exo" : "llama.cpp");
   }
 }
 
 TEST(PublishedFigures, EveryChangeGoesTheRightWay) {
   double predicted[10];
   for (int i = 0; i < 10; ++i) predicted[i] = PredictRow(kRows[i]).gen_tok_s_b1;
-  // Consecutive rows of one model and stack: the published direction must be predicted.
+  // Consecutive rows of one model and stack where at least one is a prediction: the published
+  // direction (layer split over TCP falls with nodes, tensor parallel over RDMA rises) must be
+  // predicted.
+  int checked = 0;
   for (int i = 1; i < 10; ++i) {
     if (std::string(kRows[i].model) != kRows[i - 1].model || kRows[i].exo != kRows[i - 1].exo) continue;
+    if (kRows[i].calibration && kRows[i - 1].calibration) continue;
     const bool published_up = kRows[i].published > kRows[i - 1].published;
     EXPECT_EQ(predicted[i] > predicted[i - 1], published_up) << "row " << i;
-    // Layer split over TCP falls with nodes; tensor parallel over RDMA rises.
-    EXPECT_EQ(published_up, kRows[i].exo);
+    ++checked;
   }
+  EXPECT_EQ(checked, 4);
 }
 
 TEST(PublishedFigures, QuantizationsMatchSizesAndMemory) {
