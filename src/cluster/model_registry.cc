@@ -40,14 +40,15 @@ Result<ModelEntry> ModelRegistry::ReadEntry(const std::string& path) {
   entry.path = std::filesystem::canonical(path, ec).string();
   if (ec) return IoError("cannot resolve " + path);
   entry.name = std::filesystem::path(entry.path).stem().string();
-  COHORT_ASSIGN_OR_RETURN(entry.sha256, Sha256Of(entry.path));
-  COHORT_ASSIGN_OR_RETURN(plan::GgufModel shape, plan::ReadGgufModel(entry.path));
+  // One open, and a GGUF this build runs (ModelConfig says why not) before a byte is hashed.
+  COHORT_ASSIGN_OR_RETURN(auto file, gguf::File::Open(entry.path));
+  COHORT_RETURN_IF_ERROR(model::ModelConfig::FromGguf(*file).status());
+  COHORT_ASSIGN_OR_RETURN(plan::GgufModel shape, plan::ReadGgufModel(*file));
   entry.shape = shape.shape;
   entry.quant = shape.quant;
   entry.file_bytes = static_cast<int64_t>(shape.file_bytes);
-  COHORT_ASSIGN_OR_RETURN(auto file, gguf::File::Open(entry.path));
-  COHORT_ASSIGN_OR_RETURN(model::ModelConfig config, model::ModelConfig::FromGguf(*file));
-  entry.n_ctx_train = config.n_ctx_train;
+  entry.n_ctx_train = shape.n_ctx_train;
+  COHORT_ASSIGN_OR_RETURN(entry.sha256, Sha256Of(entry.path));
   return entry;
 }
 

@@ -1,5 +1,7 @@
-// ModelConfig::FromGguf: reads `<arch>.*` metadata the way llama.cpp's loader does (same keys,
-// same defaults, same derived values such as the YaRN attention factor), and Validate().
+// ModelConfig::FromGguf: the dimensions from plan::ModelShapeFromGguf (the one reader of those
+// keys), and the runtime settings (rope, norm epsilon, expert routing) from `<arch>.*` metadata
+// the way llama.cpp's loader reads them (same keys, same defaults, same derived values such as
+// the YaRN attention factor); and Validate().
 #include "model/config.h"
 
 #include <cmath>
@@ -8,6 +10,7 @@
 #include <fmt/format.h>
 
 #include "gguf/gguf.h"
+#include "plan/gguf_shape.h"
 
 namespace cohort::model {
 
@@ -34,18 +37,14 @@ Result<Arch> ParseArch(const std::string& name) {
                                  name));
 }
 
-// Typed reads of `<arch>.<key>` that fail with the full key name.
+// Typed reads of `<arch>.<key>` that fail with the full key name (the runtime settings; the
+// dimension keys are plan::ModelShapeFromGguf's).
 class KeyReader {
  public:
   KeyReader(const gguf::File& file, std::string prefix) : file_(file), prefix_(std::move(prefix)) {}
 
   std::string Key(const char* key) const { return prefix_ + "." + key; }
 
-  Result<int> Int(const char* key) const {
-    auto v = file_.GetInt(Key(key));
-    if (!v.ok()) return v.status().Annotate("model metadata");
-    return CheckedInt(key, *v);
-  }
   Result<int> Int(const char* key, int fallback) const {
     auto v = file_.GetInt(Key(key), fallback);
     if (!v.ok()) return v.status().Annotate("model metadata");
@@ -84,22 +83,6 @@ class KeyReader {
   const gguf::File& file_;
   std::string prefix_;
 };
-
-Result<int> VocabSize(const gguf::File& file, const KeyReader& keys) {
-  if (keys.Has("vocab_size")) return keys.Int("vocab_size");
-  if (const gguf::Value* tokens = file.Find("tokenizer.ggml.tokens")) {
-    if (tokens->type != gguf::ValueType::kArray) {
-      return Corrupt("tokenizer.ggml.tokens is not an array");
-    }
-    return static_cast<int>(std::get<gguf::Array>(tokens->data).items.size());
-  }
-  const gguf::TensorInfo* out = file.FindTensor("output.weight");
-  if (out == nullptr) out = file.FindTensor("token_embd.weight");
-  if (out == nullptr || out->ne.size() < 2) {
-    return Corrupt("cannot tell the vocabulary size: no tokenizer.ggml.tokens, no output tensor");
-  }
-  return static_cast<int>(out->ne[1]);
-}
 
 // llama.cpp's rope parameters: scaling type/factor, YaRN ext/attn factors (llama_context's
 // constructor), beta values and the original context.
@@ -152,14 +135,10 @@ Status ParseRope(const KeyReader& keys, Arch arch, ModelConfig& c) {
   return Status::Ok();
 }
 
+// The routing settings; the expert counts and widths come from the shape.
 Status ParseMoe(const KeyReader& keys, Arch arch, ModelConfig& c) {
   MoeConfig& m = c.moe;
-  COHORT_ASSIGN_OR_RETURN(m.n_expert, keys.Int("expert_count", 0));
   if (m.n_expert == 0) return Status::Ok();
-  COHORT_ASSIGN_OR_RETURN(m.n_expert_used, keys.Int("expert_used_count"));
-  COHORT_ASSIGN_OR_RETURN(m.n_ff_expert, keys.Int("expert_feed_forward_length"));
-  COHORT_ASSIGN_OR_RETURN(m.n_expert_shared, keys.Int("expert_shared_count", 0));
-  COHORT_ASSIGN_OR_RETURN(m.n_leading_dense, keys.Int("leading_dense_block_count", 0));
   COHORT_ASSIGN_OR_RETURN(int gating, keys.Int("expert_gating_func", 0));
   if (gating == 0 || gating == 1) {
     m.gating = ExpertGating::kSoftmax;  // 0: absent (DeepSeek-V2 files), softmax
@@ -181,28 +160,37 @@ Status ParseMoe(const KeyReader& keys, Arch arch, ModelConfig& c) {
   return Status::Ok();
 }
 
-Status ParseMla(const KeyReader& keys, ModelConfig& c) {
-  MlaConfig& m = c.mla;
-  COHORT_ASSIGN_OR_RETURN(m.q_lora_rank, keys.Int("attention.q_lora_rank", 0));
-  COHORT_ASSIGN_OR_RETURN(m.kv_lora_rank, keys.Int("attention.kv_lora_rank"));
-  if (!keys.Has("attention.key_length_mla") || !keys.Has("attention.value_length_mla")) {
-    return Unsupported("deepseek2 file without attention.key_length_mla/value_length_mla "
-                       "(legacy fused attn_kv_b layout) is not supported; reconvert it");
-  }
-  COHORT_ASSIGN_OR_RETURN(int k_mla, keys.Int("attention.key_length_mla"));
-  COHORT_ASSIGN_OR_RETURN(m.v_head_dim, keys.Int("attention.value_length_mla"));
-  m.qk_rope_dim = c.rope.n_rot;
-  m.qk_nope_dim = k_mla - m.qk_rope_dim;
-  if (m.qk_nope_dim < 1) {
-    return Corrupt(fmt::format("deepseek2: key_length_mla {} must exceed rope.dimension_count {}",
-                               k_mla, m.qk_rope_dim));
-  }
-  // DeepSeek's YaRN mscale folds into the softmax scale (llama.cpp's deepseek2 graph).
+// DeepSeek's YaRN mscale folds into the softmax scale (llama.cpp's deepseek2 graph).
+void SetMlaKqScale(ModelConfig& c) {
+  const int k_mla = c.mla.qk_nope_dim + c.mla.qk_rope_dim;
   const float ln_inv = std::log(1.0f / c.rope.freq_scale);
   const float attn_factor_org = c.rope.attn_factor * (1.0f + 0.1f * ln_inv);
   const float mscale = attn_factor_org * (1.0f + 0.1f * c.rope.yarn_log_mul * ln_inv);
   c.kq_scale = mscale * mscale / std::sqrt(static_cast<float>(k_mla));
-  return Status::Ok();
+}
+
+// The dimensions, from the planner's reader of the same keys so that the two layers cannot
+// read a file differently.
+void SetDimensions(const plan::ModelShape& s, ModelConfig& c) {
+  c.n_embd = s.n_embd;
+  c.n_layer = s.n_layer;
+  c.n_ff = s.n_ff;
+  c.n_head = s.n_head;
+  c.n_head_kv = s.n_head_kv;
+  c.head_dim_k = s.head_dim;
+  c.head_dim_v = s.head_dim_v;
+  c.n_vocab = s.n_vocab;
+  c.tied_output = s.tied_embeddings;
+  c.moe.n_expert = s.n_expert;
+  c.moe.n_expert_used = s.n_expert_used;
+  c.moe.n_ff_expert = s.n_ff_expert;
+  c.moe.n_expert_shared = s.n_expert_shared;
+  c.moe.n_leading_dense = s.n_leading_dense;
+  c.mla.q_lora_rank = s.q_lora_rank;
+  c.mla.kv_lora_rank = s.kv_lora_rank;
+  c.mla.qk_nope_dim = s.qk_nope_dim;
+  c.mla.qk_rope_dim = s.qk_rope_dim;
+  c.mla.v_head_dim = s.v_head_dim;
 }
 
 }  // namespace
@@ -215,26 +203,21 @@ Result<ModelConfig> ModelConfig::FromGguf(const gguf::File& file) {
     auto name = file.GetString("general.name", "");
     c.name = name.ok() ? *name : "";
   }
-  COHORT_ASSIGN_OR_RETURN(c.n_embd, keys.Int("embedding_length"));
-  COHORT_ASSIGN_OR_RETURN(c.n_layer, keys.Int("block_count"));
-  COHORT_ASSIGN_OR_RETURN(c.n_ff, keys.Int("feed_forward_length", 0));
-  COHORT_ASSIGN_OR_RETURN(c.n_head, keys.Int("attention.head_count"));
-  COHORT_ASSIGN_OR_RETURN(c.n_head_kv, keys.Int("attention.head_count_kv", c.n_head));
-  COHORT_ASSIGN_OR_RETURN(c.n_ctx_train, keys.Int("context_length"));
+  COHORT_ASSIGN_OR_RETURN(const plan::ModelShape shape, plan::ModelShapeFromGguf(file));
+  SetDimensions(shape, c);
+  COHORT_ASSIGN_OR_RETURN(c.n_ctx_train, plan::TrainedContextFromGguf(file));
   COHORT_ASSIGN_OR_RETURN(c.rms_eps, keys.Float("attention.layer_norm_rms_epsilon"));
-  if (c.n_head <= 0) return Corrupt(fmt::format("{} must be positive", keys.Key("attention.head_count")));
-  const int head_dim = c.n_embd / c.n_head;
-  COHORT_ASSIGN_OR_RETURN(c.head_dim_k, keys.Int("attention.key_length", head_dim));
-  COHORT_ASSIGN_OR_RETURN(c.head_dim_v, keys.Int("attention.value_length", head_dim));
-  COHORT_ASSIGN_OR_RETURN(c.rope.n_rot, keys.Int("rope.dimension_count", c.head_dim_k));
-  COHORT_ASSIGN_OR_RETURN(c.n_vocab, VocabSize(file, keys));
+  if (c.arch == Arch::kDeepseek2) {
+    c.rope.n_rot = c.mla.qk_rope_dim;  // the shape read rope.dimension_count for MLA
+  } else {
+    COHORT_ASSIGN_OR_RETURN(c.rope.n_rot, keys.Int("rope.dimension_count", c.head_dim_k));
+  }
   COHORT_RETURN_IF_ERROR(ParseRope(keys, c.arch, c));
   COHORT_RETURN_IF_ERROR(ParseMoe(keys, c.arch, c));
   c.qkv_bias = c.arch == Arch::kQwen2;
   c.qk_norm = c.arch == Arch::kQwen3 || c.arch == Arch::kQwen3Moe;
-  c.tied_output = file.FindTensor("output.weight") == nullptr;
   c.kq_scale = 1.0f / std::sqrt(static_cast<float>(c.head_dim_k));
-  if (c.arch == Arch::kDeepseek2) COHORT_RETURN_IF_ERROR(ParseMla(keys, c));
+  if (c.arch == Arch::kDeepseek2) SetMlaKqScale(c);
   COHORT_RETURN_IF_ERROR(c.Validate());
   return c;
 }

@@ -13,6 +13,7 @@
 #include "gguf/gguf.h"
 #include "gguf/writer.h"
 #include "kernels/quant.h"
+#include "plan/model_shape.h"
 #include "model/synth_shapes.h"
 
 namespace cohort::model {
@@ -112,7 +113,11 @@ Status FillData(const TensorSpec& t, uint64_t seed, ThreadPool* pool, std::span<
   return Status::Ok();
 }
 
-std::vector<TensorSpec> Tensors(const SynthShape& s, const TypeChoice& types, int n_vocab) {
+// qwen3 and qwen3moe normalise q and k per head (as model::ModelConfig::qk_norm says).
+bool HasQkNorm(const SynthModel& m) { return m.arch == "qwen3" || m.arch == "qwen3moe"; }
+
+std::vector<TensorSpec> Tensors(const plan::ModelShape& s, const SynthModel& model,
+                                const TypeChoice& types, int n_vocab) {
   std::vector<TensorSpec> out;
   auto matrix = [&](std::string name, int64_t n_in, int64_t n_out, DType type, float std_dev,
                     int64_t n_mat = 0) {
@@ -125,9 +130,9 @@ std::vector<TensorSpec> Tensors(const SynthShape& s, const TypeChoice& types, in
   };
   const int64_t e = s.n_embd;
   const float emb_std = 0.02f;
-  matrix("token_embd.weight", e, n_vocab, s.tied ? types.output : types.base, emb_std);
+  matrix("token_embd.weight", e, n_vocab, s.tied_embeddings ? types.output : types.base, emb_std);
   vec("output_norm.weight", e, 1.0f, 0.02f);
-  if (!s.tied) matrix("output.weight", e, n_vocab, types.output, emb_std);
+  if (!s.tied_embeddings) matrix("output.weight", e, n_vocab, types.output, emb_std);
 
   for (int l = 0; l < s.n_layer; ++l) {
     const std::string p = "blk." + std::to_string(l) + ".";
@@ -135,14 +140,14 @@ std::vector<TensorSpec> Tensors(const SynthShape& s, const TypeChoice& types, in
     const float w = 1.0f / std::sqrt(static_cast<float>(e));
     vec(p + "attn_norm.weight", e, 1.0f, 0.02f);
     vec(p + "ffn_norm.weight", e, 1.0f, 0.02f);
-    if (s.arch == "deepseek2") {
-      const int64_t qk = s.qk_nope + s.qk_rope;
+    if (s.is_mla()) {
+      const int64_t qk = s.qk_nope_dim + s.qk_rope_dim;
       matrix(p + "attn_q_a.weight", e, s.q_lora_rank, types.base, w);
       vec(p + "attn_q_a_norm.weight", s.q_lora_rank, 1.0f, 0.02f);
       matrix(p + "attn_q_b.weight", s.q_lora_rank, s.n_head * qk, types.base, w);
-      matrix(p + "attn_kv_a_mqa.weight", e, s.kv_lora_rank + s.qk_rope, types.base, w);
+      matrix(p + "attn_kv_a_mqa.weight", e, s.kv_lora_rank + s.qk_rope_dim, types.base, w);
       vec(p + "attn_kv_a_norm.weight", s.kv_lora_rank, 1.0f, 0.02f);
-      matrix(p + "attn_k_b.weight", s.qk_nope, s.kv_lora_rank, more, w, s.n_head);
+      matrix(p + "attn_k_b.weight", s.qk_nope_dim, s.kv_lora_rank, more, w, s.n_head);
       matrix(p + "attn_v_b.weight", s.kv_lora_rank, s.v_head_dim, more, w, s.n_head);
       matrix(p + "attn_output.weight", s.n_head * s.v_head_dim, e, types.base, w);
     } else {
@@ -152,7 +157,7 @@ std::vector<TensorSpec> Tensors(const SynthShape& s, const TypeChoice& types, in
       matrix(p + "attn_k.weight", e, kv, types.base, w);
       matrix(p + "attn_v.weight", e, kv, more, w);
       matrix(p + "attn_output.weight", q, e, types.base, w);
-      if (s.qk_norm) {
+      if (HasQkNorm(model)) {
         vec(p + "attn_q_norm.weight", s.head_dim, 1.0f, 0.02f);
         vec(p + "attn_k_norm.weight", s.head_dim, 1.0f, 0.02f);
       }
@@ -166,7 +171,7 @@ std::vector<TensorSpec> Tensors(const SynthShape& s, const TypeChoice& types, in
     }
     // The router stays F32, as llama-quantize leaves it.
     out.push_back({p + "ffn_gate_inp.weight", {e, s.n_expert}, DType::kF32, w});
-    if (s.arch == "deepseek2") vec(p + "exp_probs_b.bias", s.n_expert, 0.0f, 0.01f);
+    if (s.is_mla()) vec(p + "exp_probs_b.bias", s.n_expert, 0.0f, 0.01f);
     const float wd = 1.0f / std::sqrt(static_cast<float>(s.n_ff_expert));
     matrix(p + "ffn_gate_exps.weight", e, s.n_ff_expert, types.base, w, s.n_expert);
     matrix(p + "ffn_up_exps.weight", e, s.n_ff_expert, types.base, w, s.n_expert);
@@ -181,36 +186,39 @@ std::vector<TensorSpec> Tensors(const SynthShape& s, const TypeChoice& types, in
   return out;
 }
 
-void SetHyperparameters(const SynthShape& s, int n_vocab, gguf::Writer* w) {
-  const std::string a = s.arch + ".";
-  w->SetUint32(a + "context_length", static_cast<uint32_t>(s.n_ctx));
+void SetHyperparameters(const plan::ModelShape& s, const SynthModel& model, int n_vocab,
+                        gguf::Writer* w) {
+  const std::string a = model.arch + ".";
+  w->SetUint32(a + "context_length", static_cast<uint32_t>(model.n_ctx));
   w->SetUint32(a + "embedding_length", static_cast<uint32_t>(s.n_embd));
   w->SetUint32(a + "block_count", static_cast<uint32_t>(s.n_layer));
   w->SetUint32(a + "feed_forward_length", static_cast<uint32_t>(s.n_ff));
   w->SetUint32(a + "attention.head_count", static_cast<uint32_t>(s.n_head));
-  w->SetUint32(a + "attention.head_count_kv", static_cast<uint32_t>(s.n_head_kv));
-  w->SetFloat32(a + "attention.layer_norm_rms_epsilon", s.rms_eps);
-  w->SetFloat32(a + "rope.freq_base", s.rope_base);
+  // MLA: llama.cpp's converter stores one KV head (MQA over the latent) whatever the model's
+  // config.json says.
+  w->SetUint32(a + "attention.head_count_kv", static_cast<uint32_t>(s.is_mla() ? 1 : s.n_head_kv));
+  w->SetFloat32(a + "attention.layer_norm_rms_epsilon", model.rms_eps);
+  w->SetFloat32(a + "rope.freq_base", model.rope_base);
   w->SetUint32(a + "vocab_size", static_cast<uint32_t>(n_vocab));
-  if (s.arch == "deepseek2") {
+  if (s.is_mla()) {
     w->SetUint32(a + "attention.q_lora_rank", static_cast<uint32_t>(s.q_lora_rank));
     w->SetUint32(a + "attention.kv_lora_rank", static_cast<uint32_t>(s.kv_lora_rank));
     // MLA in llama.cpp's absorbed form: one "KV head" holding the latent and the rope part.
-    w->SetUint32(a + "attention.key_length", static_cast<uint32_t>(s.kv_lora_rank + s.qk_rope));
+    w->SetUint32(a + "attention.key_length", static_cast<uint32_t>(s.kv_lora_rank + s.qk_rope_dim));
     w->SetUint32(a + "attention.value_length", static_cast<uint32_t>(s.kv_lora_rank));
-    w->SetUint32(a + "attention.key_length_mla", static_cast<uint32_t>(s.qk_nope + s.qk_rope));
+    w->SetUint32(a + "attention.key_length_mla", static_cast<uint32_t>(s.qk_nope_dim + s.qk_rope_dim));
     w->SetUint32(a + "attention.value_length_mla", static_cast<uint32_t>(s.v_head_dim));
-    w->SetUint32(a + "rope.dimension_count", static_cast<uint32_t>(s.qk_rope));
+    w->SetUint32(a + "rope.dimension_count", static_cast<uint32_t>(s.qk_rope_dim));
     w->SetUint32(a + "leading_dense_block_count", static_cast<uint32_t>(s.n_leading_dense));
     w->SetUint32(a + "expert_shared_count", static_cast<uint32_t>(s.n_expert_shared));
     w->SetFloat32(a + "expert_weights_scale", 2.5f);
     w->SetBool(a + "expert_weights_norm", true);
     w->SetUint32(a + "expert_gating_func", 2);  // sigmoid
-    w->SetUint32(a + "expert_group_count", static_cast<uint32_t>(s.n_group));
-    w->SetUint32(a + "expert_group_used_count", static_cast<uint32_t>(s.n_group_used));
+    w->SetUint32(a + "expert_group_count", static_cast<uint32_t>(model.n_group));
+    w->SetUint32(a + "expert_group_used_count", static_cast<uint32_t>(model.n_group_used));
     w->SetString(a + "rope.scaling.type", "yarn");
-    w->SetFloat32(a + "rope.scaling.factor", s.yarn_factor);
-    w->SetUint32(a + "rope.scaling.original_context_length", static_cast<uint32_t>(s.yarn_orig_ctx));
+    w->SetFloat32(a + "rope.scaling.factor", model.yarn_factor);
+    w->SetUint32(a + "rope.scaling.original_context_length", static_cast<uint32_t>(model.yarn_orig_ctx));
     w->SetFloat32(a + "rope.scaling.yarn_log_multiplier", 0.1f);
   } else {
     w->SetUint32(a + "attention.key_length", static_cast<uint32_t>(s.head_dim));
@@ -227,24 +235,24 @@ void SetHyperparameters(const SynthShape& s, int n_vocab, gguf::Writer* w) {
 }  // namespace
 
 Status Synthesize(const SynthOptions& options, ThreadPool* pool) {
-  const SynthShape* found = FindSynthShape(options.shape);
-  if (found == nullptr) {
+  const SynthModel* model = FindSynthModel(options.shape);
+  if (model == nullptr) {
     std::string names;
-    for (const SynthShape& s : SynthShapes()) {
+    for (const SynthModel& s : SynthModels()) {
       if (!names.empty()) names += ", ";
       names += s.name;
     }
     return InvalidArgument("unknown --shape '" + options.shape + "' (known: " + names + ")");
   }
-  SynthShape shape = *found;
-  if (!options.arch.empty() && options.arch != shape.arch) {
-    return InvalidArgument("shape '" + shape.name + "' is architecture '" + shape.arch +
+  COHORT_ASSIGN_OR_RETURN(plan::ModelShape shape, plan::FindBuiltinShape(model->name));
+  if (!options.arch.empty() && options.arch != model->arch) {
+    return InvalidArgument("shape '" + model->name + "' is architecture '" + model->arch +
                            "', not '" + options.arch + "'");
   }
   if (options.n_layer_override > 0) shape.n_layer = options.n_layer_override;
   COHORT_ASSIGN_OR_RETURN(TypeChoice types, ChooseTypes(options.type, options.pure));
 
-  const std::string vocab_path = options.vocab_dir + "/" + shape.vocab;
+  const std::string vocab_path = options.vocab_dir + "/" + model->vocab;
   auto vocab = gguf::File::Open(vocab_path);
   if (!vocab.ok()) {
     return vocab.status().Annotate("vocabulary " + vocab_path +
@@ -257,17 +265,17 @@ Status Synthesize(const SynthOptions& options, ThreadPool* pool) {
   const int n_vocab = static_cast<int>(std::get<gguf::Array>(tokens->data).items.size());
 
   gguf::Writer writer;
-  writer.SetString("general.architecture", shape.arch);
-  writer.SetString("general.name", "cohort synth " + shape.name + " " + options.type +
+  writer.SetString("general.architecture", model->arch);
+  writer.SetString("general.name", "cohort synth " + model->name + " " + options.type +
                                        " (random weights: its text is noise)");
   writer.SetUint32("general.file_type", types.file_type);
   for (const gguf::KeyValue& kv : (*vocab)->metadata()) {
     if (kv.key.rfind("tokenizer.", 0) == 0) writer.Set(kv.key, kv.value);
   }
-  SetHyperparameters(shape, n_vocab, &writer);
+  SetHyperparameters(shape, *model, n_vocab, &writer);
   // Tensors are made one at a time as the writer reaches them, so memory stays at the
   // largest tensor rather than the model.
-  for (const TensorSpec& t : Tensors(shape, types, n_vocab)) {
+  for (const TensorSpec& t : Tensors(shape, *model, types, n_vocab)) {
     writer.AddStreamedTensor(t.name, t.type, t.ne, [t, seed = options.seed, pool](std::span<uint8_t> out) {
       return FillData(t, seed, pool, out);
     });

@@ -1,58 +1,97 @@
-// ModelShape and QuantScheme from a GGUF's metadata and tensor table. Written against the
-// gguf reader only, so the planner does not depend on the model layer; it reads the same
-// llama.cpp keys that model::ModelConfig parses.
+// ModelShape and QuantScheme from a GGUF's metadata and tensor table. The dimension keys are
+// read here and nowhere else: model::ModelConfig::FromGguf takes its dimensions from
+// ModelShapeFromGguf and reads only the runtime settings (rope, norms, routing) itself, so the
+// planner and the model cannot disagree about a file's shape.
 #include "plan/gguf_shape.h"
 
 #include <algorithm>
+#include <variant>
+
+#include <fmt/format.h>
 
 #include "gguf/gguf.h"
 
 namespace cohort::plan {
 namespace {
 
-Result<int> Key(const gguf::File& file, const std::string& arch, const char* key, int64_t fallback) {
-  COHORT_ASSIGN_OR_RETURN(int64_t v, file.GetInt(arch + "." + key, fallback));
-  if (v < 0 || v > (1 << 30)) return Corrupt(arch + "." + key + " out of range");
-  return static_cast<int>(v);
-}
+// Typed reads of `<arch>.<key>` whose errors name the full key; the messages are the ones
+// model::ModelConfig has always given for the same keys.
+class IntReader {
+ public:
+  IntReader(const gguf::File& file, std::string prefix) : file_(file), prefix_(std::move(prefix)) {}
 
-Result<int> VocabSize(const gguf::File& file, const std::string& arch) {
-  COHORT_ASSIGN_OR_RETURN(int vocab, Key(file, arch, "vocab_size", 0));
-  if (vocab > 0) return vocab;
-  auto tokens = file.GetArray("tokenizer.ggml.tokens");
-  if (tokens.ok()) return static_cast<int>((*tokens)->items.size());
-  const gguf::TensorInfo* t = file.FindTensor("token_embd.weight");
-  if (t == nullptr || t->ne.size() < 2) return Corrupt("cannot tell the vocabulary size");
-  return static_cast<int>(t->ne[1]);
-}
+  std::string Key(const char* key) const { return prefix_ + "." + key; }
+  bool Has(const char* key) const { return file_.Find(Key(key)) != nullptr; }
 
-Status ReadDims(const gguf::File& file, const std::string& a, ModelShape* m) {
-  COHORT_ASSIGN_OR_RETURN(m->n_layer, Key(file, a, "block_count", 0));
-  COHORT_ASSIGN_OR_RETURN(m->n_embd, Key(file, a, "embedding_length", 0));
-  COHORT_ASSIGN_OR_RETURN(m->n_head, Key(file, a, "attention.head_count", 0));
-  // Per-layer head counts (an array) are not modelled; such files fall back to n_head.
-  auto kv = Key(file, a, "attention.head_count_kv", m->n_head);
-  m->n_head_kv = kv.ok() ? *kv : m->n_head;
-  COHORT_ASSIGN_OR_RETURN(int key_length, Key(file, a, "attention.key_length", 0));
-  m->head_dim = key_length > 0 ? key_length : (m->n_head > 0 ? m->n_embd / m->n_head : 0);
-  COHORT_ASSIGN_OR_RETURN(m->n_ff, Key(file, a, "feed_forward_length", 0));
-  COHORT_ASSIGN_OR_RETURN(m->n_expert, Key(file, a, "expert_count", 0));
-  COHORT_ASSIGN_OR_RETURN(m->n_expert_used, Key(file, a, "expert_used_count", 0));
-  COHORT_ASSIGN_OR_RETURN(m->n_ff_expert, Key(file, a, "expert_feed_forward_length", 0));
-  COHORT_ASSIGN_OR_RETURN(m->n_expert_shared, Key(file, a, "expert_shared_count", 0));
-  COHORT_ASSIGN_OR_RETURN(m->n_leading_dense, Key(file, a, "leading_dense_block_count", 0));
-  COHORT_ASSIGN_OR_RETURN(m->kv_lora_rank, Key(file, a, "attention.kv_lora_rank", 0));
-  if (m->kv_lora_rank > 0) {
-    COHORT_ASSIGN_OR_RETURN(m->q_lora_rank, Key(file, a, "attention.q_lora_rank", 0));
-    COHORT_ASSIGN_OR_RETURN(m->qk_rope_dim, Key(file, a, "rope.dimension_count", 64));
-    COHORT_ASSIGN_OR_RETURN(int k_mla, Key(file, a, "attention.key_length_mla", 0));
-    COHORT_ASSIGN_OR_RETURN(m->v_head_dim, Key(file, a, "attention.value_length_mla", 0));
-    m->qk_nope_dim = std::max(0, k_mla - m->qk_rope_dim);
-    m->n_head_kv = m->n_head;  // every query head is computed from the shared latent
+  Result<int> Int(const char* key) const {
+    auto v = file_.GetInt(Key(key));
+    if (!v.ok()) return v.status().Annotate("model metadata");
+    return Checked(key, *v);
   }
-  if (m->n_expert > 0 && m->n_ff_expert == 0) m->n_ff_expert = m->n_ff;
-  COHORT_ASSIGN_OR_RETURN(m->n_vocab, VocabSize(file, a));
-  m->tied_embeddings = file.FindTensor("output.weight") == nullptr;
+  Result<int> Int(const char* key, int fallback) const {
+    auto v = file_.GetInt(Key(key), fallback);
+    if (!v.ok()) return v.status().Annotate("model metadata");
+    return Checked(key, *v);
+  }
+
+ private:
+  Result<int> Checked(const char* key, int64_t v) const {
+    if (v < 0 || v > (int64_t{1} << 30)) {
+      return Corrupt(fmt::format("model metadata: {} = {} is out of range", Key(key), v));
+    }
+    return static_cast<int>(v);
+  }
+
+  const gguf::File& file_;
+  std::string prefix_;
+};
+
+// llama.cpp's order: an explicit vocab_size, else the tokenizer's token list, else the rows
+// of the output (or tied embedding) matrix.
+Result<int> VocabSize(const gguf::File& file, const IntReader& keys) {
+  if (keys.Has("vocab_size")) return keys.Int("vocab_size");
+  if (const gguf::Value* tokens = file.Find("tokenizer.ggml.tokens")) {
+    if (tokens->type != gguf::ValueType::kArray) {
+      return Corrupt("tokenizer.ggml.tokens is not an array");
+    }
+    return static_cast<int>(std::get<gguf::Array>(tokens->data).items.size());
+  }
+  const gguf::TensorInfo* out = file.FindTensor("output.weight");
+  if (out == nullptr) out = file.FindTensor("token_embd.weight");
+  if (out == nullptr || out->ne.size() < 2) {
+    return Corrupt("cannot tell the vocabulary size: no tokenizer.ggml.tokens, no output tensor");
+  }
+  return static_cast<int>(out->ne[1]);
+}
+
+// Routed and shared experts; a dense file (no expert_count) leaves them all 0.
+Status ReadExperts(const IntReader& keys, ModelShape* m) {
+  COHORT_ASSIGN_OR_RETURN(m->n_expert, keys.Int("expert_count", 0));
+  if (m->n_expert == 0) return Status::Ok();
+  COHORT_ASSIGN_OR_RETURN(m->n_expert_used, keys.Int("expert_used_count"));
+  COHORT_ASSIGN_OR_RETURN(m->n_ff_expert, keys.Int("expert_feed_forward_length"));
+  COHORT_ASSIGN_OR_RETURN(m->n_expert_shared, keys.Int("expert_shared_count", 0));
+  COHORT_ASSIGN_OR_RETURN(m->n_leading_dense, keys.Int("leading_dense_block_count", 0));
+  return Status::Ok();
+}
+
+// deepseek2's multi-head latent attention. The rope part of each head is
+// rope.dimension_count wide and the rest of key_length_mla is the "nope" part.
+Status ReadMla(const IntReader& keys, ModelShape* m) {
+  COHORT_ASSIGN_OR_RETURN(m->qk_rope_dim, keys.Int("rope.dimension_count", m->head_dim));
+  COHORT_ASSIGN_OR_RETURN(m->q_lora_rank, keys.Int("attention.q_lora_rank", 0));
+  COHORT_ASSIGN_OR_RETURN(m->kv_lora_rank, keys.Int("attention.kv_lora_rank"));
+  if (!keys.Has("attention.key_length_mla") || !keys.Has("attention.value_length_mla")) {
+    return Unsupported("deepseek2 file without attention.key_length_mla/value_length_mla "
+                       "(legacy fused attn_kv_b layout) is not supported; reconvert it");
+  }
+  COHORT_ASSIGN_OR_RETURN(int k_mla, keys.Int("attention.key_length_mla"));
+  COHORT_ASSIGN_OR_RETURN(m->v_head_dim, keys.Int("attention.value_length_mla"));
+  m->qk_nope_dim = k_mla - m->qk_rope_dim;
+  if (m->qk_nope_dim < 1) {
+    return Corrupt(fmt::format("deepseek2: key_length_mla {} must exceed rope.dimension_count {}",
+                               k_mla, m->qk_rope_dim));
+  }
   return Status::Ok();
 }
 
@@ -86,14 +125,50 @@ QuantScheme MeasureQuant(const gguf::File& file) {
 
 }  // namespace
 
+Result<ModelShape> ModelShapeFromGguf(const gguf::File& file) {
+  const std::string arch = file.architecture();
+  if (arch.empty()) return Corrupt("general.architecture is missing");
+  const IntReader keys(file, arch);
+  ModelShape m;
+  COHORT_ASSIGN_OR_RETURN(m.n_embd, keys.Int("embedding_length"));
+  COHORT_ASSIGN_OR_RETURN(m.n_layer, keys.Int("block_count"));
+  COHORT_ASSIGN_OR_RETURN(m.n_ff, keys.Int("feed_forward_length", 0));
+  COHORT_ASSIGN_OR_RETURN(m.n_head, keys.Int("attention.head_count"));
+  // As stored: llama.cpp's deepseek2 converter writes 1 (MQA over the latent).
+  COHORT_ASSIGN_OR_RETURN(m.n_head_kv, keys.Int("attention.head_count_kv", m.n_head));
+  if (m.n_head <= 0) return Corrupt(fmt::format("{} must be positive", keys.Key("attention.head_count")));
+  const int head_dim = m.n_embd / m.n_head;
+  COHORT_ASSIGN_OR_RETURN(m.head_dim, keys.Int("attention.key_length", head_dim));
+  COHORT_ASSIGN_OR_RETURN(m.head_dim_v, keys.Int("attention.value_length", head_dim));
+  // MLA is read only for deepseek2, the architecture DeepSeek-V2/V3 and Kimi K2 files carry.
+  if (arch == "deepseek2") COHORT_RETURN_IF_ERROR(ReadMla(keys, &m));
+  COHORT_ASSIGN_OR_RETURN(m.n_vocab, VocabSize(file, keys));
+  COHORT_RETURN_IF_ERROR(ReadExperts(keys, &m));
+  m.tied_embeddings = file.FindTensor("output.weight") == nullptr;
+  return m;
+}
+
+Result<int> TrainedContextFromGguf(const gguf::File& file) {
+  return IntReader(file, file.architecture()).Int("context_length");
+}
+
 Result<GgufModel> ReadGgufModel(const std::string& path) {
   COHORT_ASSIGN_OR_RETURN(auto file, gguf::File::Open(path));
-  const std::string arch = file->architecture();
-  if (arch.empty()) return Corrupt(path + ": no general.architecture");
+  return ReadGgufModel(*file);
+}
+
+Result<GgufModel> ReadGgufModel(const gguf::File& opened) {
+  const gguf::File* file = &opened;
+  const std::string& path = opened.path();
   GgufModel out;
+  auto shape = ModelShapeFromGguf(*file);
+  if (!shape.ok()) return shape.status().Annotate(path);
+  out.shape = *std::move(shape);
   out.shape.name = path;
-  COHORT_RETURN_IF_ERROR(ReadDims(*file, arch, &out.shape).Annotate(path));
   COHORT_RETURN_IF_ERROR(out.shape.Validate().Annotate(path));
+  auto n_ctx = TrainedContextFromGguf(*file);
+  if (!n_ctx.ok()) return n_ctx.status().Annotate(path);
+  out.n_ctx_train = *n_ctx;
   out.quant = MeasureQuant(*file);
   out.file_bytes = static_cast<double>(file->file_size());
   return out;

@@ -36,8 +36,9 @@ ModelShape DeepSeekV3Arch(std::string name, int n_head, int n_expert, int n_lead
   return m;
 }
 
-ModelShape Llama(std::string name, int n_layer, int n_embd, int n_head, int n_head_kv, int head_dim,
-                 int n_ff, bool tied) {
+// A dense GQA model (Llama 3, Qwen3).
+ModelShape Dense(std::string name, int n_layer, int n_embd, int n_head, int n_head_kv, int head_dim,
+                 int n_ff, int n_vocab, bool tied) {
   ModelShape m;
   m.name = std::move(name);
   m.n_layer = n_layer;
@@ -45,8 +46,9 @@ ModelShape Llama(std::string name, int n_layer, int n_embd, int n_head, int n_he
   m.n_head = n_head;
   m.n_head_kv = n_head_kv;
   m.head_dim = head_dim;
+  m.head_dim_v = head_dim;
   m.n_ff = n_ff;
-  m.n_vocab = 128256;
+  m.n_vocab = n_vocab;
   m.tied_embeddings = tied;
   return m;
 }
@@ -83,7 +85,7 @@ double ModelShape::AttnReplicatedParams() const {
 }
 
 double ModelShape::AttnPerQHeadParams() const {
-  if (!is_mla()) return 2.0 * n_embd * head_dim;  // wq rows and wo columns of one head
+  if (!is_mla()) return static_cast<double>(n_embd) * (head_dim + v_dim());  // wq rows, wo columns
   const double qk = qk_nope_dim + qk_rope_dim;
   const double q_in = q_lora_rank > 0 ? q_lora_rank : n_embd;
   return q_in * qk + static_cast<double>(kv_lora_rank) * (qk_nope_dim + v_head_dim) +
@@ -91,7 +93,7 @@ double ModelShape::AttnPerQHeadParams() const {
 }
 
 double ModelShape::AttnPerKvHeadParams() const {
-  return is_mla() ? 0 : 2.0 * n_embd * head_dim;  // wk and wv rows of one KV head
+  return is_mla() ? 0 : static_cast<double>(n_embd) * (head_dim + v_dim());  // wk and wv rows
 }
 
 double ModelShape::AttnParams() const {
@@ -113,7 +115,7 @@ double ModelShape::ActiveParams() const {
 
 double ModelShape::KvElementsPerToken() const {
   if (is_mla()) return kv_lora_rank + qk_rope_dim;
-  return 2.0 * n_head_kv * head_dim;
+  return static_cast<double>(n_head_kv) * (head_dim + v_dim());
 }
 
 plan::PlanShape ModelShape::ToPlanShape(int block) const {
@@ -121,8 +123,8 @@ plan::PlanShape ModelShape::ToPlanShape(int block) const {
   p.n_layer = n_layer;
   p.n_embd = n_embd;
   p.n_head = n_head;
-  p.n_head_kv = n_head_kv;
-  p.head_dim = is_mla() ? v_head_dim : head_dim;
+  p.n_head_kv = is_mla() ? n_head : n_head_kv;  // MLA: every query head reads the whole latent
+  p.head_dim = is_mla() ? v_head_dim : v_dim();
   // Dense-FFN columns only matter where a layer has a dense FFN.
   p.n_ff = (!is_moe() || n_leading_dense > 0) ? n_ff : 0;
   p.n_expert = n_expert;
@@ -135,9 +137,15 @@ plan::PlanShape ModelShape::ToPlanShape(int block) const {
 
 // Dimensions from each model's config.json on Hugging Face (Qwen/Qwen3-235B-A22B,
 // moonshotai/Kimi-K2-Thinking, deepseek-ai/DeepSeek-V3, meta-llama/Llama-3.1-70B and -405B,
-// meta-llama/Llama-3.2-1B). Counting them gives 235.1B/21.6B active, 1026B/31.7B,
-// 671.0B/36.5B, 70.6B, 405.8B and 1.24B, matching the published totals.
+// meta-llama/Llama-3.2-1B, Qwen/Qwen3-0.6B and -1.7B). Counting them gives 235.1B/21.6B active,
+// 1026B/31.7B, 671.0B/36.5B, 70.6B, 405.8B and 1.24B, matching the published totals.
+// The two "-mini" shapes are scaled down so that `cohort synth` can imitate their models on a
+// small machine: Qwen3-30B-A3B's per-layer structure (GQA 32/4, 128-dim heads, 768-wide
+// experts, 8 active) with 12 of its 48 layers and 32 of its 128 experts; DeepSeek-V3's MLA
+// head geometry (nope 128, rope 64, v 128), one shared expert and 8 active experts, with 6
+// layers (one leading dense), 32 experts and narrower everything else.
 std::vector<ModelShape> BuiltinShapes() {
+  constexpr int kLlama3Vocab = 128256, kQwen3Vocab = 151936;
   std::vector<ModelShape> out;
   ModelShape qwen;
   qwen.name = "qwen3-235b-a22b";
@@ -146,18 +154,35 @@ std::vector<ModelShape> BuiltinShapes() {
   qwen.n_head = 64;
   qwen.n_head_kv = 4;
   qwen.head_dim = 128;
+  qwen.head_dim_v = 128;
   qwen.n_ff = 12288;  // present in config.json, unused: every layer is MoE
   qwen.n_expert = 128;
   qwen.n_expert_used = 8;
   qwen.n_ff_expert = 1536;
-  qwen.n_vocab = 151936;
+  qwen.n_vocab = kQwen3Vocab;
   out.push_back(qwen);
   out.push_back(DeepSeekV3Arch("kimi-k2", /*n_head=*/64, /*n_expert=*/384, /*n_leading_dense=*/1,
                                /*n_vocab=*/163840));
   out.push_back(DeepSeekV3Arch("deepseek-v3", 128, 256, 3, 129280));
-  out.push_back(Llama("llama-3.1-70b", 80, 8192, 64, 8, 128, 28672, false));
-  out.push_back(Llama("llama-3.1-405b", 126, 16384, 128, 8, 128, 53248, false));
-  out.push_back(Llama("llama-3.2-1b", 16, 2048, 32, 8, 64, 8192, true));
+  out.push_back(Dense("llama-3.1-70b", 80, 8192, 64, 8, 128, 28672, kLlama3Vocab, false));
+  out.push_back(Dense("llama-3.1-405b", 126, 16384, 128, 8, 128, 53248, kLlama3Vocab, false));
+  out.push_back(Dense("llama-3.2-1b", 16, 2048, 32, 8, 64, 8192, kLlama3Vocab, true));
+  out.push_back(Dense("qwen3-0.6b", 28, 1024, 16, 8, 128, 3072, kQwen3Vocab, true));
+  out.push_back(Dense("qwen3-1.7b", 28, 2048, 16, 8, 128, 6144, kQwen3Vocab, true));
+  ModelShape qwen_mini = Dense("qwen3-30b-a3b-mini", 12, 2048, 32, 4, 128, 6144, kQwen3Vocab, false);
+  qwen_mini.n_expert = 32;
+  qwen_mini.n_expert_used = 8;
+  qwen_mini.n_ff_expert = 768;
+  out.push_back(qwen_mini);
+  ModelShape ds_mini = DeepSeekV3Arch("deepseek-v3-mini", /*n_head=*/16, /*n_expert=*/32,
+                                      /*n_leading_dense=*/1, /*n_vocab=*/129280);
+  ds_mini.n_layer = 6;
+  ds_mini.n_embd = 1024;
+  ds_mini.q_lora_rank = 384;
+  ds_mini.kv_lora_rank = 256;
+  ds_mini.n_ff = 2816;
+  ds_mini.n_ff_expert = 256;
+  out.push_back(ds_mini);
   return out;
 }
 

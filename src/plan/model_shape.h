@@ -1,6 +1,7 @@
 // What the planner knows about a model: its dimensions (enough to count the parameters of
 // every tensor class), the bits per weight of each class under a quantization scheme, and
-// built-in shapes of large models taken from their published config.json files.
+// built-in shapes of published models (from their config.json files) and of the scaled-down
+// models `cohort synth` writes.
 #pragma once
 
 #include <string>
@@ -18,8 +19,11 @@ struct ModelShape {
   int n_layer = 0;
   int n_embd = 0;
   int n_head = 0;
-  int n_head_kv = 0;   // GQA KV heads; MLA: equal to n_head (the planner splits query heads)
-  int head_dim = 0;    // GQA: per-head width of q, k, v
+  // GQA KV heads. MLA: not used by the planner, which splits query heads (a GGUF stores 1,
+  // llama.cpp's MQA over the latent; the built-in shapes keep config.json's n_head).
+  int n_head_kv = 0;
+  int head_dim = 0;    // GQA: per-head width of q and k (GGUF attention.key_length)
+  int head_dim_v = 0;  // GQA: per-head width of v; 0 (a shape from before it was kept) = head_dim
   // MLA (multi-head latent attention, DeepSeek-V3 / Kimi K2); kv_lora_rank > 0 selects it.
   int q_lora_rank = 0;  // 0: q projected directly from the hidden state
   int kv_lora_rank = 0;
@@ -40,6 +44,7 @@ struct ModelShape {
   bool is_mla() const { return kv_lora_rank > 0; }
   int n_moe_layers() const { return is_moe() ? n_layer - n_leading_dense : 0; }
   int n_dense_layers() const { return n_layer - n_moe_layers(); }
+  int v_dim() const { return head_dim_v > 0 ? head_dim_v : head_dim; }
 
   // Attention parameters of one layer, as replicated + per query head + per KV head.
   double AttnReplicatedParams() const;
