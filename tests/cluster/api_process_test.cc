@@ -68,14 +68,23 @@ std::string WaitForInFile(const std::string& path, const std::string& pattern, i
   return "";
 }
 
-std::string TempDir(const std::string& tag) {
-  auto dir = std::filesystem::temp_directory_path() / ("cohort-" + tag + "-" + std::to_string(::getpid()));
-  std::filesystem::create_directories(dir);
-  return dir.string();
-}
+// A scratch folder, removed with what the nodes left in it.
+struct TempDir {
+  explicit TempDir(const std::string& tag)
+      : path((std::filesystem::temp_directory_path() / ("cohort-" + tag + "-" + std::to_string(::getpid()))).string()) {
+    std::filesystem::create_directories(path);
+  }
+  ~TempDir() {
+    std::error_code ec;
+    std::filesystem::remove_all(path, ec);
+  }
+  operator std::string() const { return path; }
+  std::string operator+(const std::string& tail) const { return path + tail; }
+  const std::string path;
+};
 
 TEST(NodeApi, ChangesNeedTheKey) {
-  const std::string dir = TempDir("node-api");
+  const TempDir dir("node-api");
   const int control = FreePort();
   ASSERT_GT(control, 0);
   Child node = Child::Start({CohortBinary(), "node", "--listen", "127.0.0.1:" + std::to_string(control), "--http",
@@ -117,7 +126,7 @@ TEST(NodeApi, ChangesNeedTheKey) {
 }
 
 TEST(ClusterApi, ThePlannedPlanIsThePlanThatRuns) {
-  const std::string dir = TempDir("cluster-api");
+  const TempDir dir("cluster-api");
   const std::string model = std::string(COHORT_TEST_DATA) + "/fixtures/models/tiny-qwen3moe-f32.gguf";
   const int a = FreePort(), b = FreePort();
   ASSERT_GT(a, 0);
