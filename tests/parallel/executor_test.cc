@@ -14,7 +14,7 @@
 #include "core/thread_pool.h"
 #include "gguf/gguf.h"
 #include "parallel/model_plan.h"
-#include "trace_util.h"
+#include "rank_threads.h"
 
 namespace cohort::parallel::testing {
 namespace {
@@ -28,46 +28,11 @@ struct Layout {
   std::vector<double> shares;
 };
 
-Trace SingleRank(const gguf::File& file) {
-  ThreadPool pool(1);
-  Context ctx{&pool, nullptr};
-  auto m = model::Model::Load(file);
-  EXPECT_TRUE(m.ok()) << m.status().ToString();
-  model::KvCacheOptions o;
-  o.n_ctx = 64;
-  auto cache = (*m)->NewKvCache(o);
-  EXPECT_TRUE(cache.ok());
-  Trace t;
-  const Status s = RunTrace(**m, ctx, **cache, kGen, &t);
-  EXPECT_TRUE(s.ok()) << s.ToString();
-  return t;
-}
+Trace SingleRank(const gguf::File& file) { return SingleRankTrace(file, kGen); }
 
 Result<Trace> Distributed(const gguf::File& file, const Layout& l, comm::TransportKind kind) {
-  COHORT_ASSIGN_OR_RETURN(model::ModelConfig config, model::ModelConfig::FromGguf(file));
-  COHORT_ASSIGN_OR_RETURN(plan::PlanShape shape, PlanShapeOf(file, config));
-  COHORT_ASSIGN_OR_RETURN(plan::LayoutSpec spec, ParseLayout(l.layout, l.n_ranks, l.shares));
-  COHORT_ASSIGN_OR_RETURN(plan::ShardPlan plan, plan::MakePlan(shape, spec));
-  COHORT_ASSIGN_OR_RETURN(auto transports, comm::MakeLocalGroup(kind, l.n_ranks));
-  Trace trace;
-  const std::vector<Status> statuses = comm::RunOnRanks(l.n_ranks, [&](int r) -> Status {
-    ThreadPool pool(1);
-    Context ctx{&pool, nullptr};
-    comm::Communicator world(std::move(transports[r]));
-    COHORT_ASSIGN_OR_RETURN(auto m, model::Model::Load(file));
-    COHORT_ASSIGN_OR_RETURN(auto exec, Executor::Create(std::move(m), plan, world));
-    if (r != 0) return exec->Serve(ctx);
-    model::KvCacheOptions o;
-    o.n_ctx = 64;
-    COHORT_ASSIGN_OR_RETURN(auto cache, exec->NewKvCache(o));
-    Status s = RunTrace(*exec, ctx, *cache, kGen, &trace);
-    const Status stop = exec->Stop();
-    return s.ok() ? stop : s;
-  });
-  for (size_t r = 0; r < statuses.size(); ++r) {
-    if (!statuses[r].ok()) return statuses[r].Annotate("rank " + std::to_string(r));
-  }
-  return trace;
+  COHORT_ASSIGN_OR_RETURN(plan::ShardPlan plan, PlanOfLayout(file, l.layout, l.n_ranks, l.shares));
+  return RanksAsThreadsTrace(file, plan, kind, kGen);
 }
 
 class ExecutorTest : public ::testing::TestWithParam<std::tuple<const char*, Layout>> {};

@@ -16,7 +16,7 @@
 #include "model/decoder.h"
 #include "parallel/executor.h"
 #include "parallel/model_plan.h"
-#include "trace_util.h"
+#include "rank_threads.h"
 
 namespace cohort::parallel::testing {
 namespace {
@@ -42,44 +42,11 @@ Result<plan::ShardPlan> ColumnPlan(const gguf::File& file, const ColumnLayout& l
   return plan::MakePlan(shape, spec);
 }
 
-Trace SingleRank(const gguf::File& file) {
-  ThreadPool pool(1);
-  Context ctx{&pool, nullptr};
-  auto m = model::Model::Load(file);
-  EXPECT_TRUE(m.ok()) << m.status().ToString();
-  model::KvCacheOptions o;
-  o.n_ctx = 64;
-  auto cache = (*m)->NewKvCache(o);
-  EXPECT_TRUE(cache.ok());
-  Trace t;
-  const Status s = RunTrace(**m, ctx, **cache, kGen, &t);
-  EXPECT_TRUE(s.ok()) << s.ToString();
-  return t;
-}
 
-Result<Trace> Distributed(const gguf::File& file, const plan::ShardPlan& plan,
-                          comm::TransportKind kind) {
-  const int n_ranks = plan.n_ranks();
-  COHORT_ASSIGN_OR_RETURN(auto transports, comm::MakeLocalGroup(kind, n_ranks));
-  Trace trace;
-  const std::vector<Status> statuses = comm::RunOnRanks(n_ranks, [&](int r) -> Status {
-    ThreadPool pool(1);
-    Context ctx{&pool, nullptr};
-    comm::Communicator world(std::move(transports[r]));
-    COHORT_ASSIGN_OR_RETURN(auto m, model::Model::Load(file));
-    COHORT_ASSIGN_OR_RETURN(auto exec, Executor::Create(std::move(m), plan, world));
-    if (r != 0) return exec->Serve(ctx);
-    model::KvCacheOptions o;
-    o.n_ctx = 64;
-    COHORT_ASSIGN_OR_RETURN(auto cache, exec->NewKvCache(o));
-    Status s = RunTrace(*exec, ctx, *cache, kGen, &trace);
-    const Status stop = exec->Stop();
-    return s.ok() ? stop : s;
-  });
-  for (size_t r = 0; r < statuses.size(); ++r) {
-    if (!statuses[r].ok()) return statuses[r].Annotate("rank " + std::to_string(r));
-  }
-  return trace;
+Trace SingleRank(const gguf::File& file) { return SingleRankTrace(file, kGen); }
+
+Result<Trace> Distributed(const gguf::File& file, const plan::ShardPlan& plan, comm::TransportKind kind) {
+  return RanksAsThreadsTrace(file, plan, kind, kGen);
 }
 
 class ExpertColumnsTest : public ::testing::TestWithParam<std::tuple<const char*, ColumnLayout>> {};
