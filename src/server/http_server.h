@@ -10,9 +10,8 @@
 
 #include <atomic>
 #include <memory>
-#include <mutex>
-#include <thread>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "core/log.h"
@@ -72,8 +71,8 @@ class HttpServer {
  private:
   void HandleGenerate(Endpoint endpoint, const httplib::Request& req, httplib::Response& res);
   void HandleMetrics(const httplib::Request& req, httplib::Response& res);
-  // Relays `req` to `target.upstream`; false (and a 503 in `res`) when `req` was relayed to
-  // this node already, so two nodes with different views never relay in a circle.
+  // Relays `req` to `target.upstream`, or answers 503 when `req` was relayed to this node
+  // already, so two nodes with different views of the state never relay in a circle.
   void Relay(const RouteTarget& target, const httplib::Request& req, httplib::Response& res);
   Result<std::vector<int32_t>> PromptTokens(engine::ServingInstance& instance, const ApiRequest& request) const;
   void Stream(engine::ServingInstance& instance, std::shared_ptr<engine::ServingInstance> keep,
