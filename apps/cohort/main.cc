@@ -11,6 +11,7 @@
 #include "cmd_worker.h"
 #include "commands.h"
 #include "core/thread_pool.h"
+#include "kernels/quant.h"
 #include "model/synth.h"
 
 namespace {
@@ -101,6 +102,11 @@ int main(int argc, char** argv) {
   CLI::App* node_cmd = AddNodeCommand(app, &node);
 
   CLI11_PARSE(app, argc, argv);
+  // A forced SIMD level this CPU cannot run is a mistake to say, not to run past.
+  if (const cohort::Status simd = cohort::kernels::SimdOverrideStatus(); !simd.ok()) {
+    std::fprintf(stderr, "cohort: %s\n", simd.message().c_str());
+    return 2;
+  }
   if (common.threads <= 0) common.threads = DefaultThreads();
 
   if (*run_cmd) {

@@ -12,6 +12,7 @@
 
 #include "core/check.h"
 #include "kernels/quant.h"
+#include "kernels/quant_internal.h"
 #include "kernels/tile.h"
 #include "kernels/tile_wide.h"
 
@@ -38,25 +39,55 @@ void RunParallel(ThreadPool* pool, int64_t n, const Fn& fn) {
 
 }  // namespace
 
+// The AVX-512 level takes the AVX2 kernels for the types it has no vec-dot of its own for
+// (their AVX2 vec-dot is then its vec-dot, so the AVX2 tiles keep its order).
+namespace {
+bool Avx512Owns(DType weight, SimdLevel level) {
+  return HasAvx512(level) && avx512::GetVecDot(weight) != nullptr;
+}
+// Whether a batch's grouped tokens take another order than single tokens (quant.h).
+bool GroupedOrderDiffers(DType weight, SimdLevel level) {
+  return GetVecDotGrouped(weight, level) != GetVecDot(weight, level);
+}
+}  // namespace
+
 TileFn GetTile(DType weight, SimdLevel level) {
-  if (HasAvx512(level)) return avx512::GetTile(weight);
+  if (HasAvx512(level)) {
+    if (TileFn fn = avx512::GetTile(weight)) return fn;
+    if (Avx512Owns(weight, level)) return nullptr;
+  }
+  if (HasAvx2(level)) return avx2::GetTile(weight, HasAvxVnni(level));
+  if (HasNeonDot(level)) return neon::GetTile(weight, HasNeonI8mm(level));
   return nullptr;
 }
 
 TileFn GetTileGrouped(DType weight, SimdLevel level) {
+  if (!GroupedOrderDiffers(weight, level)) return GetTile(weight, level);
   if (HasAvx512(level) && weight == DType::kQ4_K) return avx512::GetKTileGrouped(weight);
-  return GetTile(weight, level);
+  if (HasAvx2(level)) return avx2::GetTileGrouped(weight, HasAvxVnni(level));
+  if (HasNeonDot(level)) return neon::GetTileGrouped(weight, HasNeonI8mm(level));
+  return nullptr;
 }
 
 WideTile GetWideTile(DType weight, SimdLevel level, bool grouped) {
-  if (HasAvx512(level)) return avx512::GetWideTile(weight, grouped);
+  if (HasAvx512(level)) {
+    const WideTile t = avx512::GetWideTile(weight, grouped);
+    if (t.fn != nullptr || Avx512Owns(weight, level)) return t;
+  }
+  if (HasAvx2(level)) return avx2::GetWideTile(weight, grouped, HasAvxVnni(level));
+  if (HasNeonDot(level)) return neon::GetWideTile(weight, grouped, HasNeonI8mm(level));
   return {};
 }
 
 WideTile GetWideTilePacked(DType weight, SimdLevel level, bool grouped) {
-  if (!HasAvx512(level)) return {};
-  if (weight == DType::kQ4_K || weight == DType::kQ6_K) return avx512::GetWideTilePackedK(weight, grouped);
-  return avx512::GetWideTilePacked(weight);
+  // The packed kernel of the ISA whose plain wide kernel GetWideTile picked.
+  if (HasAvx512(level) && (avx512::GetWideTile(weight, grouped).fn != nullptr || Avx512Owns(weight, level))) {
+    if (weight == DType::kQ4_K || weight == DType::kQ6_K) return avx512::GetWideTilePackedK(weight, grouped);
+    return avx512::GetWideTilePacked(weight);
+  }
+  if (HasAvx2(level)) return avx2::GetWideTilePacked(weight, grouped, HasAvxVnni(level));
+  if (HasNeonDot(level)) return neon::GetWideTilePacked(weight, grouped, HasNeonI8mm(level));
+  return {};
 }
 
 namespace {
@@ -95,6 +126,7 @@ Kernels GetKernels(const TensorView& w) {
   }
   k.tile = GetTile(w.type, level);
   k.tile_grouped = GetTileGrouped(w.type, level);
+  if (k.tile == nullptr || k.tile_grouped == nullptr) k.tile = k.tile_grouped = nullptr;
   k.dot = GetVecDot(w.type, level);
   k.dot_grouped = GetVecDotGrouped(w.type, level);
   return k;

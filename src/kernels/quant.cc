@@ -3,6 +3,8 @@
 #include "kernels/quant.h"
 
 #include <array>
+#include <cstdlib>
+#include <string>
 #if defined(__aarch64__) && defined(__linux__)
 #include <asm/hwcap.h>
 #include <sys/auxv.h>
@@ -16,7 +18,7 @@ namespace cohort::kernels {
 namespace {
 
 struct CpuLevels {
-  std::array<SimdLevel, 3> levels{};
+  std::array<SimdLevel, 4> levels{};
   int count = 0;
 };
 
@@ -28,13 +30,17 @@ CpuLevels DetectLevels() {
   const bool avx2 = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") &&
                     __builtin_cpu_supports("f16c");
   if (avx2) out.levels[out.count++] = SimdLevel::kAvx2;
+  if (avx2 && __builtin_cpu_supports("avxvnni")) out.levels[out.count++] = SimdLevel::kAvxVnni;
   if (avx2 && __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
       __builtin_cpu_supports("avx512vl") && __builtin_cpu_supports("avx512vnni")) {
     out.levels[out.count++] = SimdLevel::kAvx512;
   }
 #endif
 #if defined(__aarch64__) && defined(__linux__)
-  if (getauxval(AT_HWCAP) & HWCAP_ASIMDDP) out.levels[out.count++] = SimdLevel::kNeonDot;
+  if (getauxval(AT_HWCAP) & HWCAP_ASIMDDP) {
+    out.levels[out.count++] = SimdLevel::kNeonDot;
+    if (getauxval(AT_HWCAP2) & HWCAP2_I8MM) out.levels[out.count++] = SimdLevel::kNeonI8mm;
+  }
 #elif defined(__aarch64__) && defined(__APPLE__)
   out.levels[out.count++] = SimdLevel::kNeonDot;  // every Apple CPU since the M1 has sdot
 #endif
@@ -48,9 +54,43 @@ const CpuLevels& Levels() {
   return levels;
 }
 
+struct ChosenLevel {
+  SimdLevel level = SimdLevel::kScalar;
+  Status status;
+};
+
+// COHORT_SIMD, read once with the CPU's levels: the level the kernels run at.
+const ChosenLevel& Chosen() {
+  static const ChosenLevel chosen = [] {
+    const CpuLevels& cpu = Levels();
+    ChosenLevel c{cpu.levels[cpu.count - 1], Status::Ok()};
+    const char* env = std::getenv("COHORT_SIMD");
+    if (env == nullptr || *env == '\0') return c;
+    std::string runs;
+    for (int i = 0; i < cpu.count; ++i) runs += std::string(i ? ", " : "") + SimdLevelName(cpu.levels[i]);
+    SimdLevel wanted;
+    if (!ParseSimdLevel(env, &wanted)) {
+      c.status = InvalidArgument(std::string("COHORT_SIMD=") + env +
+                                         ": not a SIMD level (scalar, avx2, avx_vnni, avx512, neon, neon_i8mm); this CPU runs " + runs);
+      return c;
+    }
+    for (int i = 0; i < cpu.count; ++i) {
+      if (cpu.levels[i] == wanted) {
+        c.level = wanted;
+        return c;
+      }
+    }
+    c.status = InvalidArgument(std::string("COHORT_SIMD=") + env + ": this CPU cannot run it; it runs " + runs);
+    return c;
+  }();
+  return chosen;
+}
+
 }  // namespace
 
-SimdLevel BestSimdLevel() { return Levels().levels[Levels().count - 1]; }
+SimdLevel BestSimdLevel() { return Chosen().level; }
+
+Status SimdOverrideStatus() { return Chosen().status; }
 
 std::span<const SimdLevel> SupportedSimdLevels() {
   return {Levels().levels.data(), static_cast<size_t>(Levels().count)};
@@ -60,10 +100,27 @@ const char* SimdLevelName(SimdLevel level) {
   switch (level) {
     case SimdLevel::kScalar: return "scalar";
     case SimdLevel::kAvx2: return "avx2";
+    case SimdLevel::kAvxVnni: return "avx_vnni";
     case SimdLevel::kAvx512: return "avx512";
-    case SimdLevel::kNeonDot: return "neon-dotprod";
+    case SimdLevel::kNeonDot: return "neon";
+    case SimdLevel::kNeonI8mm: return "neon_i8mm";
   }
   return "?";
+}
+
+bool ParseSimdLevel(std::string_view name, SimdLevel* level) {
+  for (SimdLevel l : {SimdLevel::kScalar, SimdLevel::kAvx2, SimdLevel::kAvxVnni, SimdLevel::kAvx512,
+                      SimdLevel::kNeonDot, SimdLevel::kNeonI8mm}) {
+    if (name == SimdLevelName(l)) {
+      *level = l;
+      return true;
+    }
+  }
+  if (name == "neon-dotprod") {
+    *level = SimdLevel::kNeonDot;
+    return true;
+  }
+  return false;
 }
 
 bool IsWeightType(DType type) {
@@ -153,7 +210,7 @@ VecDotFn GetVecDot(DType weight, SimdLevel level) {
   if (HasAvx2(level)) {
     if (VecDotFn fn = avx2::GetVecDot(weight)) return fn;
   }
-  if (level == SimdLevel::kNeonDot) {
+  if (HasNeonDot(level)) {
     if (VecDotFn fn = neon::GetVecDot(weight)) return fn;
   }
   VecDotFn fn = ref::IsKType(weight) ? ref::GetKVecDot(weight) : ref::GetLegacyVecDot(weight);
@@ -164,7 +221,7 @@ VecDotFn GetVecDot(DType weight, SimdLevel level) {
 VecDotFn GetVecDotGrouped(DType weight, SimdLevel level) {
   if (weight == DType::kQ4_K && HasAvx2(level)) return avx2::GetKVecDotGrouped(weight);
   if (weight == DType::kF32 && HasFmaUnit(level)) return F32SgemmOrder;
-  if (level == SimdLevel::kNeonDot) {
+  if (HasNeonDot(level)) {
     if (VecDotFn fn = neon::GetVecDotGrouped(weight)) return fn;
   }
   return GetVecDot(weight, level);

@@ -5,27 +5,43 @@
 
 #include <cstdint>
 #include <span>
+#include <string_view>
 
 #include "core/dtype.h"
+#include "core/status.h"
 
 namespace cohort::kernels {
 
 // Instruction sets a kernel may be written for. kScalar is the reference every other level is
-// tested against. The x86 levels are ordered (the AVX-512 level includes AVX2); kNeonDot
-// (AArch64 NEON with the dot-product extension) is the one ARM level.
-enum class SimdLevel { kScalar = 0, kAvx2 = 1, kAvx512 = 2, kNeonDot = 3 };
+// tested against. x86: kAvx2 (AVX2 + FMA + F16C); kAvxVnni, the same plus the 256-bit VEX
+// vpdpbusd (Alder Lake and later, Zen 5); kAvx512 (F, BW, VL and VNNI), which includes AVX2
+// (it takes the AVX2 kernels where it has none of its own) but not AVX-VNNI. ARM: kNeonDot
+// (AArch64 NEON with the dot-product extension) and kNeonI8mm, the same plus the int8 matrix
+// multiply (smmla: Apple M2 and later, Graviton 3). The values are stable names, not an order.
+enum class SimdLevel { kScalar = 0, kAvx2 = 1, kAvx512 = 2, kNeonDot = 3, kAvxVnni = 4, kNeonI8mm = 5 };
 
-constexpr bool HasAvx2(SimdLevel level) { return level == SimdLevel::kAvx2 || level == SimdLevel::kAvx512; }
+constexpr bool HasAvx2(SimdLevel level) {
+  return level == SimdLevel::kAvx2 || level == SimdLevel::kAvxVnni || level == SimdLevel::kAvx512;
+}
+constexpr bool HasAvxVnni(SimdLevel level) { return level == SimdLevel::kAvxVnni; }
 constexpr bool HasAvx512(SimdLevel level) { return level == SimdLevel::kAvx512; }
+constexpr bool HasNeonDot(SimdLevel level) { return level == SimdLevel::kNeonDot || level == SimdLevel::kNeonI8mm; }
+constexpr bool HasNeonI8mm(SimdLevel level) { return level == SimdLevel::kNeonI8mm; }
 // Whether fused multiply-add is one instruction at this level (F32 dots then follow ggml's
 // lanes, written with std::fma; without it std::fma is a slow library call).
-constexpr bool HasFmaUnit(SimdLevel level) { return HasAvx2(level) || level == SimdLevel::kNeonDot; }
+constexpr bool HasFmaUnit(SimdLevel level) { return HasAvx2(level) || HasNeonDot(level); }
 
-// The best level this CPU runs (detected once, at the first call).
+// The level the kernels run at: the best this CPU runs, or the one COHORT_SIMD names (scalar,
+// avx2, avx_vnni, avx512, neon, neon_i8mm) when the CPU runs it. Read once, at the first call.
 SimdLevel BestSimdLevel();
-// All levels this CPU runs, kScalar first.
+// All levels this CPU runs, kScalar first and its best last (whatever COHORT_SIMD says).
 std::span<const SimdLevel> SupportedSimdLevels();
+// Ok, or why COHORT_SIMD cannot be honoured (an unknown name, or a level this CPU lacks; the
+// kernels then run at the CPU's best level). Programs check it at start and refuse to run.
+Status SimdOverrideStatus();
 const char* SimdLevelName(SimdLevel level);
+// The level of a COHORT_SIMD name (SimdLevelName's, or "neon-dotprod"); false if none.
+bool ParseSimdLevel(std::string_view name, SimdLevel* level);
 
 // True for the types DequantizeRow/QuantizeRow accept: F32, F16, BF16, Q4_0, Q4_1, Q5_0,
 // Q5_1, Q8_0, Q8_1, Q2_K..Q6_K, Q8_K.

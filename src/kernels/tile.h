@@ -29,6 +29,19 @@ TileFn GetTile(DType weight, SimdLevel level);
 // The same in llama.cpp's repacked-GEMM order, bit-identical to GetVecDotGrouped (quant.h).
 TileFn GetTileGrouped(DType weight, SimdLevel level);
 
+// Per-ISA tables; nullptr where that ISA has no tile for the type. `vnni` / `i8mm` pick the
+// instantiation for the AVX-VNNI / NEON i8mm level.
+namespace avx2 {
+TileFn GetTile(DType weight, bool vnni);          // tile_avx2.cc (legacy), tile_avx2_k.cc (K-quants)
+TileFn GetTileGrouped(DType weight, bool vnni);   // types whose grouped order differs (Q4_K)
+TileFn GetKTile(DType weight, bool vnni);         // tile_avx2_k.cc
+TileFn GetKTileGrouped(DType weight, bool vnni);  // tile_avx2_k.cc
+}  // namespace avx2
+namespace neon {
+TileFn GetTile(DType weight, bool i8mm);          // tile_neon.cc
+TileFn GetTileGrouped(DType weight, bool i8mm);
+}  // namespace neon
+
 namespace avx512 {
 TileFn GetTile(DType weight);  // tile_avx512.cc (legacy types), tile_avx512_k.cc (K-quants)
 TileFn GetKTile(DType weight);

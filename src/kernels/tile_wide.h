@@ -94,6 +94,20 @@ WideTile GetWideTile(DType weight, SimdLevel level, bool grouped);
 // bytes from one group to the next as w_stride. Empty if none.
 WideTile GetWideTilePacked(DType weight, SimdLevel level, bool grouped);
 
+// AVX2 wide tiles (16 rows as two 8-lane halves), in the AVX2 vec-dots' orders; vnni: the
+// AVX-VNNI instantiation. tile_wide_avx2.cc (Q4_0, Q8_0; the others it passes to the K file).
+namespace avx2 {
+WideTile GetWideTile(DType weight, bool grouped, bool vnni);
+WideTile GetWideTilePacked(DType weight, bool grouped, bool vnni);
+WideTile GetWideTileK(DType weight, bool grouped, bool vnni);        // tile_wide_avx2_k.cc
+WideTile GetWideTilePackedK(DType weight, bool grouped, bool vnni);  // tile_wide_avx2_k.cc
+}  // namespace avx2
+// NEON wide tiles (tile_wide_neon.cc), in the same orders; i8mm: the smmla instantiation.
+namespace neon {
+WideTile GetWideTile(DType weight, bool grouped, bool i8mm);
+WideTile GetWideTilePacked(DType weight, bool grouped, bool i8mm);
+}  // namespace neon
+
 namespace avx512 {
 WideTile GetWideTile(DType weight, bool grouped);   // tile_wide_avx512.cc
 WideTile GetWideTilePacked(DType weight);           // tile_wide_avx512.cc
