@@ -195,12 +195,13 @@ struct Q4_0Kernel {
 // vec-dot's DotSignedBytes (|x| times y with x's sign, maddubs then madd); with VNNI the
 // signed weights go into dpbusd as x + 128 (unsigned), seeded by -128 * (the activation's
 // sums of 4, side data): the same exact int32 lanes. The rows go in quads (the packed layout's
-// unit, Q8_0PackedLayout), each quad in passes of kQ8_0PassRows rows over a chunk of
-// kQ8_0ChunkBlocks blocks, so a pass's kQ8_0PassRows x T accumulators stay in the 16 ymm
-// registers; d_w * d_a is made per chunk in a pass of its own, so the FMAs take it from memory
+// unit, Q8_0PackedLayout), each quad in passes of Q8_0PassRows(T) rows over a chunk of
+// kQ8_0ChunkBlocks blocks, so a pass's accumulators stay in the 16 ymm registers; d_w * d_a is made per chunk in a pass of its own, so the FMAs take it from memory
 // as a broadcast operand.
 
-inline constexpr int kQ8_0PassRows = 2;
+// Rows per pass: a single token's pass takes the whole quad (one activation load for 4 rows);
+// more tokens take 2 rows, so the 2 x T accumulators stay in registers.
+constexpr int Q8_0PassRows(int tokens) { return tokens == 1 ? 4 : 2; }
 inline constexpr int kQ8_0MaxTokens = 4;
 // Side data floats per block: the scale as a float, then (VNNI) the 8 seeds.
 inline constexpr int kQ8_0SideWords = kVnni ? 9 : 1;
@@ -303,6 +304,7 @@ COHORT_TILE_TARGET void WideQ8_0(const uint8_t* w, int64_t w_stride, const uint8
                                  int64_t act_stride, const float* side, int64_t side_stride,
                                  int64_t n, float* out, int64_t out_stride) {
   constexpr int kQuads = kWideRows / kQ8_0QuadRows;
+  constexpr int kQ8_0PassRows = Q8_0PassRows(T);
   constexpr int kPasses = kQ8_0QuadRows / kQ8_0PassRows;
   constexpr int64_t kBlockBytes = sizeof(BlockQ8_0);
   const int64_t nb = n / kQK;

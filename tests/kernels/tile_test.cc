@@ -81,6 +81,14 @@ TEST(TileKernels, EqualVecDotForEveryShapeSizeAndAlignment) {
       EXPECT_NE(GetTile(type, SimdLevel::kAvx512), nullptr) << DTypeName(type);
     }
   }
+  // The AVX2 levels (AVX2, AVX-VNNI) have tiles for every legacy type.
+  for (SimdLevel level : SupportedSimdLevels()) {
+    if (level != SimdLevel::kAvx2 && level != SimdLevel::kAvxVnni) continue;
+    for (DType type : {DType::kQ4_0, DType::kQ4_1, DType::kQ5_0, DType::kQ5_1, DType::kQ8_0}) {
+      EXPECT_NE(GetTile(type, level), nullptr) << SimdLevelName(level) << " " << DTypeName(type);
+      EXPECT_NE(GetTileGrouped(type, level), nullptr) << SimdLevelName(level) << " " << DTypeName(type);
+    }
+  }
 }
 
 }  // namespace
