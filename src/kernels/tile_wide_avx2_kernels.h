@@ -196,8 +196,8 @@ struct Q4_0Kernel {
 // signed weights go into dpbusd as x + 128 (unsigned), seeded by -128 * (the activation's
 // sums of 4, side data): the same exact int32 lanes. The rows go in quads (the packed layout's
 // unit, Q8_0PackedLayout), each quad in passes of Q8_0PassRows(T) rows over a chunk of
-// kQ8_0ChunkBlocks blocks, so a pass's accumulators stay in the 16 ymm registers; d_w * d_a is made per chunk in a pass of its own, so the FMAs take it from memory
-// as a broadcast operand.
+// kQ8_0ChunkBlocks blocks, so a pass's accumulators stay in the 16 ymm registers; d_w * d_a
+// is made per chunk in a pass of its own, so the FMAs take it from memory as a broadcast.
 
 // Rows per pass: a single token's pass takes the whole quad (one activation load for 4 rows);
 // more tokens take 2 rows, so the 2 x T accumulators stay in registers.
