@@ -1,7 +1,8 @@
-// Float ops; see ops.h. An op with SIMD forms dispatches here to its AVX-512 or AVX2 form
-// (by the level the kernels run at, BestSimdLevel) or to its scalar reference (ref:: in ops_internal.h), which also lives here. Accumulation orders and
-// float/double choices follow ggml's CPU code where they affect the last bits (RMSNorm sum in
-// double, RoPE theta by repeated product).
+// Float ops; see ops.h. An op with SIMD forms dispatches here, by the level the kernels run at
+// (BestSimdLevel), to its AVX-512 or AVX2 form or to its scalar reference (ref:: in
+// ops_internal.h), which also lives here. Accumulation orders and float/double choices follow
+// ggml's CPU code where they affect the last bits (RMSNorm sum in double, RoPE theta by
+// repeated product).
 #include "kernels/ops.h"
 
 #include <algorithm>
