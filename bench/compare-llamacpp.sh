@@ -7,10 +7,15 @@
 # The bandwidth is read again between and after the two runs of each round; a second table
 # takes only the rounds in which it held still, grouped by its level, for machines (VMs) whose
 # memory speed changes by the minute.
+# ISA=avx2 compares the AVX2 paths of both on any x86 machine (one with AVX-512 too): cohort
+# runs with COHORT_SIMD=avx2, llama.cpp is built for AVX2 + FMA + F16C only into
+# build/llama.cpp-avx2 (bench/build-llamacpp.sh JOBS avx2). The table says which ISA each side
+# ran: cohort's from its bench JSON ("simd"), llama.cpp's from its CPU backend's features
+# (llama-completion's system_info line).
 #
 # Usage: bench/compare-llamacpp.sh [cohort build dir]      (default: build/perf)
 # Env:   THREADS (2)  ROUNDS (3)  PP (512)  TG (128)  MODELS ("l1b-q4_0 l1b-q8_0 ...")
-#        SKIP_PP=1 measures tg only (faster on a busy machine).
+#        ISA (native | avx2)  SKIP_PP=1 measures tg only (faster on a busy machine).
 set -euo pipefail
 
 root=$(cd "$(dirname "$0")/.." && pwd)
@@ -23,7 +28,15 @@ tg=${TG:-128}
 models_dir="$root/build/bench-models"
 out="$root/build/bench-results"
 cohort="$bdir/bin/cohort"
-llama_bin="$root/build/llama.cpp/build/bin"
+isa=${ISA:-native}
+case "$isa" in
+  native) llama_bin="$root/build/llama.cpp/build/bin" ;;
+  avx2)
+    llama_bin="$root/build/llama.cpp-avx2/bin"
+    export COHORT_SIMD=avx2  # cohort refuses to run if this CPU has no AVX2
+    ;;
+  *) echo "compare-llamacpp: ISA must be native or avx2, not '$isa'" >&2; exit 2 ;;
+esac
 mkdir -p "$models_dir" "$out" "$root/build/bench"
 
 # name shape type
@@ -31,7 +44,7 @@ all_models="l1b-q4_0:llama-3.2-1b:q4_0 l1b-q8_0:llama-3.2-1b:q8_0 l1b-q4_k_m:lla
 q17b-q4_k_m:qwen3-1.7b:q4_k_m moe-q4_k_m:qwen3-30b-a3b-mini:q4_k_m"
 want=${MODELS:-"l1b-q4_0 l1b-q8_0 l1b-q4_k_m q17b-q4_k_m moe-q4_k_m"}
 
-[ -x "$llama_bin/llama-bench" ] || "$root/bench/build-llamacpp.sh" 2
+[ -x "$llama_bin/llama-bench" ] || "$root/bench/build-llamacpp.sh" 2 "$isa"
 [ -x "$cohort" ] || cmake --build "$bdir" -j2 --target cohort
 
 c++ -O2 -std=c++20 -pthread "$root/bench/stream_read.cc" -o "$root/build/bench/stream_read"
@@ -40,6 +53,24 @@ c++ -O2 -std=c++20 -pthread "$root/bench/stream_read.cc" -o "$root/build/bench/s
 # round's generation rates are set against the bandwidth of their own round.
 read_bw() { "$root/build/bench/stream_read" "$threads" 512 4 2>/dev/null; }
 
+# The ISA llama.cpp's CPU backend was built for, from the features llama-completion lists
+# ("CPU : SSE3 = 1 | AVX = 1 | AVX2 = 1 | ..."): a level named as cohort names its levels,
+# then the features.
+llama_isa() {
+  local info features level
+  info=$("$llama_bin/llama-completion" -m "$1" -p hi -n 1 -no-cnv --no-warmup -t "$threads" </dev/null 2>&1 |
+         grep -m1 'system_info' || true)
+  features=$(sed -n 's/.*CPU : //p' <<<"$info" | tr '|' '\n' | awk -F' = ' '$2 + 0 == 1 {gsub(/ /, "", $1); printf "%s ", $1}')
+  case " $features " in
+    *" AVX512 "*) level=avx512 ;;
+    *" AVX_VNNI "*) level=avx_vnni ;;
+    *" AVX2 "*) level=avx2 ;;
+    *" DOTPROD "*) level=neon ;;
+    *) level=unknown ;;
+  esac
+  echo "$level (${features% })"
+}
+
 median() { tr ',' '\n' | sort -g | awk '{v[NR]=$1} END {if (NR==0) print 0; else if (NR%2) print v[(NR+1)/2]; else print (v[NR/2]+v[NR/2+1])/2}'; }
 
 rows=()
@@ -47,12 +78,14 @@ loads=()
 rounds_file="$out/rounds.txt"
 : >"$rounds_file"
 bw_all=()
+cohort_isa=() llama_isas=()
 for entry in $all_models; do
   IFS=: read -r name shape type <<<"$entry"
   case " $want " in *" $name "*) ;; *) continue ;; esac
   file="$models_dir/$name.gguf"
   [ -f "$file" ] || "$cohort" -t "$threads" synth --shape "$shape" --type "$type" -o "$file" >&2
   cat "$file" >/dev/null  # into the page cache before either engine maps it
+  [ ${#llama_isas[@]} -gt 0 ] || llama_isas+=("$(llama_isa "$file")")
   load_before=$(cut -d' ' -f1 /proc/loadavg)
   c_pp=() c_tg=() l_pp=() l_tg=() bws=() c_frac=() l_frac=() bytes=0 rss=0 limit=0
   for ((r = 0; r < rounds; ++r)); do
@@ -63,6 +96,7 @@ for entry in $all_models; do
     echo "$cj" >>"$out/$name.cohort.jsonl"
     c_pp+=("$(jq -r .pp_tokens_per_s <<<"$cj")")
     c_tg+=("$(jq -r .tg_tokens_per_s <<<"$cj")")
+    cohort_isa+=("$(jq -r '.simd // "?"' <<<"$cj")")
     bytes=$(jq -r .weight_bytes_per_token <<<"$cj")
     rss=$(jq -r '.peak_rss_bytes / (.file_bytes + .kv_bytes)' <<<"$cj")
     bw_between=$(read_bw)
@@ -95,6 +129,7 @@ done
 
 echo
 echo "cohort vs llama.cpp (llama-bench), $threads threads, medians of $rounds alternating rounds;"
+echo "ISA=$isa: cohort ran at $(printf '%s\n' "${cohort_isa[@]}" | sort -u | paste -sd, -), llama.cpp's CPU backend is ${llama_isas[0]:-?}"
 echo "read bandwidth (bench/stream_read) measured before every round: $(printf '%s ' "${bw_all[@]}")GB/s;"
 echo "limit = the model's median bandwidth / weight bytes per token; %lim = median over rounds of"
 echo "each round's tg against its own round's bandwidth"

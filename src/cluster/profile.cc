@@ -10,6 +10,7 @@
 
 #include "core/thread_pool.h"
 #include "kernels/matmul.h"
+#include "kernels/quant.h"
 
 namespace cohort::cluster {
 namespace {
@@ -78,6 +79,7 @@ Result<ResourceProfile> MeasureResources(const ProfileOptions& options) {
   ResourceProfile p;
   COHORT_RETURN_IF_ERROR(ReadMeminfo(&p.memory_total_bytes, &p.memory_available_bytes));
   p.cores = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+  p.simd = kernels::SimdLevelName(kernels::BestSimdLevel());
   if (!options.run_benchmarks) return p;
   ThreadPool pool(options.threads > 0 ? options.threads : p.cores);
   p.memory_bandwidth_Bps = MeasureBandwidth(options, &pool);
@@ -92,7 +94,8 @@ nlohmann::json ResourceToJson(const ResourceProfile& p) {
           {"cores", p.cores},
           {"memory_bandwidth_Bps", p.memory_bandwidth_Bps},
           {"matmul_flops", p.matmul_flops},
-          {"measured", p.measured}};
+          {"measured", p.measured},
+          {"simd", p.simd}};
 }
 
 ResourceProfile ResourceFromJson(const nlohmann::json& j) {
@@ -107,6 +110,7 @@ ResourceProfile ResourceFromJson(const nlohmann::json& j) {
   p.memory_bandwidth_Bps = std::max(0.0, num("memory_bandwidth_Bps"));
   p.matmul_flops = std::max(0.0, num("matmul_flops"));
   p.measured = j.contains("measured") && j["measured"].is_boolean() && j["measured"].get<bool>();
+  if (j.contains("simd") && j["simd"].is_string()) p.simd = j["simd"].get<std::string>().substr(0, 32);
   return p;
 }
 

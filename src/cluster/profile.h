@@ -22,6 +22,7 @@ struct ResourceProfile {
   double memory_bandwidth_Bps = 0;    // streaming read, all cores; 0 = not measured
   double matmul_flops = 0;            // Q8_0 MatMul, FLOP/s; 0 = not measured
   bool measured = false;              // false: only memory and cores are known
+  std::string simd;                   // the SIMD level its kernels run at (kernels::SimdLevelName)
 };
 
 struct LinkMeasurement {
@@ -40,12 +41,13 @@ struct ProfileOptions {
   int threads = 0;         // 0: hardware_concurrency
 };
 
-// Memory and cores from /proc/meminfo and the scheduler; bandwidth and matmul timed runs
+// Memory, cores and the kernels' SIMD level from /proc/meminfo, the scheduler and
+// kernels::BestSimdLevel (COHORT_SIMD's level where set); bandwidth and matmul timed runs
 // (a fraction of a second at the default sizes) unless run_benchmarks is false.
 Result<ResourceProfile> MeasureResources(const ProfileOptions& options);
 
 nlohmann::json ResourceToJson(const ResourceProfile& p);
-ResourceProfile ResourceFromJson(const nlohmann::json& j);  // missing fields stay 0
+ResourceProfile ResourceFromJson(const nlohmann::json& j);  // missing fields stay 0 (or "")
 
 // The planner's view: physical memory as memory_bytes with the available fraction as the
 // usable fraction, measured bandwidth and FLOP/s.

@@ -12,6 +12,7 @@
 #include <fmt/format.h>
 #include <fmt/printf.h>
 
+#include "kernels/quant.h"
 #include "model/model.h"
 
 namespace cohort::engine {
@@ -145,6 +146,7 @@ Result<BenchResult> RunBench(const BenchSpec& spec, const Context& ctx) {
   r.n_layer = config.n_layer;
   r.n_embd = config.n_embd;
   r.threads = ctx.pool->size();
+  r.simd = kernels::SimdLevelName(kernels::BestSimdLevel());
   r.pp_tokens_per_s = Median(r.pp_runs);
   r.tg_tokens_per_s = Median(r.tg_runs);
   r.weight_bytes_per_token = WeightBytesPerToken(*file, config);
@@ -156,7 +158,7 @@ Result<BenchResult> RunBench(const BenchSpec& spec, const Context& ctx) {
 
 std::string FormatBenchTable(const BenchSpec& s, const BenchResult& r) {
   std::string out = fmt::sprintf("model %s  (%s, %d layers, n_embd %d)\n", s.model, r.arch_name, r.n_layer, r.n_embd);
-  out += fmt::sprintf("threads %d  reps %d  kv %s  ubatch %d\n", r.threads, s.reps,
+  out += fmt::sprintf("threads %d  simd %s  reps %d  kv %s  ubatch %d\n", r.threads, r.simd, s.reps,
                       std::string(DTypeName(s.kv_type)), s.n_ubatch);
   if (s.n_prompt > 0) out += fmt::sprintf("pp%-5d %10.2f tok/s (median)\n", s.n_prompt, r.pp_tokens_per_s);
   if (s.n_gen > 0) {
@@ -173,11 +175,11 @@ std::string FormatBenchTable(const BenchSpec& s, const BenchResult& r) {
 
 std::string FormatBenchJson(const BenchSpec& s, const BenchResult& r) {
   return fmt::sprintf(
-      "{\"model\":\"%s\",\"threads\":%d,\"reps\":%d,\"n_prompt\":%d,\"n_gen\":%d,\"n_ubatch\":%d,"
+      "{\"model\":\"%s\",\"threads\":%d,\"simd\":\"%s\",\"reps\":%d,\"n_prompt\":%d,\"n_gen\":%d,\"n_ubatch\":%d,"
       "\"pp_tokens_per_s\":%.3f,\"tg_tokens_per_s\":%.3f,\"pp_runs\":%s,\"tg_runs\":%s,"
       "\"weight_bytes_per_token\":%.0f,\"effective_bandwidth_gb_s\":%.3f,"
       "\"peak_rss_bytes\":%.0f,\"file_bytes\":%.0f,\"kv_bytes\":%.0f}\n",
-      s.model, r.threads, s.reps, s.n_prompt, s.n_gen, s.n_ubatch, r.pp_tokens_per_s, r.tg_tokens_per_s,
+      s.model, r.threads, r.simd, s.reps, s.n_prompt, s.n_gen, s.n_ubatch, r.pp_tokens_per_s, r.tg_tokens_per_s,
       JoinRuns(r.pp_runs), JoinRuns(r.tg_runs), r.weight_bytes_per_token, r.effective_bandwidth_Bps() / 1e9,
       r.peak_rss_bytes, r.file_bytes, r.kv_bytes);
 }

@@ -34,6 +34,7 @@ struct BenchResult {
   int n_layer = 0;
   int n_embd = 0;
   int threads = 0;           // the Context's pool size
+  std::string simd;          // the SIMD level the kernels ran at (kernels::SimdLevelName)
   double pp_tokens_per_s = 0, tg_tokens_per_s = 0;  // medians; 0 where skipped
   std::vector<double> pp_runs, tg_runs;             // tokens/s of each repetition
   double weight_bytes_per_token = 0;
@@ -54,7 +55,8 @@ double WeightBytesPerToken(const gguf::File& file, const model::ModelConfig& con
 // The median of v (the mean of the middle two for an even count); 0 for none.
 double Median(std::vector<double> v);
 
-// The human-readable table: model, threads, the pp and tg medians, bandwidth, peak RSS.
+// The human-readable table: model, threads, SIMD level, the pp and tg medians, bandwidth,
+// peak RSS.
 std::string FormatBenchTable(const BenchSpec& spec, const BenchResult& result);
 // One JSON object on one line (with a trailing newline), the figures the table shows and each
 // repetition's tokens/s.

@@ -1,7 +1,8 @@
-// Float ops; see ops.h. An op with an AVX-512 form dispatches here to it or to its scalar
-// reference (ref:: in ops_internal.h), which also lives here. Accumulation orders and
-// float/double choices follow ggml's CPU code where they affect the last bits (RMSNorm sum in
-// double, RoPE theta by repeated product).
+// Float ops; see ops.h. An op with SIMD forms dispatches here, by the level the kernels run at
+// (BestSimdLevel), to its AVX-512 or AVX2 form or to its scalar reference (ref:: in
+// ops_internal.h), which also lives here. Accumulation orders and float/double choices follow
+// ggml's CPU code where they affect the last bits (RMSNorm sum in double, RoPE theta by
+// repeated product).
 #include "kernels/ops.h"
 
 #include <algorithm>
@@ -16,14 +17,18 @@
 
 namespace cohort::kernels {
 namespace {
-// The attention loops call these per cached position: take the AVX-512 versions when the CPU
-// has them (ops_avx512.cc keeps the same arithmetic).
-bool UseAvx512() {
+// Which forms of the ops run. The attention loops call these per cached position: take the
+// AVX-512 or AVX2 versions at those levels (ops_avx512.cc and ops_avx2.cc keep the scalar
+// arithmetic). AVX-VNNI is AVX2 for float ops.
+enum class Path { kScalar, kAvx2, kAvx512 };
+
+Path OpsPath() {
 #if defined(__x86_64__) || defined(__i386__)
-  return BestSimdLevel() == SimdLevel::kAvx512;
-#else
-  return false;
+  const SimdLevel level = BestSimdLevel();
+  if (HasAvx512(level)) return Path::kAvx512;
+  if (HasAvx2(level)) return Path::kAvx2;
 #endif
+  return Path::kScalar;
 }
 }  // namespace
 
@@ -124,21 +129,23 @@ float ExpPoly(float x) {
 
 namespace {
 
-// The one body of Softmax and ref::Softmax: with `simd` the max and the 16-value chunks come
-// from ops_avx512.cc, whose arithmetic is the scalar loops' own.
-void SoftmaxImpl(float* x, int64_t n, bool simd) {
+// The one body of Softmax and ref::Softmax: on a SIMD path the max and the 16-value chunks
+// come from ops_avx512.cc or ops_avx2.cc, whose arithmetic is the scalar loops' own.
+void SoftmaxImpl(float* x, int64_t n, Path path) {
   COHORT_CHECK_GT(n, 0);
   float max = -std::numeric_limits<float>::infinity();
-  if (simd) {
+  if (path == Path::kAvx512) {
     max = avx512::Max(x, n);
+  } else if (path == Path::kAvx2) {
+    max = avx2::Max(x, n);
   } else {
     for (int64_t i = 0; i < n; ++i) max = std::max(max, x[i]);
   }
   COHORT_CHECK(max > -std::numeric_limits<float>::infinity());
   double sum = 0.0;
   int64_t i = 0;
-  if (simd) {
-    sum = avx512::ExpChunks(x, n / 16, max);
+  if (path != Path::kScalar) {
+    sum = path == Path::kAvx512 ? avx512::ExpChunks(x, n / 16, max) : avx2::ExpChunks(x, n / 16, max);
     i = n / 16 * 16;
   }
   for (; i + 15 < n; i += 16) {
@@ -159,11 +166,15 @@ void SoftmaxImpl(float* x, int64_t n, bool simd) {
   for (int64_t k = 0; k < n; ++k) x[k] *= inv;
 }
 
-// The one body of SwiGlu and ref::SwiGlu; `simd` as for SoftmaxImpl.
-void SwiGluImpl(const float* gate, const float* up, int64_t n, float* out, bool simd) {
+// The one body of SwiGlu and ref::SwiGlu; `path` as for SoftmaxImpl.
+void SwiGluImpl(const float* gate, const float* up, int64_t n, float* out, Path path) {
   int64_t i = 0;
-  if (simd) {
-    avx512::SwiGluChunks(gate, up, n / 16, out);
+  if (path != Path::kScalar) {
+    if (path == Path::kAvx512) {
+      avx512::SwiGluChunks(gate, up, n / 16, out);
+    } else {
+      avx2::SwiGluChunks(gate, up, n / 16, out);
+    }
     i = n / 16 * 16;
   }
   for (; i + 15 < n; i += 16) {
@@ -176,9 +187,9 @@ void SwiGluImpl(const float* gate, const float* up, int64_t n, float* out, bool 
 
 namespace ref {
 
-void Softmax(float* x, int64_t n) { SoftmaxImpl(x, n, false); }
+void Softmax(float* x, int64_t n) { SoftmaxImpl(x, n, Path::kScalar); }
 
-void SwiGlu(const float* gate, const float* up, int64_t n, float* out) { SwiGluImpl(gate, up, n, out, false); }
+void SwiGlu(const float* gate, const float* up, int64_t n, float* out) { SwiGluImpl(gate, up, n, out, Path::kScalar); }
 
 void AddScaled(const float* x, float s, int64_t n, float* y) {
   for (int64_t i = 0; i < n; ++i) y[i] += s * x[i];
@@ -204,12 +215,12 @@ float DotF16(const uint16_t* a, const float* b, int64_t n) {
 
 }  // namespace ref
 
-void Softmax(float* x, int64_t n) { SoftmaxImpl(x, n, UseAvx512()); }
+void Softmax(float* x, int64_t n) { SoftmaxImpl(x, n, OpsPath()); }
 
 float Silu(float x) { return x / (1.0f + std::exp(-x)); }
 float Sigmoid(float x) { return 1.0f / (1.0f + std::exp(-x)); }
 
-void SwiGlu(const float* gate, const float* up, int64_t n, float* out) { SwiGluImpl(gate, up, n, out, UseAvx512()); }
+void SwiGlu(const float* gate, const float* up, int64_t n, float* out) { SwiGluImpl(gate, up, n, out, OpsPath()); }
 
 void Add(const float* x, int64_t n, float* y) {
   for (int64_t i = 0; i < n; ++i) y[i] += x[i];
@@ -220,8 +231,11 @@ void Scale(float s, int64_t n, float* y) {
 }
 
 void AddScaled(const float* x, float s, int64_t n, float* y) {
-  if (UseAvx512()) return avx512::AddScaled(x, s, n, y);
-  ref::AddScaled(x, s, n, y);
+  switch (OpsPath()) {
+    case Path::kAvx512: return avx512::AddScaled(x, s, n, y);
+    case Path::kAvx2: return avx2::AddScaled(x, s, n, y);
+    case Path::kScalar: return ref::AddScaled(x, s, n, y);
+  }
 }
 
 void Mul(const float* w, int64_t n, float* y) {
@@ -229,24 +243,39 @@ void Mul(const float* w, int64_t n, float* y) {
 }
 
 float Dot(const float* a, const float* b, int64_t n) {
-  if (UseAvx512()) return avx512::Dot(a, b, n);
+  switch (OpsPath()) {
+    case Path::kAvx512: return avx512::Dot(a, b, n);
+    case Path::kAvx2: return avx2::Dot(a, b, n);
+    case Path::kScalar: break;
+  }
   return ref::Dot(a, b, n);
 }
 
 float DotF16(const uint16_t* a, const float* b, int64_t n) {
-  if (UseAvx512()) return avx512::DotF16(a, b, n);
+  switch (OpsPath()) {
+    case Path::kAvx512: return avx512::DotF16(a, b, n);
+    case Path::kAvx2: return avx2::DotF16(a, b, n);
+    case Path::kScalar: break;
+  }
   return ref::DotF16(a, b, n);
 }
 
 void AddScaledF16(const uint16_t* x, float s, int64_t n, float* y) {
-  if (UseAvx512()) return avx512::AddScaledF16(x, s, n, y);
-  ref::AddScaledF16(x, s, n, y);
+  switch (OpsPath()) {
+    case Path::kAvx512: return avx512::AddScaledF16(x, s, n, y);
+    case Path::kAvx2: return avx2::AddScaledF16(x, s, n, y);
+    case Path::kScalar: return ref::AddScaledF16(x, s, n, y);
+  }
 }
 
 void DotsF16Heads(const uint16_t* rows, int64_t row_stride, int64_t n_rows, const float* q, int64_t q_stride,
                   int n_heads, int64_t n, float scale, float* scores, int64_t scores_stride) {
-  if (UseAvx512()) {
-    return avx512::DotsF16Heads(rows, row_stride, n_rows, q, q_stride, n_heads, n, scale, scores, scores_stride);
+  switch (OpsPath()) {
+    case Path::kAvx512:
+      return avx512::DotsF16Heads(rows, row_stride, n_rows, q, q_stride, n_heads, n, scale, scores, scores_stride);
+    case Path::kAvx2:
+      return avx2::DotsF16Heads(rows, row_stride, n_rows, q, q_stride, n_heads, n, scale, scores, scores_stride);
+    case Path::kScalar: break;
   }
   for (int h = 0; h < n_heads; ++h) {
     for (int64_t p = 0; p < n_rows; ++p) {
@@ -257,8 +286,12 @@ void DotsF16Heads(const uint16_t* rows, int64_t row_stride, int64_t n_rows, cons
 
 void WeightedRowSumF16Heads(const float* w, int64_t w_stride, int n_heads, const uint16_t* rows,
                             int64_t row_stride, int64_t n_rows, int64_t n, float* out, int64_t out_stride) {
-  if (UseAvx512()) {
-    return avx512::WeightedRowSumF16Heads(w, w_stride, n_heads, rows, row_stride, n_rows, n, out, out_stride);
+  switch (OpsPath()) {
+    case Path::kAvx512:
+      return avx512::WeightedRowSumF16Heads(w, w_stride, n_heads, rows, row_stride, n_rows, n, out, out_stride);
+    case Path::kAvx2:
+      return avx2::WeightedRowSumF16Heads(w, w_stride, n_heads, rows, row_stride, n_rows, n, out, out_stride);
+    case Path::kScalar: break;
   }
   for (int h = 0; h < n_heads; ++h) {
     float* o = out + h * out_stride;

@@ -1,7 +1,7 @@
 // Internal interface between the public ops.h dispatchers and the per-ISA kernel files: the
 // scalar reference of every op that has a SIMD form (the yardstick the SIMD kernels are tested
-// against, and the path ops.cc takes without AVX-512) and the AVX-512 kernels. Not for use
-// outside src/kernels and its tests.
+// against, and the path ops.cc takes without AVX2) and the AVX2 and AVX-512 kernels. Not for
+// use outside src/kernels and its tests.
 #pragma once
 
 #include <cstdint>
@@ -40,4 +40,22 @@ double ExpChunks(float* x, int64_t n_chunks, float max);
 void SwiGluChunks(const float* gate, const float* up, int64_t n_chunks, float* out);
 
 }  // namespace avx512
+
+namespace avx2 {
+
+// ops_avx2.cc; call only when HasAvx2(BestSimdLevel()). The same ops with the same promises
+// as avx512:: above (and the same chunks of 16 values for Softmax and SwiGlu).
+float Dot(const float* a, const float* b, int64_t n);
+float DotF16(const uint16_t* a, const float* b, int64_t n);
+void AddScaled(const float* x, float s, int64_t n, float* y);
+void AddScaledF16(const uint16_t* x, float s, int64_t n, float* y);
+void DotsF16Heads(const uint16_t* rows, int64_t row_stride, int64_t n_rows, const float* q, int64_t q_stride,
+                  int n_heads, int64_t n, float scale, float* scores, int64_t scores_stride);
+void WeightedRowSumF16Heads(const float* w, int64_t w_stride, int n_heads, const uint16_t* rows,
+                            int64_t row_stride, int64_t n_rows, int64_t n, float* out, int64_t out_stride);
+float Max(const float* x, int64_t n);
+double ExpChunks(float* x, int64_t n_chunks, float max);
+void SwiGluChunks(const float* gate, const float* up, int64_t n_chunks, float* out);
+
+}  // namespace avx2
 }  // namespace cohort::kernels

@@ -15,6 +15,7 @@
 #include "cluster/wire.h"
 #include "comm/socket_util.h"
 #include "core/clock.h"
+#include "kernels/quant.h"
 
 namespace cohort::cluster {
 namespace {
@@ -268,6 +269,9 @@ TEST(Profile, ParsesMeminfoAndFillsPlannerProfiles) {
   const ResourceProfile back = ResourceFromJson(ResourceToJson(*p));
   EXPECT_EQ(back.matmul_flops, p->matmul_flops);
   EXPECT_EQ(back.cores, p->cores);
+  // The kernels' level travels with the profile a node publishes.
+  EXPECT_EQ(p->simd, kernels::SimdLevelName(kernels::BestSimdLevel()));
+  EXPECT_EQ(back.simd, p->simd);
 
   LinkMeasurement m;
   m.latency_s = 50e-6;

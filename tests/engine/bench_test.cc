@@ -7,6 +7,7 @@
 
 #include <set>
 
+#include "kernels/quant.h"
 #include "model/model.h"
 
 namespace cohort::engine {
@@ -89,16 +90,20 @@ TEST(Bench, RunsEveryRepetitionAndReportsIt) {
   const nlohmann::json doc = nlohmann::json::parse(FormatBenchJson(spec, r));
   std::set<std::string> keys;
   for (const auto& [key, value] : doc.items()) keys.insert(key);
-  EXPECT_EQ(keys, (std::set<std::string>{"model", "threads", "reps", "n_prompt", "n_gen", "n_ubatch",
+  EXPECT_EQ(keys, (std::set<std::string>{"model", "threads", "simd", "reps", "n_prompt", "n_gen", "n_ubatch",
                                          "pp_tokens_per_s", "tg_tokens_per_s", "pp_runs", "tg_runs",
                                          "weight_bytes_per_token", "effective_bandwidth_gb_s", "peak_rss_bytes",
                                          "file_bytes", "kv_bytes"}));
   EXPECT_EQ(doc["model"], spec.model);
+  EXPECT_EQ(doc["simd"], r.simd);
   EXPECT_EQ(doc["tg_runs"].size(), 3u);
   EXPECT_EQ(doc["kv_bytes"].get<double>(), r.kv_bytes);
 
   const std::string table = FormatBenchTable(spec, r);
-  EXPECT_NE(table.find("threads 2  reps 3  kv f16  ubatch 5\n"), std::string::npos) << table;
+  // The level the kernels ran at (COHORT_SIMD's, or the CPU's best).
+  const std::string simd = kernels::SimdLevelName(kernels::BestSimdLevel());
+  EXPECT_EQ(r.simd, simd);
+  EXPECT_NE(table.find("threads 2  simd " + simd + "  reps 3  kv f16  ubatch 5\n"), std::string::npos) << table;
   EXPECT_NE(table.find("pp12 "), std::string::npos) << table;
   EXPECT_NE(table.find("tg4 "), std::string::npos) << table;
 }

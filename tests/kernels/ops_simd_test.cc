@@ -1,11 +1,14 @@
-// The AVX-512 float ops (ops_avx512.cc), through ops.h's dispatchers, against their scalar
-// references (ref:: in ops_internal.h, the loops ops.cc runs without AVX-512), on odd lengths
-// (SIMD chunks plus tails) and misaligned pointers. Softmax, SwiGlu and AddScaled must be
+// The SIMD float ops of the level the kernels run at (ops_avx512.cc at avx512, ops_avx2.cc at
+// avx2 and avx_vnni; COHORT_SIMD picks it, and ctest runs this binary once per level), through
+// ops.h's dispatchers, against their scalar references (ref:: in ops_internal.h, the loops
+// ops.cc runs at the scalar level), on odd lengths (SIMD chunks plus tails) and misaligned
+// pointers. Softmax, SwiGlu and AddScaled must be
 // bit-identical; the double-accumulated dot products may differ only in the order of their
 // double additions.
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <cstring>
 #include <limits>
 #include <vector>
 
@@ -18,10 +21,12 @@
 namespace cohort::kernels {
 namespace {
 
-bool HaveAvx512() { return BestSimdLevel() == SimdLevel::kAvx512; }
+// Whether ops.h's dispatchers take SIMD forms at this level (the x86 levels; the float ops
+// have no NEON forms).
+bool HaveSimdOps() { return HasAvx2(BestSimdLevel()); }
 
 TEST(OpsSimd, SoftmaxAndSwiGluAreBitIdenticalToScalar) {
-  if (!HaveAvx512()) GTEST_SKIP() << "no AVX-512 on this CPU: the scalar ops are the only path";
+  if (!HaveSimdOps()) GTEST_SKIP() << "level " << SimdLevelName(BestSimdLevel()) << ": the scalar ops are the only path";
   for (int64_t n : {1, 15, 16, 17, 33, 100, 257}) {
     for (int offset = 0; offset < 3; ++offset) {
       SCOPED_TRACE(::testing::Message() << "n=" << n << " offset=" << offset);
@@ -44,7 +49,7 @@ TEST(OpsSimd, SoftmaxAndSwiGluAreBitIdenticalToScalar) {
 }
 
 TEST(OpsSimd, ExpPolyLanesMatchScalarAcrossTheRange) {
-  if (!HaveAvx512()) GTEST_SKIP() << "no AVX-512 on this CPU";
+  if (!HaveSimdOps()) GTEST_SKIP() << "level " << SimdLevelName(BestSimdLevel()) << ": no SIMD float ops";
   // Softmax of 16 values with max 0 runs every value through one SIMD ExpPoly lane.
   for (float start : {-200.0f, -120.0f, -87.5f, -20.0f, -1.0f}) {
     std::vector<float> x(16), want(16);
@@ -57,8 +62,34 @@ TEST(OpsSimd, ExpPolyLanesMatchScalarAcrossTheRange) {
   }
 }
 
+// Every ExpPoly lane across exp's whole range in small steps, bit for bit (sign of zero
+// included): normal results, the subnormals (x below about -87.3) where the SIMD forms must
+// round the scaling by 2^n once, as ldexp does, flush to zero, and SwiGlu's overflow to inf.
+TEST(OpsSimd, ExpPolyLanesAreBitIdenticalInSmallSteps) {
+  if (!HaveSimdOps()) GTEST_SKIP() << "level " << SimdLevelName(BestSimdLevel()) << ": no SIMD float ops";
+  constexpr int64_t kN = 16 * 1024;
+  std::vector<float> x(kN), gate(kN), up(kN, 1.0f);
+  for (int64_t i = 0; i < kN; ++i) {
+    x[i] = -110.0f + 110.0f * static_cast<float>(i) / static_cast<float>(kN - 1);  // max 0
+    gate[i] = -100.0f + 200.0f * static_cast<float>(i) / static_cast<float>(kN - 1);
+  }
+  // The level's chunked exp directly (Softmax's normalisation could hide a differing
+  // subnormal), against the scalar ExpPoly of each value.
+  auto* exp_chunks = HasAvx512(BestSimdLevel()) ? &avx512::ExpChunks : &avx2::ExpChunks;
+  std::vector<float> want(kN);
+  for (int64_t i = 0; i < kN; ++i) want[i] = ExpPoly(x[i]);
+  exp_chunks(x.data(), kN / 16, 0.0f);
+  std::vector<float> out(kN), expect(kN);
+  SwiGlu(gate.data(), up.data(), kN, out.data());
+  ref::SwiGlu(gate.data(), up.data(), kN, expect.data());
+  for (int64_t i = 0; i < kN; ++i) {
+    ASSERT_EQ(std::memcmp(&x[i], &want[i], sizeof(float)), 0) << "exp i=" << i << " " << x[i] << " vs " << want[i];
+    ASSERT_EQ(std::memcmp(&out[i], &expect[i], sizeof(float)), 0) << "swiglu i=" << i << " " << out[i] << " vs " << expect[i];
+  }
+}
+
 TEST(OpsSimd, DotsAndAddScaledMatchScalar) {
-  if (!HaveAvx512()) GTEST_SKIP() << "no AVX-512 on this CPU";
+  if (!HaveSimdOps()) GTEST_SKIP() << "level " << SimdLevelName(BestSimdLevel()) << ": no SIMD float ops";
   for (int64_t n : {1, 7, 8, 15, 16, 17, 64, 129}) {
     for (int offset = 0; offset < 3; ++offset) {
       SCOPED_TRACE(::testing::Message() << "n=" << n << " offset=" << offset);
