@@ -115,8 +115,9 @@ Result<std::vector<float>> RanksAsThreads(const gguf::File& file, const plan::Sh
 // F32: the fixtures' criterion (tests/model/golden_test.cc), within 1e-4 everywhere and every
 // row's argmax llama.cpp's (the next greedy token). Quantized: the rows are llama.cpp's to the
 // bit at first (Q8_0: glm's rows 0-2, minimax's 0-14 of the prompt batch), then differ from
-// one position of the prompt batch on (cause not yet found; suspected: a sum in another order
-// than ggml's for these head shapes, 128 wide in groups of 3), after which an activation's
+// one position on, fed token by token too (cause not yet found; suspected: attention summing
+// in another order than ggml's for these head shapes, 128 wide in groups of 3; the F32
+// models differ from llama.cpp by ~6e-7 from row 0, as F32 matmuls do), after which an activation's
 // quantization may round the other way: judged by the golden test's criterion for batch
 // shapes llama.cpp did not take (at most 0.3 off, >= 90% of the argmaxes llama.cpp's), in one
 // process and over ranks.
