@@ -1,11 +1,14 @@
 // Reference logits from llama.cpp, for making golden files (a developer tool, never linked
 // into cohort). Built against a llama.cpp build by tools/make-synth-goldens.sh.
 //
-//   llama_logits MODEL IDS N_PROMPT OUT.f32
+//   llama_logits MODEL IDS N_PROMPT OUT.f32 [N_GEN]
 //
 // Decodes the first N_PROMPT ids of IDS (comma-separated) as one batch with logits for every
 // position, then each remaining id alone, with the fixtures' golden settings: one thread,
 // F32 KV cache, flash attention off, context 256. Writes float32 LE [n_ids][n_vocab].
+// With N_GEN, then decodes N_GEN greedy tokens one at a time (the argmax of the last row, a
+// tie to the lowest id), appends their rows ([n_ids + N_GEN][n_vocab] in all) and prints
+// their ids, comma-separated, on stdout.
 #include <llama.h>
 
 #include <cstdio>
@@ -15,8 +18,8 @@
 #include <vector>
 
 int main(int argc, char** argv) {
-  if (argc != 5) {
-    std::fprintf(stderr, "usage: %s MODEL IDS N_PROMPT OUT.f32\n", argv[0]);
+  if (argc != 5 && argc != 6) {
+    std::fprintf(stderr, "usage: %s MODEL IDS N_PROMPT OUT.f32 [N_GEN]\n", argv[0]);
     return 2;
   }
   std::vector<llama_token> ids;
@@ -59,6 +62,19 @@ int main(int argc, char** argv) {
   };
   run(0, n_prompt);
   for (int i = n_prompt; i < static_cast<int>(ids.size()); ++i) run(i, i + 1);
+  const int n_gen = argc == 6 ? std::atoi(argv[5]) : 0;
+  for (int k = 0; k < n_gen; ++k) {
+    const float* last = out.data() + out.size() - n_vocab;
+    int best = 0;
+    for (int v = 1; v < n_vocab; ++v) {
+      if (last[v] > last[best]) best = v;
+    }
+    ids.push_back(best);
+    std::printf("%s%d", k == 0 ? "" : ",", best);
+    const int i = static_cast<int>(ids.size()) - 1;
+    run(i, i + 1);
+  }
+  if (n_gen > 0) std::printf("\n");
 
   std::FILE* f = std::fopen(argv[4], "wb");
   if (f == nullptr || std::fwrite(out.data(), sizeof(float), out.size(), f) != out.size()) return 1;

@@ -21,6 +21,8 @@ g++ -std=c++17 -O2 -fopenmp -I"$llama/src/include" -I"$llama/src/ggml/include" \
   "$llama/build/ggml/src/libggml-base.a" \
   -lpthread $(pkg-config --exists libibverbs && echo -libverbs) -o "$work/llama_logits"
 
+only="${1:-.}"  # a regex: make only the cases whose name matches
+
 # name shape type ids n_prompt
 cases=(
   "deepseek-v3-mini deepseek-v3-mini q8_0 1,100,200,300,400,500,600,700,1000,2000,3000,4000 8"
@@ -28,9 +30,35 @@ cases=(
 )
 for c in "${cases[@]}"; do
   read -r name shape type ids n_prompt <<<"$c"
+  [[ "$name-$type" =~ $only ]] || continue
   "$cohort" synth --shape "$shape" --type "$type" --pure --layers 2 -o "$work/$name.gguf"
   "$work/llama_logits" "$work/$name.gguf" "$ids" "$n_prompt" "$out/$name-$type.logits.f32"
   printf '{"shape": "%s", "type": "%s", "layers": 2, "ids": [%s], "n_prompt": %s}\n' \
     "$shape" "$type" "$ids" "$n_prompt" >"$out/$name-$type.json"
+  echo "made $out/$name-$type.logits.f32"
+done
+
+# Whole small models of the architectures without a tiny fixture of their own (glm4moe with
+# its MTP block, minimax-m2), with the fixtures' 512-token vocabulary so that the goldens stay
+# small: the fixtures' prompt [1, 10, ..., 150] as one batch, then 32 greedy steps of llama.cpp
+# (tests/parallel/arch_golden_test.cc checks one process and 2-4 ranks against them).
+vocab="$root/tests/data/fixtures/models/tiny-llama-f32.gguf"
+prompt=1,10,20,30,40,50,60,70,80,90,100,110,120,130,140,150
+# name shape type
+arch_cases=(
+  "glm-4.5-air-mini glm-4.5-air-mini f32"
+  "glm-4.5-air-mini glm-4.5-air-mini q8_0"
+  "glm-4.5-air-mini glm-4.5-air-mini q4_k_m"
+  "minimax-m2-mini minimax-m2-mini f32"
+  "minimax-m2-mini minimax-m2-mini q8_0"
+  "minimax-m2-mini minimax-m2-mini q4_k_m"
+)
+for c in "${arch_cases[@]}"; do
+  read -r name shape type <<<"$c"
+  [[ "$name-$type" =~ $only ]] || continue
+  "$cohort" synth --shape "$shape" --type "$type" --vocab "$vocab" -o "$work/$name.gguf"
+  greedy=$("$work/llama_logits" "$work/$name.gguf" "$prompt" 16 "$out/$name-$type.logits.f32" 32)
+  printf '{"shape": "%s", "type": "%s", "vocab": "fixtures/models/tiny-llama-f32.gguf", "prompt_ids": [%s], "greedy_ids": [%s]}\n' \
+    "$shape" "$type" "$prompt" "$greedy" >"$out/$name-$type.json"
   echo "made $out/$name-$type.logits.f32"
 done

@@ -78,12 +78,13 @@ int main(int argc, char** argv) {
   cohort::model::SynthOptions synth;
   CLI::App* synth_cmd = app.add_subcommand("synth", "write a random-weight GGUF of a real model's shape (its text is noise)");
   synth_cmd->add_option("--arch", synth.arch, "architecture (checked against the shape)");
-  synth_cmd->add_option("--shape", synth.shape, "llama-3.2-1b, qwen3-0.6b, qwen3-1.7b, qwen3-30b-a3b-mini, deepseek-v3-mini")->required();
+  synth_cmd->add_option("--shape", synth.shape, "llama-3.2-1b, qwen3-0.6b, qwen3-1.7b, qwen3-30b-a3b-mini, deepseek-v3-mini, glm-4.5-air(-mini), minimax-m2(-mini)")->required();
   synth_cmd->add_option("--type", synth.type, "weight type or mixture (q4_0, q8_0, q4_k_m, ...)");
   synth_cmd->add_flag("--pure", synth.pure, "every matrix in --type, as llama-quantize --pure");
   synth_cmd->add_option("--layers", synth.n_layer_override, "fewer layers than the shape (small test models)");
   synth_cmd->add_option("--seed", synth.seed, "random seed");
   synth_cmd->add_option("--vocab-dir", synth.vocab_dir, "folder of llama.cpp vocab-only GGUFs");
+  synth_cmd->add_option("--vocab", synth.vocab_file, "a GGUF whose tokenizer to use instead of the shape's");
   synth_cmd->add_option("-o,--output", synth.output, "output GGUF")->required();
 
   WorkerOptions worker;

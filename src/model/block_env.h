@@ -7,10 +7,13 @@
 #include <functional>
 #include <vector>
 
+#include "core/status.h"
 #include "core/tensor.h"
 #include "core/thread_pool.h"
 
 namespace cohort::model {
+
+class PartialSumReducer;  // decoder.h
 
 struct BlockEnv {
   ThreadPool* pool = nullptr;             // may be null: everything runs inline
@@ -18,6 +21,10 @@ struct BlockEnv {
   const int32_t* positions = nullptr;     // [n_tokens]
   const int32_t* seq_ids = nullptr;       // [n_tokens]
   std::vector<uint8_t>* matmul_scratch = nullptr;
+  // The tensor-parallel group's sum, for a block that needs one inside it (minimax-m2's q/k
+  // norm over heads that ranks split); null when this instance computes whole layers.
+  PartialSumReducer* reducer = nullptr;
+  Status* error = nullptr;                // where such a block reports a failed sum
 };
 
 // Attention heads [begin, end). A rank owns whole KV-head groups, so for GQA begin and end are

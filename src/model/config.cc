@@ -21,6 +21,8 @@ const char* ArchName(Arch arch) {
     case Arch::kQwen3: return "qwen3";
     case Arch::kQwen3Moe: return "qwen3moe";
     case Arch::kDeepseek2: return "deepseek2";
+    case Arch::kGlm4Moe: return "glm4moe";
+    case Arch::kMinimaxM2: return "minimax-m2";
   }
   return "?";
 }
@@ -28,12 +30,13 @@ const char* ArchName(Arch arch) {
 namespace {
 
 Result<Arch> ParseArch(const std::string& name) {
-  for (Arch a : {Arch::kLlama, Arch::kQwen2, Arch::kQwen3, Arch::kQwen3Moe, Arch::kDeepseek2}) {
+  for (Arch a : {Arch::kLlama, Arch::kQwen2, Arch::kQwen3, Arch::kQwen3Moe, Arch::kDeepseek2,
+                 Arch::kGlm4Moe, Arch::kMinimaxM2}) {
     if (name == ArchName(a)) return a;
   }
   if (name.empty()) return Corrupt("general.architecture is missing");
   return Unsupported(fmt::format("architecture '{}' is not supported (llama, qwen2, qwen3, "
-                                 "qwen3moe, deepseek2 are)",
+                                 "qwen3moe, deepseek2, glm4moe, minimax-m2 are)",
                                  name));
 }
 
@@ -140,6 +143,12 @@ Status ParseMoe(const KeyReader& keys, Arch arch, ModelConfig& c) {
   MoeConfig& m = c.moe;
   if (m.n_expert == 0) return Status::Ok();
   COHORT_ASSIGN_OR_RETURN(int gating, keys.Int("expert_gating_func", 0));
+  // llama.cpp's glm4moe loader takes an absent gating function as sigmoid; its minimax-m2
+  // graph has no default (ggml aborts on it), so such a file is refused here.
+  if (gating == 0 && arch == Arch::kGlm4Moe) gating = 2;
+  if (gating == 0 && arch == Arch::kMinimaxM2) {
+    return Corrupt(fmt::format("{} is missing", keys.Key("expert_gating_func")));
+  }
   if (gating == 0 || gating == 1) {
     m.gating = ExpertGating::kSoftmax;  // 0: absent (DeepSeek-V2 files), softmax
   } else if (gating == 2) {
@@ -153,6 +162,7 @@ Status ParseMoe(const KeyReader& keys, Arch arch, ModelConfig& c) {
   // (Mixtral); deepseek2 follows the file.
   COHORT_ASSIGN_OR_RETURN(m.norm_top_k, keys.Bool("expert_weights_norm", false));
   if (arch == Arch::kQwen3Moe || arch == Arch::kLlama) m.norm_top_k = true;
+  if (arch == Arch::kMinimaxM2) m.norm_top_k = true;  // its graph always renormalises
   COHORT_ASSIGN_OR_RETURN(m.n_group, keys.Int("expert_group_count", 0));
   COHORT_ASSIGN_OR_RETURN(m.n_group_used, keys.Int("expert_group_used_count", 0));
   if (m.n_group == 0) m.n_group = 1;
@@ -193,6 +203,30 @@ void SetDimensions(const plan::ModelShape& s, ModelConfig& c) {
   c.mla.v_head_dim = s.v_head_dim;
 }
 
+// glm4moe and minimax-m2: llama.cpp loads their q/k/v biases (GLM-4.5: attention_bias) and
+// glm4moe's per-head q/k norms (GLM-4.5 355B has them, Air not) when the file has them, so
+// the config records what the first layer holds and the loader then needs it in every layer.
+// minimax-m2 always has q/k norms over the whole width.
+Status ReadGlmMinimaxFlags(const gguf::File& file, const KeyReader& keys, ModelConfig& c) {
+  if (keys.Has("rope.dimension_sections")) {
+    return Unsupported(fmt::format("{}: multimodal rope sections (M-RoPE) are not supported",
+                                   keys.Key("rope.dimension_sections")));
+  }
+  c.qkv_bias = file.FindTensor("blk.0.attn_q.bias") != nullptr;
+  if (c.arch == Arch::kGlm4Moe) c.qk_norm = file.FindTensor("blk.0.attn_q_norm.weight") != nullptr;
+  if (c.arch == Arch::kMinimaxM2) {
+    c.qk_norm_full = true;
+    // llama.cpp makes its expert tensors feed_forward_length wide (n_ff), though the
+    // converter writes the same value as expert_feed_forward_length too.
+    if (c.n_ff != c.moe.n_ff_expert) {
+      return Corrupt(fmt::format("minimax-m2: {} = {} differs from {} = {}",
+                                 keys.Key("feed_forward_length"), c.n_ff,
+                                 keys.Key("expert_feed_forward_length"), c.moe.n_ff_expert));
+    }
+  }
+  return Status::Ok();
+}
+
 }  // namespace
 
 Result<ModelConfig> ModelConfig::FromGguf(const gguf::File& file) {
@@ -216,6 +250,10 @@ Result<ModelConfig> ModelConfig::FromGguf(const gguf::File& file) {
   COHORT_RETURN_IF_ERROR(ParseMoe(keys, c.arch, c));
   c.qkv_bias = c.arch == Arch::kQwen2;
   c.qk_norm = c.arch == Arch::kQwen3 || c.arch == Arch::kQwen3Moe;
+  c.n_nextn_layer = shape.n_nextn_layer;
+  if (c.arch == Arch::kGlm4Moe || c.arch == Arch::kMinimaxM2) {
+    COHORT_RETURN_IF_ERROR(ReadGlmMinimaxFlags(file, keys, c));
+  }
   c.kq_scale = 1.0f / std::sqrt(static_cast<float>(c.head_dim_k));
   if (c.arch == Arch::kDeepseek2) SetMlaKqScale(c);
   COHORT_RETURN_IF_ERROR(c.Validate());
@@ -277,6 +315,9 @@ Status ModelConfig::Validate() const {
       return Corrupt("model config: expert_used_count exceeds the experts of the used groups");
     }
   }
+  if ((arch == Arch::kGlm4Moe || arch == Arch::kMinimaxM2) && moe.n_expert == 0) {
+    return Corrupt(fmt::format("model config: {} needs expert_count > 0", ArchName(arch)));
+  }
   if (moe.n_leading_dense > n_layer) {
     return Corrupt("model config: leading_dense_block_count exceeds block_count");
   }
@@ -302,6 +343,10 @@ std::string ModelConfig::ToString() const {
       ArchName(arch), n_embd, n_layer, n_head, n_head_kv, head_dim_k, head_dim_v, n_ff, n_vocab,
       n_ctx_train, rms_eps, kq_scale, tied_output, rope.n_rot, rope.freq_base, rope.freq_scale,
       rope.yarn, rope.ext_factor, rope.attn_factor);
+  if (arch == Arch::kGlm4Moe || arch == Arch::kMinimaxM2) {
+    s += fmt::format(" qkv_bias={} qk_norm={} qk_norm_full={} nextn_layers={}", qkv_bias, qk_norm,
+                     qk_norm_full, n_nextn_layer);
+  }
   if (moe.n_expert > 0) {
     s += fmt::format(" moe(n_expert={} used={} n_ff_exp={} shared={} dense_lead={} gating={} "
                      "norm={} scale={} groups={}/{})",

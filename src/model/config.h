@@ -13,7 +13,7 @@ class File;
 
 namespace cohort::model {
 
-enum class Arch { kLlama, kQwen2, kQwen3, kQwen3Moe, kDeepseek2 };
+enum class Arch { kLlama, kQwen2, kQwen3, kQwen3Moe, kDeepseek2, kGlm4Moe, kMinimaxM2 };
 const char* ArchName(Arch arch);
 
 enum class RopeType { kNorm, kNeox };  // adjacent pairs vs. halves
@@ -74,7 +74,12 @@ struct ModelConfig {
   float kq_scale = 0.0f;         // softmax scale applied to q·k (deepseek2: with YaRN mscale²)
   bool tied_output = false;      // LM head is token_embd
   bool qkv_bias = false;
-  bool qk_norm = false;
+  bool qk_norm = false;          // per-head q/k RMSNorm ([head_dim] gains)
+  // minimax-m2: q and k RMS-normalised over all heads at once ([n_head * head_dim] and
+  // [n_head_kv * head_dim] gains), before RoPE.
+  bool qk_norm_full = false;
+  // Next-token-prediction blocks after the n_layer trunk blocks (glm4moe): not run.
+  int n_nextn_layer = 0;
   RopeConfig rope;
   MoeConfig moe;
   MlaConfig mla;

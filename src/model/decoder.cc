@@ -297,7 +297,9 @@ Status Decoder::RunLayers(const Context& ctx, const Batch& batch, KvCache& cache
   const size_t n_act = static_cast<size_t>(n_tokens) * config_.n_embd;
   xn_.resize(n_act);
   block_out_.resize(n_act);
-  BlockEnv env{ctx.pool, n_tokens, batch.positions.data(), batch.seq_ids.data(), &matmul_scratch_};
+  Status block_error;
+  BlockEnv env{ctx.pool, n_tokens, batch.positions.data(), batch.seq_ids.data(), &matmul_scratch_,
+               reducer, &block_error};
   const std::span<float> block_out(block_out_.data(), n_act);
   const int64_t n_embd = config_.n_embd;
   for (int layer = stage_.layer_begin; layer < stage_.layer_end; ++layer) {
@@ -305,6 +307,7 @@ Status Decoder::RunLayers(const Context& ctx, const Batch& batch, KvCache& cache
       kernels::RmsNorm(x + t * n_embd, AttnNorm(layer), n_embd, config_.rms_eps, xn_.data() + t * n_embd);
     }
     Attention(env, layer, xn_.data(), cache, block_out_.data());
+    COHORT_RETURN_IF_ERROR(block_error);
     if (reducer != nullptr) COHORT_RETURN_IF_ERROR(reducer->Reduce(block_out));
     kernels::Add(block_out_.data(), static_cast<int64_t>(n_act), x);
     for (int t = 0; t < n_tokens; ++t) {

@@ -3,10 +3,12 @@
 #include "model/gqa_attention.h"
 
 #include <algorithm>
+#include <cmath>
 
 #include "core/check.h"
 #include "kernels/matmul.h"
 #include "model/attention_core.h"
+#include "model/decoder.h"
 
 namespace cohort::model {
 namespace {
@@ -28,6 +30,52 @@ void NormAndRope(const BlockEnv& env, const GqaParams& p, const float* norm, int
       }
     }
     kernels::Rope(p.rope, env.positions[t], row, n_heads, p.head_dim, rope_cache.data());
+  }
+}
+
+// MiniMax-M2's q and k norms: RMSNorm over each token's whole q row (all n_head heads) and
+// whole k row, as llama.cpp's minimax-m2 graph normalises the unsplit projections. A range of
+// heads sums its squares and the tensor-parallel group adds them up: the q heads of the
+// range, and the KV heads it owns, a KV head shared by ranks that split its group being
+// counted by the one holding the group's first query head.
+void FullWidthQkNorm(const BlockEnv& env, const GqaWeights& w, const GqaParams& p,
+                     HeadRange heads, int kv_begin, int n_kv, GqaScratch& s) {
+  const int64_t hd = p.head_dim;
+  const int group = p.n_head / p.n_head_kv;
+  const int64_t q_width = heads.size() * hd;
+  const int64_t kv_width = n_kv * hd;
+  const int n_tokens = env.n_tokens;
+  const float* qw = w.q_norm_full + heads.begin * hd;
+  const float* kw = w.k_norm_full + kv_begin * hd;
+  if (heads.begin == 0 && heads.end == p.n_head) {
+    for (int t = 0; t < n_tokens; ++t) {
+      kernels::RmsNorm(s.q.data() + t * q_width, qw, q_width, p.rms_eps, s.q.data() + t * q_width);
+      kernels::RmsNorm(s.k.data() + t * kv_width, kw, kv_width, p.rms_eps, s.k.data() + t * kv_width);
+    }
+    return;
+  }
+  const int64_t k_own = (heads.begin % group == 0 ? 0 : 1) * hd;  // first owned k value
+  s.norm_sums.resize(2 * static_cast<size_t>(n_tokens));
+  for (int t = 0; t < n_tokens; ++t) {
+    double sq = 0.0, sk = 0.0;
+    const float* q = s.q.data() + t * q_width;
+    const float* k = s.k.data() + t * kv_width;
+    for (int64_t i = 0; i < q_width; ++i) sq += static_cast<double>(q[i] * q[i]);
+    for (int64_t i = k_own; i < kv_width; ++i) sk += static_cast<double>(k[i] * k[i]);
+    s.norm_sums[2 * t] = static_cast<float>(sq);
+    s.norm_sums[2 * t + 1] = static_cast<float>(sk);
+  }
+  COHORT_CHECK(env.reducer != nullptr && env.error != nullptr);
+  *env.error = env.reducer->Reduce(s.norm_sums);
+  if (!env.error->ok()) return;
+  auto scale_row = [&](float* y, const float* gain, int64_t n, float sum, int64_t n_all) {
+    const float mean = sum / static_cast<float>(n_all);
+    const float scale = 1.0f / std::sqrt(mean + p.rms_eps);
+    for (int64_t i = 0; i < n; ++i) y[i] = y[i] * scale * gain[i];
+  };
+  for (int t = 0; t < n_tokens; ++t) {
+    scale_row(s.q.data() + t * q_width, qw, q_width, s.norm_sums[2 * t], int64_t{p.n_head} * hd);
+    scale_row(s.k.data() + t * kv_width, kw, kv_width, s.norm_sums[2 * t + 1], int64_t{p.n_head_kv} * hd);
   }
 }
 
@@ -65,6 +113,10 @@ void GqaAttention(const BlockEnv& env, const GqaWeights& w, const GqaParams& p, 
   AddBias(w.bq ? w.bq + q0 : nullptr, q_width, n_tokens, s.q.data());
   AddBias(w.bk ? w.bk + kv0 : nullptr, kv_width, n_tokens, s.k.data());
   AddBias(w.bv ? w.bv + kv0 : nullptr, kv_width, n_tokens, s.v.data());
+  if (w.q_norm_full != nullptr) {
+    FullWidthQkNorm(env, w, p, heads, kv_begin, n_kv, s);
+    if (env.error != nullptr && !env.error->ok()) return;
+  }
   NormAndRope(env, p, w.q_norm, n_q, s.q.data(), s.rope_cache);
   NormAndRope(env, p, w.k_norm, n_kv, s.k.data(), s.rope_cache);
 

@@ -25,6 +25,9 @@ struct GqaWeights {
   // Qwen3 per-head RMSNorm gains applied before RoPE (null when absent).
   const float* q_norm = nullptr;    // [head_dim]
   const float* k_norm = nullptr;    // [head_dim]
+  // MiniMax-M2 RMSNorm gains over all heads at once, applied before RoPE (null when absent).
+  const float* q_norm_full = nullptr;  // [n_head * head_dim]
+  const float* k_norm_full = nullptr;  // [n_head_kv * head_dim]
 };
 
 struct GqaParams {
@@ -42,11 +45,14 @@ struct GqaScratch {
   std::vector<float> q, k, v, attn;  // [n_tokens][local heads * head_dim]
   std::vector<float> scores;          // [n_threads][n_ctx]
   std::vector<float> rope_cache;      // [n_rot]
+  std::vector<float> norm_sums;       // [n_tokens][2]: full-width q/k sums of squares
 };
 
 // out[n_tokens][n_embd] = the attention output of heads `heads` (a partial sum when they are
 // not all heads). The cache's K/V rows hold the KV heads of `heads` only, from its first KV
 // head on: every KV head any of its query heads belongs to (a range may split a group). x is [n_tokens][n_embd], already normalised.
+// Full-width q/k norms of a range that is not all heads sum their squares over env.reducer
+// (a failure lands in *env.error).
 void GqaAttention(const BlockEnv& env, const GqaWeights& w, const GqaParams& p, HeadRange heads,
                   int layer, const float* x, KvCache& cache, GqaScratch& s, float* out);
 

@@ -134,12 +134,21 @@ std::vector<TensorSpec> Tensors(const plan::ModelShape& s, const SynthModel& mod
   vec("output_norm.weight", e, 1.0f, 0.02f);
   if (!s.tied_embeddings) matrix("output.weight", e, n_vocab, types.output, emb_std);
 
-  for (int l = 0; l < s.n_layer; ++l) {
+  const bool glm = model.arch == "glm4moe", minimax = model.arch == "minimax-m2";
+  // glm4moe's MTP blocks follow the trunk: a MoE layer plus the nextn tensors.
+  for (int l = 0; l < s.n_layer + s.n_nextn_layer; ++l) {
     const std::string p = "blk." + std::to_string(l) + ".";
     const DType more = types.k_mix && UseMoreBits(l, s.n_layer) ? DType::kQ6_K : types.base;
     const float w = 1.0f / std::sqrt(static_cast<float>(e));
     vec(p + "attn_norm.weight", e, 1.0f, 0.02f);
-    vec(p + "ffn_norm.weight", e, 1.0f, 0.02f);
+    // GLM's converter names the pre-FFN norm post_attention_norm.
+    vec(p + (glm ? "post_attention_norm.weight" : "ffn_norm.weight"), e, 1.0f, 0.02f);
+    if (l >= s.n_layer) {
+      matrix(p + "nextn.eh_proj.weight", 2 * e, e, types.base, w);
+      vec(p + "nextn.enorm.weight", e, 1.0f, 0.02f);
+      vec(p + "nextn.hnorm.weight", e, 1.0f, 0.02f);
+      vec(p + "nextn.shared_head_norm.weight", e, 1.0f, 0.02f);
+    }
     if (s.is_mla()) {
       const int64_t qk = s.qk_nope_dim + s.qk_rope_dim;
       matrix(p + "attn_q_a.weight", e, s.q_lora_rank, types.base, w);
@@ -161,6 +170,15 @@ std::vector<TensorSpec> Tensors(const plan::ModelShape& s, const SynthModel& mod
         vec(p + "attn_q_norm.weight", s.head_dim, 1.0f, 0.02f);
         vec(p + "attn_k_norm.weight", s.head_dim, 1.0f, 0.02f);
       }
+      if (glm) {  // GLM-4.5's attention_bias
+        vec(p + "attn_q.bias", q, 0.0f, 0.02f);
+        vec(p + "attn_k.bias", kv, 0.0f, 0.02f);
+        vec(p + "attn_v.bias", kv, 0.0f, 0.02f);
+      }
+      if (minimax) {  // over all heads at once
+        vec(p + "attn_q_norm.weight", q, 1.0f, 0.02f);
+        vec(p + "attn_k_norm.weight", kv, 1.0f, 0.02f);
+      }
     }
     const bool moe = s.n_expert > 0 && l >= s.n_leading_dense;
     if (!moe) {
@@ -171,7 +189,7 @@ std::vector<TensorSpec> Tensors(const plan::ModelShape& s, const SynthModel& mod
     }
     // The router stays F32, as llama-quantize leaves it.
     out.push_back({p + "ffn_gate_inp.weight", {e, s.n_expert}, DType::kF32, w});
-    if (s.is_mla()) vec(p + "exp_probs_b.bias", s.n_expert, 0.0f, 0.01f);
+    if (s.is_mla() || glm || minimax) vec(p + "exp_probs_b.bias", s.n_expert, 0.0f, 0.01f);
     const float wd = 1.0f / std::sqrt(static_cast<float>(s.n_ff_expert));
     matrix(p + "ffn_gate_exps.weight", e, s.n_ff_expert, types.base, w, s.n_expert);
     matrix(p + "ffn_up_exps.weight", e, s.n_ff_expert, types.base, w, s.n_expert);
@@ -191,7 +209,7 @@ void SetHyperparameters(const plan::ModelShape& s, const SynthModel& model, int 
   const std::string a = model.arch + ".";
   w->SetUint32(a + "context_length", static_cast<uint32_t>(model.n_ctx));
   w->SetUint32(a + "embedding_length", static_cast<uint32_t>(s.n_embd));
-  w->SetUint32(a + "block_count", static_cast<uint32_t>(s.n_layer));
+  w->SetUint32(a + "block_count", static_cast<uint32_t>(s.n_layer + s.n_nextn_layer));
   w->SetUint32(a + "feed_forward_length", static_cast<uint32_t>(s.n_ff));
   w->SetUint32(a + "attention.head_count", static_cast<uint32_t>(s.n_head));
   // MLA: llama.cpp's converter stores one KV head (MQA over the latent) whatever the model's
@@ -223,8 +241,19 @@ void SetHyperparameters(const plan::ModelShape& s, const SynthModel& model, int 
   } else {
     w->SetUint32(a + "attention.key_length", static_cast<uint32_t>(s.head_dim));
     w->SetUint32(a + "attention.value_length", static_cast<uint32_t>(s.head_dim));
-    w->SetUint32(a + "rope.dimension_count", static_cast<uint32_t>(s.head_dim));
+    w->SetUint32(a + "rope.dimension_count",
+                 static_cast<uint32_t>(model.rope_dim > 0 ? model.rope_dim : s.head_dim));
   }
+  // What llama.cpp's glm4moe and minimax-m2 converters write beyond the common keys.
+  if (model.arch == "glm4moe") {
+    w->SetUint32(a + "leading_dense_block_count", static_cast<uint32_t>(s.n_leading_dense));
+    w->SetUint32(a + "expert_shared_count", static_cast<uint32_t>(s.n_expert_shared));
+    w->SetUint32(a + "expert_gating_func", 2);  // sigmoid
+    w->SetFloat32(a + "expert_weights_scale", model.expert_weights_scale);
+    w->SetBool(a + "expert_weights_norm", true);
+    if (s.n_nextn_layer > 0) w->SetUint32(a + "nextn_predict_layers", static_cast<uint32_t>(s.n_nextn_layer));
+  }
+  if (model.arch == "minimax-m2") w->SetUint32(a + "expert_gating_func", 2);
   if (s.n_expert > 0) {
     w->SetUint32(a + "expert_count", static_cast<uint32_t>(s.n_expert));
     w->SetUint32(a + "expert_used_count", static_cast<uint32_t>(s.n_expert_used));
@@ -252,7 +281,8 @@ Status Synthesize(const SynthOptions& options, ThreadPool* pool) {
   if (options.n_layer_override > 0) shape.n_layer = options.n_layer_override;
   COHORT_ASSIGN_OR_RETURN(TypeChoice types, ChooseTypes(options.type, options.pure));
 
-  const std::string vocab_path = options.vocab_dir + "/" + model->vocab;
+  const std::string vocab_path =
+      options.vocab_file.empty() ? options.vocab_dir + "/" + model->vocab : options.vocab_file;
   auto vocab = gguf::File::Open(vocab_path);
   if (!vocab.ok()) {
     return vocab.status().Annotate("vocabulary " + vocab_path +

@@ -17,6 +17,9 @@ struct SynthOptions {
   std::string type = "q4_0";  // f32 f16 bf16 q8_0 q4_0 q4_1 q5_0 q5_1 q2_k q3_k q4_k q5_k q6_k q4_k_m
   bool pure = false;        // every matrix in `type` (llama-quantize --pure)
   std::string vocab_dir;    // where the vocab-only GGUFs are
+  // A GGUF whose tokenizer to take instead of the shape's (a small vocabulary keeps test
+  // models' logits small); empty: the shape's own from vocab_dir.
+  std::string vocab_file;
   std::string output;
   uint64_t seed = 1;
   int n_layer_override = 0;  // fewer layers, for small test models

@@ -33,6 +33,25 @@ const std::vector<SynthModel>& SynthModels() {
       x.yarn_factor = 40.0f; x.yarn_orig_ctx = 4096;
       s.push_back(x);
     }
+    // zai-org/GLM-4.5-Air: rope_theta 1e6, partial_rotary_factor 0.5, rms_norm_eps 1e-5,
+    // routed_scaling_factor 1.0, norm_topk_prob true, attention_bias true. The mini takes
+    // GLM-4.5's (355B) scaling factor 2.5 so that its files exercise the scale. There is no
+    // GLM vocabulary among the test data: Qwen2's BPE stands in (both are ~151k-token BPEs).
+    for (const char* name : {"glm-4.5-air", "glm-4.5-air-mini"}) {
+      SynthModel x;
+      x.name = name; x.arch = "glm4moe"; x.vocab = "ggml-vocab-qwen2.gguf";
+      x.rope_base = 1000000.0f; x.n_ctx = 131072; x.rope_dim = 64;
+      x.expert_weights_scale = std::string_view(name) == "glm-4.5-air" ? 1.0f : 2.5f;
+      s.push_back(x);
+    }
+    // MiniMaxAI/MiniMax-M2: rope_theta 5e6, rotary_dim 64, rms_norm_eps 1e-6, sigmoid
+    // scoring with a routing bias. Qwen2's BPE stands in for its 200k vocabulary too.
+    for (const char* name : {"minimax-m2", "minimax-m2-mini"}) {
+      SynthModel x;
+      x.name = name; x.arch = "minimax-m2"; x.vocab = "ggml-vocab-qwen2.gguf";
+      x.rope_base = 5000000.0f; x.rms_eps = 1e-6f; x.n_ctx = 196608; x.rope_dim = 64;
+      s.push_back(x);
+    }
     return s;
   }();
   return models;

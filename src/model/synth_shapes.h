@@ -24,6 +24,9 @@ struct SynthModel {
   // YaRN (deepseek2).
   float yarn_factor = 0.0f;
   int yarn_orig_ctx = 0;
+  // Dimensions rotated per head (glm4moe, minimax-m2: 64 of 128); 0: the whole head.
+  int rope_dim = 0;
+  float expert_weights_scale = 1.0f;  // glm4moe's routed_scaling_factor
 };
 
 const std::vector<SynthModel>& SynthModels();

@@ -103,6 +103,10 @@ Result<GqaWeights> LoadGqaWeights(const WeightLoader& loader, const ModelConfig&
     COHORT_ASSIGN_OR_RETURN(w.q_norm, loader.Vector(WeightLoader::Blk(layer, "attn_q_norm"), c.head_dim_k));
     COHORT_ASSIGN_OR_RETURN(w.k_norm, loader.Vector(WeightLoader::Blk(layer, "attn_k_norm"), c.head_dim_k));
   }
+  if (c.qk_norm_full) {
+    COHORT_ASSIGN_OR_RETURN(w.q_norm_full, loader.Vector(WeightLoader::Blk(layer, "attn_q_norm"), q_width));
+    COHORT_ASSIGN_OR_RETURN(w.k_norm_full, loader.Vector(WeightLoader::Blk(layer, "attn_k_norm"), k_width));
+  }
   return w;
 }
 

@@ -132,6 +132,14 @@ Result<ModelShape> ModelShapeFromGguf(const gguf::File& file) {
   ModelShape m;
   COHORT_ASSIGN_OR_RETURN(m.n_embd, keys.Int("embedding_length"));
   COHORT_ASSIGN_OR_RETURN(m.n_layer, keys.Int("block_count"));
+  // llama.cpp's n_layer() is block_count less the next-token-prediction blocks (glm4moe
+  // stores them after the trunk and skips them in the forward pass).
+  COHORT_ASSIGN_OR_RETURN(m.n_nextn_layer, keys.Int("nextn_predict_layers", 0));
+  if (m.n_nextn_layer >= m.n_layer) {
+    return Corrupt(fmt::format("{} = {} leaves no layers of {} = {}", keys.Key("nextn_predict_layers"),
+                               m.n_nextn_layer, keys.Key("block_count"), m.n_layer));
+  }
+  m.n_layer -= m.n_nextn_layer;
   COHORT_ASSIGN_OR_RETURN(m.n_ff, keys.Int("feed_forward_length", 0));
   COHORT_ASSIGN_OR_RETURN(m.n_head, keys.Int("attention.head_count"));
   // As stored: llama.cpp's deepseek2 converter writes 1 (MQA over the latent).

@@ -53,6 +53,52 @@ ModelShape Dense(std::string name, int n_layer, int n_embd, int n_head, int n_he
   return m;
 }
 
+// GLM-4.5-Air (zai-org/GLM-4.5-Air config.json, Glm4MoeForCausalLM): 46 layers, the first
+// dense (first_k_dense_replace 1, intermediate_size 10944), then 128 routed experts of 1408
+// with 1 shared and 8 used, GQA 96/8 with 128-dim heads (RoPE on half of each:
+// partial_rotary_factor 0.5), vocab 151552, untied, plus one MTP block
+// (num_nextn_predict_layers 1) that llama.cpp's converter stores as blk.46. Counted: 106.9B,
+// 12.8B active (published: 106B / 12B; llama.cpp names 46 layers LLM_TYPE_106B_A12B).
+// MiniMax-M2 (MiniMaxAI/MiniMax-M2 config.json, MiniMaxM2ForCausalLM): 62 layers, every one
+// MoE with 256 experts of 1536 (intermediate_size, which the converter writes as both
+// feed_forward_length and expert_feed_forward_length), 8 used, no shared expert; GQA 48/8 with
+// 128-dim heads (rotary_dim 64), vocab 200064, untied. Counted: 228.7B, 10.4B active
+// (published 230B / 10B; llama.cpp: 62 layers = LLM_TYPE_230B_A10B).
+// The "-mini" shapes keep each one's structure (GLM: a leading dense layer, one shared
+// expert, an MTP block; both: 128-dim heads with 64 rotated, GQA) at a size `cohort synth`
+// writes in a moment, for the tests and small benchmarks: 256 wide, 6/2 heads, 16 experts of
+// 128 with 4 used.
+std::vector<ModelShape> GlmAndMiniMaxShapes() {
+  std::vector<ModelShape> out;
+  ModelShape glm = Dense("glm-4.5-air", 46, 4096, 96, 8, 128, 10944, 151552, false);
+  glm.n_leading_dense = 1;
+  glm.n_expert = 128;
+  glm.n_expert_used = 8;
+  glm.n_ff_expert = 1408;
+  glm.n_expert_shared = 1;
+  glm.n_nextn_layer = 1;
+  out.push_back(glm);
+  ModelShape glm_mini = Dense("glm-4.5-air-mini", 4, 256, 6, 2, 128, 512, 151552, false);
+  glm_mini.n_leading_dense = 1;
+  glm_mini.n_expert = 16;
+  glm_mini.n_expert_used = 4;
+  glm_mini.n_ff_expert = 128;
+  glm_mini.n_expert_shared = 1;
+  glm_mini.n_nextn_layer = 1;
+  out.push_back(glm_mini);
+  ModelShape mm = Dense("minimax-m2", 62, 3072, 48, 8, 128, 1536, 200064, false);
+  mm.n_expert = 256;
+  mm.n_expert_used = 8;
+  mm.n_ff_expert = 1536;
+  out.push_back(mm);
+  ModelShape mm_mini = Dense("minimax-m2-mini", 3, 256, 6, 2, 128, 128, 200064, false);
+  mm_mini.n_expert = 16;
+  mm_mini.n_expert_used = 4;
+  mm_mini.n_ff_expert = 128;
+  out.push_back(mm_mini);
+  return out;
+}
+
 }  // namespace
 
 Status ModelShape::Validate() const {
@@ -74,6 +120,7 @@ Status ModelShape::Validate() const {
   } else if (n_ff <= 0) {
     return InvalidArgument("model '" + name + "': a dense model needs n_ff");
   }
+  if (n_nextn_layer < 0) return InvalidArgument("model '" + name + "': negative MTP block count");
   return Status::Ok();
 }
 
@@ -183,6 +230,7 @@ std::vector<ModelShape> BuiltinShapes() {
   ds_mini.n_ff = 2816;
   ds_mini.n_ff_expert = 256;
   out.push_back(ds_mini);
+  for (ModelShape& m : GlmAndMiniMaxShapes()) out.push_back(std::move(m));
   return out;
 }
 

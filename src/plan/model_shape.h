@@ -38,6 +38,9 @@ struct ModelShape {
   int n_expert_shared = 0; // shared experts, each n_ff_expert wide
   int n_vocab = 0;
   bool tied_embeddings = false;
+  // Next-token-prediction (MTP) blocks stored after the n_layer blocks (glm4moe's
+  // nextn_predict_layers): in the file, never run, so not counted in the parameters here.
+  int n_nextn_layer = 0;
 
   Status Validate() const;
   bool is_moe() const { return n_expert > 0; }
