@@ -323,7 +323,7 @@ struct Q6KKernelX {
                     int64_t, int64_t n, float* out, int64_t out_stride) {
       // R * T float accumulators and T int sums stay (mostly) in the 16 registers; a pass
       // never spans two packed stripes.
-      constexpr int kRows = T == 1 ? 4 : T == 2 ? 2 : 1;
+      constexpr int kRows = T == 1 ? 8 : T == 2 ? 4 : 2;
       static_assert(kQ6KStripeRows % kRows == 0);
       for (int r0 = 0; r0 < kWideRows; r0 += kRows) {
         WideQ6KPass<kRows, T, kPacked>(w, w_stride, r0, act, act_stride, n, out, out_stride);
