@@ -41,9 +41,25 @@ inline void PrefetchL2(const uint8_t* p) { _mm_prefetch(reinterpret_cast<const c
 constexpr int kQ4KTokens = 4;
 constexpr int kQ6KTokens = 4;
 
+// vpdpbusd and vpdpwssd in AVX2. Dpbusd: lane k += the 4 products of lane k's unsigned
+// bytes of u with the signed bytes of s (no saturation): even and odd bytes widened to int16,
+// two madds. Dpwssd: lane k += the 2 products of its int16 pairs.
+COHORT_TARGET_AVX2 inline __m256i DpbusdInAvx2(__m256i sum, __m256i u, __m256i s) {
+  const __m256i byte = _mm256_set1_epi16(0xff);
+  const __m256i u_even = _mm256_and_si256(u, byte), u_odd = _mm256_srli_epi16(u, 8);
+  const __m256i s_even = _mm256_srai_epi16(_mm256_slli_epi16(s, 8), 8), s_odd = _mm256_srai_epi16(s, 8);
+  return _mm256_add_epi32(sum, _mm256_add_epi32(_mm256_madd_epi16(u_even, s_even), _mm256_madd_epi16(u_odd, s_odd)));
+}
+COHORT_TARGET_AVX2 inline __m256i DpwssdInAvx2(__m256i sum, __m256i a, __m256i b) {
+  return _mm256_add_epi32(sum, _mm256_madd_epi16(a, b));
+}
+
 namespace plain {
 #define COHORT_K_TARGET COHORT_TARGET_AVX2
 constexpr bool kVnni = false;
+// Named by the body's VNNI branches only, which this instantiation discards.
+COHORT_K_TARGET inline __m256i Dpbusd(__m256i sum, __m256i u, __m256i s) { return DpbusdInAvx2(sum, u, s); }
+COHORT_K_TARGET inline __m256i Dpwssd(__m256i sum, __m256i a, __m256i b) { return DpwssdInAvx2(sum, a, b); }
 #include "kernels/tile_wide_avx2_k_body.h"
 #undef COHORT_K_TARGET
 }  // namespace plain
@@ -51,9 +67,22 @@ constexpr bool kVnni = false;
 namespace vnni {
 #define COHORT_K_TARGET __attribute__((target("avx2,fma,f16c,avxvnni")))
 constexpr bool kVnni = true;
+COHORT_K_TARGET inline __m256i Dpbusd(__m256i sum, __m256i u, __m256i s) { return _mm256_dpbusd_avx_epi32(sum, u, s); }
+COHORT_K_TARGET inline __m256i Dpwssd(__m256i sum, __m256i a, __m256i b) { return _mm256_dpwssd_avx_epi32(sum, a, b); }
 #include "kernels/tile_wide_avx2_k_body.h"
 #undef COHORT_K_TARGET
 }  // namespace vnni
+
+// The VNNI kernels with the two instructions done in AVX2, for the tests on CPUs without
+// AVX-VNNI (this build's CPU among them): the same code but for the instruction encodings.
+namespace vnni_in_avx2 {
+#define COHORT_K_TARGET COHORT_TARGET_AVX2
+constexpr bool kVnni = true;
+COHORT_K_TARGET inline __m256i Dpbusd(__m256i sum, __m256i u, __m256i s) { return DpbusdInAvx2(sum, u, s); }
+COHORT_K_TARGET inline __m256i Dpwssd(__m256i sum, __m256i a, __m256i b) { return DpwssdInAvx2(sum, a, b); }
+#include "kernels/tile_wide_avx2_k_body.h"
+#undef COHORT_K_TARGET
+}  // namespace vnni_in_avx2
 
 }  // namespace
 
@@ -65,10 +94,17 @@ WideTile GetWideTilePackedK(DType weight, bool grouped, bool use_vnni) {
   return use_vnni ? vnni::WideTileK(weight, grouped, true) : plain::WideTileK(weight, grouped, true);
 }
 
+// For tests only (declared in tests/kernels/tile_wide_test.cc): the AVX-VNNI kernels, their
+// VNNI instructions done in AVX2, so they run wherever AVX2 does.
+WideTile GetWideTileKVnniInAvx2(DType weight, bool grouped, bool packed) {
+  return vnni_in_avx2::WideTileK(weight, grouped, packed);
+}
+
 #else
 
 WideTile GetWideTileK(DType, bool, bool) { return {}; }
 WideTile GetWideTilePackedK(DType, bool, bool) { return {}; }
+WideTile GetWideTileKVnniInAvx2(DType, bool, bool) { return {}; }
 
 #endif
 

@@ -2,7 +2,9 @@
 // of its instantiations: tile_wide_avx2_k.cc includes this file twice, inside namespace
 // `plain` with COHORT_K_TARGET = COHORT_TARGET_AVX2 and kVnni = false, and inside namespace
 // `vnni` with target "avx2,fma,f16c,avxvnni" and kVnni = true (a target attribute cannot depend on a
-// template parameter). No include guard, by design; no includes: the includer provides them.
+// template parameter), each with its Dpbusd / Dpwssd (the VNNI instructions, or for the AVX2
+// build of the VNNI kernels that tests run on CPUs without AVX-VNNI, exact AVX2 equivalents).
+// No include guard, by design; no includes: the includer provides them.
 //
 // Q4_K: 16 rows as two halves of 8 rows, one row per 32-bit lane of a ymm register. Lane r
 // does exactly the scalar steps of VecDotQ4_KRepacked (vec_dot_avx2_k.cc) for row r: the same
@@ -137,7 +139,7 @@ COHORT_K_TARGET inline void LoadHeadX(const Source& rows, int64_t i, int h, Q4KH
 COHORT_K_TARGET inline __m256i DotStep(__m256i sum, __m256i q, const int8_t* a) {
   const __m256i y = _mm256_set1_epi32(x86::LoadInt(a));
   if constexpr (kVnni) {
-    return _mm256_dpbusd_avx_epi32(sum, q, y);
+    return Dpbusd(sum, q, y);
   } else {
     return _mm256_add_epi16(sum, _mm256_maddubs_epi16(q, y));
   }
@@ -297,7 +299,7 @@ COHORT_K_TARGET void WideQ6KPass(const uint8_t* w, int64_t w_stride, int r0, con
             const __m256i prod = _mm256_maddubs_epi16(
                 u, _mm256_loadu_si256(reinterpret_cast<const __m256i*>(y[t]->qs + 128 * h + 32 * g)));
             if constexpr (kVnni) {
-              sum[t] = _mm256_dpwssd_avx_epi32(sum[t], prod, pair);
+              sum[t] = Dpwssd(sum[t], prod, pair);
             } else {
               sum[t] = _mm256_add_epi32(sum[t], _mm256_madd_epi16(prod, pair));
             }

@@ -13,6 +13,10 @@
 #include "test_util.h"
 
 namespace cohort::kernels {
+namespace avx2 {
+// tile_wide_avx2_k.cc, for tests: its AVX-VNNI kernels with the VNNI instructions done in AVX2.
+WideTile GetWideTileKVnniInAvx2(DType weight, bool grouped, bool packed);
+}  // namespace avx2
 namespace {
 
 struct Rows {
@@ -166,6 +170,50 @@ TEST(WideTileKernels, PackedEqualVecDotOnTheStoredRows) {
     }
   }
   if (checked == 0) GTEST_SKIP() << "no packed wide kernel on this CPU";
+}
+
+// The AVX-VNNI K-quant kernels' code (scales as int32 for mullo, dpbusd / dpwssd sums) on a
+// CPU without AVX-VNNI: the same kernels with the two instructions done in AVX2 must equal the
+// AVX2 vec-dots (which the AVX-VNNI level uses for these types), stored and packed, both orders.
+TEST(WideTileKernels, AvxVnniKernelsInAvx2EqualVecDot) {
+  bool avx2 = false;
+  for (SimdLevel level : SupportedSimdLevels()) avx2 = avx2 || level == SimdLevel::kAvx2;
+  if (!avx2) GTEST_SKIP() << "no AVX2";
+  for (DType type : {DType::kQ4_K, DType::kQ6_K}) {
+    for (bool grouped : {false, true}) {
+      const VecDotFn dot = grouped ? GetVecDotGrouped(type, SimdLevel::kAvx2) : GetVecDot(type, SimdLevel::kAvx2);
+      for (bool packed : {false, true}) {
+        const WideTile wide = avx2::GetWideTileKVnniInAvx2(type, grouped, packed);
+        ASSERT_NE(wide.fn, nullptr);
+        for (int64_t n_blocks : {1, 3, 7}) {
+          const int64_t n = n_blocks * kQK_K;
+          if (packed && !CanPackRows(type, kWideRows, RowBytes(type, n))) continue;  // e.g. COHORT_SIMD=scalar
+          SCOPED_TRACE(::testing::Message() << DTypeName(type) << (grouped ? " grouped" : "")
+                                            << (packed ? " packed" : "") << " n=" << n);
+          const Rows w = MakeRows(type, n, kWideRows, 0, 0, 31 * n_blocks, 1.0f);
+          std::vector<uint8_t> packed_rows(static_cast<size_t>(w.stride * kWideRows + 128));
+          if (packed) PackRows(type, w.data, w.stride, kWideRows, packed_rows.data());
+          const Rows a = MakeRows(VecDotType(type), n, kWideTokens, 3, 1, 37 * n_blocks, 2.0f);
+          const int64_t side_stride = wide.side_per_256 * n / 256;
+          std::vector<float> side(static_cast<size_t>(side_stride * kWideTokens + 1));
+          if (wide.side != nullptr) {
+            for (int t = 0; t < kWideTokens; ++t) wide.side(a.data + t * a.stride, n, side.data() + t * side_stride);
+          }
+          for (int tokens = 1; tokens <= wide.max_tokens; ++tokens) {
+            std::vector<float> out(static_cast<size_t>(kWideRows * tokens), -99.0f);
+            wide.fn(packed ? packed_rows.data() : w.data, packed ? kWideRows * w.stride : w.stride, a.data, a.stride,
+                    side.data(), side_stride, tokens, n, out.data(), kWideRows);
+            for (int t = 0; t < tokens; ++t) {
+              for (int r = 0; r < kWideRows; ++r) {
+                ASSERT_EQ(out[t * kWideRows + r], dot(w.data + r * w.stride, a.data + t * a.stride, n))
+                    << "tokens=" << tokens << " r=" << r << " t=" << t;
+              }
+            }
+          }
+        }
+      }
+    }
+  }
 }
 
 }  // namespace
