@@ -13,6 +13,10 @@
 #include "test_util.h"
 
 namespace cohort::kernels {
+namespace avx2 {
+// tile_wide_avx2_k.cc, for tests: its AVX-VNNI kernels with the VNNI instructions done in AVX2.
+WideTile GetWideTileKVnniInAvx2(DType weight, bool grouped, bool packed);
+}  // namespace avx2
 namespace {
 
 struct Rows {
@@ -83,6 +87,15 @@ TEST(WideTileKernels, EqualVecDotForEveryTokenCountSizeAndAlignment) {
     }
   }
   RecordProperty("checked_wide_tiles", checked);
+  // Every AVX2 level has the K-quant wide tiles (tile_wide_avx2_k.cc), in both orders.
+  for (SimdLevel level : SupportedSimdLevels()) {
+    if (level != SimdLevel::kAvx2 && level != SimdLevel::kAvxVnni) continue;
+    for (DType type : {DType::kQ4_K, DType::kQ6_K}) {
+      for (bool grouped : {false, true}) {
+        EXPECT_NE(GetWideTile(type, level, grouped).fn, nullptr) << SimdLevelName(level) << " " << DTypeName(type);
+      }
+    }
+  }
   if (BestSimdLevel() == SimdLevel::kAvx512) {
     for (DType type : {DType::kQ4_0, DType::kQ8_0, DType::kQ4_K, DType::kQ6_K}) {
       for (bool grouped : {false, true}) EXPECT_NE(GetWideTile(type, SimdLevel::kAvx512, grouped).fn, nullptr);
@@ -157,6 +170,119 @@ TEST(WideTileKernels, PackedEqualVecDotForEveryTokenCountAndSize) {
   }
   RecordProperty("checked_packed_wide_tiles", checked);
   if (checked == 0) GTEST_SKIP() << "no packed wide kernel on this CPU";
+}
+
+// The packed wide kernels (GetWideTilePacked) on rows packed by PackRows, against the vec-dot
+// of the same order on the stored rows: two groups (the kernel's group stride), every token
+// count, odd super-block counts. The plain and the packed kernel of a type share side data
+// and token count (MatMul takes one activation layout for both).
+TEST(WideTileKernels, PackedEqualVecDotOnTheStoredRows) {
+  int checked = 0;
+  for (SimdLevel level : SupportedSimdLevels()) {
+    for (DType type : testing::kWeightTypes) {
+      for (bool grouped : {false, true}) {
+        const WideTile wide = GetWideTilePacked(type, level, grouped);
+        if (wide.fn == nullptr) continue;
+        const WideTile stored = GetWideTile(type, level, grouped);
+        EXPECT_EQ(wide.side, stored.side);
+        EXPECT_EQ(wide.max_tokens, stored.max_tokens);
+        const VecDotFn dot = grouped ? GetVecDotGrouped(type, level) : GetVecDot(type, level);
+        const DType act_type = VecDotType(type);
+        const int64_t block = std::max<int64_t>(Traits(type).block_size, Traits(act_type).block_size);
+        for (int64_t n_blocks : {1, 3, 7}) {
+          const int64_t n = n_blocks * block;
+          const int rows = 2 * kWideRows;
+          if (!CanPackRows(type, rows, RowBytes(type, n))) continue;
+          ++checked;
+          SCOPED_TRACE(::testing::Message() << SimdLevelName(level) << " " << DTypeName(type)
+                                            << (grouped ? " grouped" : "") << " n=" << n);
+          const Rows w = MakeRows(type, n, rows, 0, 0, 23 * n_blocks, 1.0f);
+          std::vector<uint8_t> packed(static_cast<size_t>(w.stride * rows + 128));
+          PackRows(type, w.data, w.stride, rows, packed.data());
+          const Rows a = MakeRows(act_type, n, kWideTokens, 3, 1, 29 * n_blocks, 2.0f);
+          const int64_t side_stride = wide.side_per_256 * n / 256;
+          std::vector<float> side(static_cast<size_t>(side_stride * kWideTokens + 1));
+          if (wide.side != nullptr) {
+            for (int t = 0; t < kWideTokens; ++t) wide.side(a.data + t * a.stride, n, side.data() + t * side_stride);
+          }
+          const int64_t group_stride = kWideRows * w.stride;
+          for (int g = 0; g < 2; ++g) {
+            for (int tokens = 1; tokens <= wide.max_tokens; ++tokens) {
+              const int64_t out_stride = kWideRows + 3;
+              std::vector<float> out(static_cast<size_t>(out_stride * (kWideTokens + 1)), -99.0f);
+              wide.fn(packed.data() + g * group_stride, group_stride, a.data, a.stride, side.data(), side_stride,
+                      tokens, n, out.data(), out_stride);
+              for (int t = 0; t <= kWideTokens; ++t) {
+                for (int r = 0; r < out_stride; ++r) {
+                  const float got = out[t * out_stride + r];
+                  if (t < tokens && r < kWideRows) {
+                    ASSERT_EQ(got, dot(w.data + (g * kWideRows + r) * w.stride, a.data + t * a.stride, n))
+                        << "group=" << g << " tokens=" << tokens << " r=" << r << " t=" << t;
+                  } else {
+                    ASSERT_EQ(got, -99.0f) << "wrote outside the tile: r=" << r << " t=" << t;
+                  }
+                }
+              }
+            }
+          }
+        }
+      }
+    }
+  }
+  RecordProperty("checked_packed_wide_tiles", checked);
+  for (SimdLevel level : SupportedSimdLevels()) {
+    if (level != SimdLevel::kAvx2 && level != SimdLevel::kAvxVnni) continue;
+    for (DType type : {DType::kQ4_K, DType::kQ6_K}) {
+      for (bool grouped : {false, true}) {
+        EXPECT_NE(GetWideTilePacked(type, level, grouped).fn, nullptr) << SimdLevelName(level) << " " << DTypeName(type);
+      }
+    }
+  }
+  if (checked == 0) GTEST_SKIP() << "no packed wide kernel on this CPU";
+}
+
+// The AVX-VNNI K-quant kernels' code (scales as int32 for mullo, dpbusd / dpwssd sums) on a
+// CPU without AVX-VNNI: the same kernels with the two instructions done in AVX2 must equal the
+// AVX2 vec-dots (which the AVX-VNNI level uses for these types), stored and packed, both orders.
+TEST(WideTileKernels, AvxVnniKernelsInAvx2EqualVecDot) {
+  bool avx2 = false;
+  for (SimdLevel level : SupportedSimdLevels()) avx2 = avx2 || level == SimdLevel::kAvx2;
+  if (!avx2) GTEST_SKIP() << "no AVX2";
+  for (DType type : {DType::kQ4_K, DType::kQ6_K}) {
+    for (bool grouped : {false, true}) {
+      const VecDotFn dot = grouped ? GetVecDotGrouped(type, SimdLevel::kAvx2) : GetVecDot(type, SimdLevel::kAvx2);
+      for (bool packed : {false, true}) {
+        const WideTile wide = avx2::GetWideTileKVnniInAvx2(type, grouped, packed);
+        ASSERT_NE(wide.fn, nullptr);
+        for (int64_t n_blocks : {1, 3, 7}) {
+          const int64_t n = n_blocks * kQK_K;
+          if (packed && !CanPackRows(type, kWideRows, RowBytes(type, n))) continue;  // e.g. COHORT_SIMD=scalar
+          SCOPED_TRACE(::testing::Message() << DTypeName(type) << (grouped ? " grouped" : "")
+                                            << (packed ? " packed" : "") << " n=" << n);
+          const Rows w = MakeRows(type, n, kWideRows, 0, 0, 31 * n_blocks, 1.0f);
+          std::vector<uint8_t> packed_rows(static_cast<size_t>(w.stride * kWideRows + 128));
+          if (packed) PackRows(type, w.data, w.stride, kWideRows, packed_rows.data());
+          const Rows a = MakeRows(VecDotType(type), n, kWideTokens, 3, 1, 37 * n_blocks, 2.0f);
+          const int64_t side_stride = wide.side_per_256 * n / 256;
+          std::vector<float> side(static_cast<size_t>(side_stride * kWideTokens + 1));
+          if (wide.side != nullptr) {
+            for (int t = 0; t < kWideTokens; ++t) wide.side(a.data + t * a.stride, n, side.data() + t * side_stride);
+          }
+          for (int tokens = 1; tokens <= wide.max_tokens; ++tokens) {
+            std::vector<float> out(static_cast<size_t>(kWideRows * tokens), -99.0f);
+            wide.fn(packed ? packed_rows.data() : w.data, packed ? kWideRows * w.stride : w.stride, a.data, a.stride,
+                    side.data(), side_stride, tokens, n, out.data(), kWideRows);
+            for (int t = 0; t < tokens; ++t) {
+              for (int r = 0; r < kWideRows; ++r) {
+                ASSERT_EQ(out[t * kWideRows + r], dot(w.data + r * w.stride, a.data + t * a.stride, n))
+                    << "tokens=" << tokens << " r=" << r << " t=" << t;
+              }
+            }
+          }
+        }
+      }
+    }
+  }
 }
 
 }  // namespace
