@@ -14,6 +14,8 @@ Result<std::unique_ptr<Model>> Model::Load(const gguf::File& file) {
     case Arch::kQwen3: return LoadQwen3(file, config);
     case Arch::kQwen3Moe: return LoadQwen3Moe(file, config);
     case Arch::kDeepseek2: return LoadDeepseek2(file, config);
+    case Arch::kQwen35: return LoadQwen35(file, config);
+    case Arch::kQwen35Moe: return LoadQwen35Moe(file, config);
   }
   return Unsupported("unknown architecture");
 }
