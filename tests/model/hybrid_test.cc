@@ -262,13 +262,12 @@ TEST_F(HybridTest, TruncatingResetsTheRecurrentState) {
   cache->Truncate(0, 2);
   EXPECT_EQ(cache->length(0), 0);
   EXPECT_EQ(Run(*cache, b, b.size()), want);
-  Run(*cache, a, 2);
-  cache->Truncate(0, 0);
-  EXPECT_EQ(cache->length(0), 0);
-  EXPECT_EQ(Run(*cache, b, 1), Run(*Cache(1), b, 1));
   // Truncating at or past the end keeps the sequence.
   cache->Truncate(0, 10);
   EXPECT_EQ(cache->length(0), 3);
+  cache->Truncate(0, 0);
+  EXPECT_EQ(cache->length(0), 0);
+  EXPECT_EQ(Run(*cache, b, 1), Run(*Cache(1), b, 1));
 }
 
 TEST(DeltaNetStep, MatchesTheGatedDeltaRule) {
