@@ -1,13 +1,12 @@
 // DeltaNet; see delta_net.h. The sums follow llama.cpp's CPU kernels: the conv's dot product
 // in plain float order (ggml_compute_forward_ssm_conv_f32), the state's dot products as
-// ggml_vec_dot_f32 (kernels::DotGgml), L2 norm as llama.cpp builds it (rms_norm with eps / n,
+// ggml_vec_dot_f32 in llama.cpp's AVX2 build (DotAvx2Order), L2 norm as llama.cpp builds it (rms_norm with eps / n,
 // then a 1/sqrt(n) scale), SiLU as ggml's vector SiLU.
 #include "model/delta_net.h"
 
 #include <cmath>
 
 #include "core/check.h"
-#include "kernels/ggml_sums.h"
 #include "kernels/matmul.h"
 #include "kernels/ops.h"
 
@@ -21,6 +20,31 @@ void SiluRow(float* x, int64_t n) {
     for (int64_t k = i; k < i + 16; ++k) x[k] = x[k] / (1.0f + kernels::ExpPoly(-x[k]));
   }
   for (; i < n; ++i) x[i] = kernels::Silu(x[i]);
+}
+
+// dot(a, b) as ggml_vec_dot_f32 sums it in an AVX2 build of llama.cpp (the build these
+// goldens come from): 4 accumulators of 8 lanes fed by fused multiply-adds over steps of 32,
+// reduced pairwise (acc0 + acc2, acc1 + acc3, then the two), the 8 lanes as the SSE
+// hadd tree, then the n % 32 tail one product at a time.
+float DotAvx2Order(const float* a, const float* b, int64_t n) {
+  float acc[4][8] = {};
+  const int64_t np = n / 32 * 32;
+  for (int64_t i = 0; i < np; i += 32) {
+    for (int j = 0; j < 4; ++j) {
+      for (int l = 0; l < 8; ++l) acc[j][l] = std::fma(a[i + j * 8 + l], b[i + j * 8 + l], acc[j][l]);
+    }
+  }
+  for (int l = 0; l < 8; ++l) {
+    acc[0][l] += acc[2][l];
+    acc[1][l] += acc[3][l];
+  }
+  for (int l = 0; l < 8; ++l) acc[0][l] += acc[1][l];
+  float t0[4];
+  for (int l = 0; l < 4; ++l) t0[l] = acc[0][l] + acc[0][l + 4];
+  const float h0 = t0[0] + t0[1], h1 = t0[2] + t0[3];  // _mm_hadd_ps(t0, t0)
+  float sum = h0 + h1;                                   // the second hadd
+  for (int64_t i = np; i < n; ++i) sum += a[i] * b[i];
+  return sum;
 }
 
 float Softplus(float x) { return x > 20.0f ? x : std::log(1.0f + std::exp(x)); }
@@ -40,7 +64,7 @@ void DeltaNetStep(int64_t d, const float* q, const float* k, const float* v, flo
   float delta[1024];
   COHORT_CHECK_LE(d, 1024);
   for (int64_t j = 0; j < d; ++j) {
-    delta[j] = (v[j] - kernels::DotGgml(state + j * d, k, d)) * beta;
+    delta[j] = (v[j] - DotAvx2Order(state + j * d, k, d)) * beta;
   }
   for (int64_t j = 0; j < d; ++j) {
     float* row = state + j * d;
@@ -48,7 +72,7 @@ void DeltaNetStep(int64_t d, const float* q, const float* k, const float* v, flo
     for (int64_t i = 0; i < d; ++i) row[i] = std::fma(k[i], dj, row[i]);
   }
   const float scale = 1.0f / std::sqrt(static_cast<float>(d));
-  for (int64_t j = 0; j < d; ++j) o[j] = kernels::DotGgml(state + j * d, q, d) * scale;
+  for (int64_t j = 0; j < d; ++j) o[j] = DotAvx2Order(state + j * d, q, d) * scale;
 }
 
 void DeltaNet(const BlockEnv& env, const DeltaNetWeights& w, const HybridConfig& c, float eps,

@@ -102,6 +102,14 @@ class Qwen35Model final : public Decoder {
     if (layers_[layer].recurrent) {
       auto* state = dynamic_cast<RecurrentState*>(cache.sequence_state());
       COHORT_CHECK(state != nullptr);  // NewKvCache made it
+      if (layer == stage_shard().layer_begin && !StageHasAttention()) {
+        // No layer here stores KV rows, which is what advances the sequences' lengths: the
+        // placeholder layer takes zero rows.
+        zero_row_.assign(static_cast<size_t>(KvKeyWidth()), 0.0f);
+        for (int t = 0; t < env.n_tokens; ++t) {
+          cache.Store(0, env.seq_ids[t], env.positions[t], zero_row_.data(), zero_row_.data());
+        }
+      }
       DeltaNet(env, layers_[layer].delta, c.ssm, c.rms_eps, index, x, *state, delta_scratch_, out);
     } else {
       GatedAttention(env, layers_[layer].attn, index, x, cache, out);
@@ -109,6 +117,12 @@ class Qwen35Model final : public Decoder {
   }
 
  private:
+  bool StageHasAttention() const {
+    for (int l = stage_shard().layer_begin; l < stage_shard().layer_end; ++l) {
+      if (!config().ssm.is_recurrent(l)) return true;
+    }
+    return false;
+  }
   void GatedAttention(const BlockEnv& env, const GqaWeights& w, int cache_layer, const float* x,
                       KvCache& cache, float* out);
 
@@ -116,6 +130,7 @@ class Qwen35Model final : public Decoder {
   GqaParams params_;
   GatedAttnScratch attn_scratch_;
   DeltaNetScratch delta_scratch_;
+  std::vector<float> zero_row_;
 };
 
 void Qwen35Model::GatedAttention(const BlockEnv& env, const GqaWeights& w, int cache_layer,

@@ -1,6 +1,6 @@
 // llama.cpp's logits for models at real head geometry that the tiny fixtures cannot show:
 // DeepSeek-V3's YaRN RoPE with its attention-scale correction and grouped expert selection
-// (8 groups, 4 used), and Qwen3-30B-A3B's 8-of-32 routing. `cohort synth` is deterministic,
+// (8 groups, 4 used), Qwen3-30B-A3B's 8-of-32 routing, and Qwen3.5's DeltaNet/attention hybrid. `cohort synth` is deterministic,
 // so the test rebuilds the models tools/make-synth-goldens.sh gave llama.cpp and compares
 // teacher-forced logits, fed as llama.cpp was fed (a prompt batch, then one token at a time).
 #include <gtest/gtest.h>
@@ -91,5 +91,10 @@ TEST(SynthGolden, DeepSeekV3YarnAndGroupedRoutingMatchLlamaCpp) {
 }
 
 TEST(SynthGolden, Qwen3MoeMatchesLlamaCpp) { CheckAgainstLlamaCpp("qwen3-30b-a3b-mini-q8_0"); }
+
+// Qwen3.5's hybrid: three gated DeltaNet layers (conv state, recurrent state) then a gated
+// full-attention layer with partial interleaved M-RoPE, the prompt as one batch then 4 decode
+// steps. F32, so that no quantized activation's rounding flip runs on through the state.
+TEST(SynthGolden, Qwen35HybridMatchesLlamaCpp) { CheckAgainstLlamaCpp("qwen3.5-0.8b-f32"); }
 
 }  // namespace

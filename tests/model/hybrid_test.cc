@@ -38,14 +38,14 @@ std::vector<uint8_t> Random(size_t n, float mean, float std_dev, std::mt19937& r
 }
 
 // A qwen35moe model of 3 DeltaNet layers and 1 gated attention layer, all F32.
-std::string WriteTinyModel(const std::filesystem::path& dir) {
+std::string WriteTinyModel(const std::filesystem::path& dir, int n_layers = kLayers) {
   std::mt19937 rng(7);
   gguf::Writer w;
   const std::string a = "qwen35moe.";
   w.SetString("general.architecture", "qwen35moe");
   w.SetUint32(a + "context_length", 256);
   w.SetUint32(a + "embedding_length", kEmbd);
-  w.SetUint32(a + "block_count", kLayers);
+  w.SetUint32(a + "block_count", n_layers);
   w.SetUint32(a + "attention.head_count", kHead);
   w.SetUint32(a + "attention.head_count_kv", kHeadKv);
   w.SetUint32(a + "attention.key_length", kHeadDim);
@@ -77,11 +77,11 @@ std::string WriteTinyModel(const std::filesystem::path& dir) {
   mat("output_norm.weight", {kEmbd}, 1, 0.1f);
   mat("output.weight", {kEmbd, kVocab}, 0, ws);
   const int kw = kKHeads * kSsmDim, vw = kVHeads * kSsmDim;
-  for (int l = 0; l < kLayers; ++l) {
+  for (int l = 0; l < n_layers; ++l) {
     const std::string p = "blk." + std::to_string(l) + ".";
     mat(p + "attn_norm.weight", {kEmbd}, 1, 0.1f);
     mat(p + "post_attention_norm.weight", {kEmbd}, 1, 0.1f);
-    if (l != 3) {
+    if ((l + 1) % 4 != 0) {
       mat(p + "attn_qkv.weight", {kEmbd, 2 * kw + vw}, 0, ws);
       mat(p + "attn_gate.weight", {kEmbd, vw}, 0, ws);
       mat(p + "ssm_beta.weight", {kEmbd, kVHeads}, 0, ws);
@@ -108,7 +108,7 @@ std::string WriteTinyModel(const std::filesystem::path& dir) {
     mat(p + "ffn_down_shexp.weight", {kFfExp, kEmbd}, 0, 0.2f);
     mat(p + "ffn_gate_inp_shexp.weight", {kEmbd}, 0, ws);
   }
-  const std::string path = (dir / "tiny-qwen35moe.gguf").string();
+  const std::string path = (dir / ("tiny-qwen35moe-" + std::to_string(n_layers) + ".gguf")).string();
   EXPECT_TRUE(w.WriteFile(path).ok());
   return path;
 }
@@ -268,6 +268,27 @@ TEST_F(HybridTest, TruncatingResetsTheRecurrentState) {
   cache->Truncate(0, 0);
   EXPECT_EQ(cache->length(0), 0);
   EXPECT_EQ(Run(*cache, b, 1), Run(*Cache(1), b, 1));
+}
+
+TEST_F(HybridTest, AModelOfDeltaNetLayersOnlyAdvancesItsSequences) {
+  auto file = gguf::File::Open(WriteTinyModel(dir_, 2));
+  ASSERT_TRUE(file.ok());
+  auto model = Model::Load(**file);
+  ASSERT_TRUE(model.ok()) << model.status().ToString();
+  EXPECT_EQ((*model)->config().ssm.recurrent, (std::vector<uint8_t>{1, 1}));
+  KvCacheOptions o;
+  o.n_ctx = 16;
+  auto cache = (*model)->NewKvCache(o);
+  ASSERT_TRUE(cache.ok());
+  std::vector<float> logits(3 * kVocab);
+  Batch b;
+  for (int i = 0; i < 3; ++i) b.Add(10 + i, i, 0, true);
+  ASSERT_TRUE((*model)->Forward(ctx_, b, **cache, logits).ok());
+  EXPECT_EQ((*cache)->length(0), 3);
+  b.Clear();
+  b.Add(20, 3, 0, true);
+  EXPECT_TRUE((*model)->Forward(ctx_, b, **cache, logits).ok());
+  EXPECT_EQ((*cache)->length(0), 4);
 }
 
 TEST(DeltaNetStep, MatchesTheGatedDeltaRule) {
