@@ -23,18 +23,26 @@ g++ -std=c++17 -O2 -fopenmp -I"$llama/src/include" -I"$llama/src/ggml/include" \
 
 only="${1:-.}"  # a regex: make only the cases whose name matches
 
-# name shape type ids n_prompt
+# name shape type ids n_prompt [layers (default 2)]. Qwen3.5's cases keep 4 layers, so that
+# the 4th, a gated full-attention layer, follows three DeltaNet layers. Its dense case is F32:
+# a recurrent state carries any one-step rounding flip of a quantized activation into every
+# later position, which the F32 path does not have.
 cases=(
   "deepseek-v3-mini deepseek-v3-mini q8_0 1,100,200,300,400,500,600,700,1000,2000,3000,4000 8"
   "qwen3-30b-a3b-mini qwen3-30b-a3b-mini q8_0 1,100,200,300,400,500,600,700,1000,2000,3000,4000 8"
+  "qwen3.5-0.8b qwen3.5-0.8b f32 1,100,200,300,400,500,600,700,1000,2000,3000,4000 8 4"
+  "qwen3.5-35b-a3b-mini qwen3.5-35b-a3b-mini q8_0 1,100,200,300,400,500,600,700,1000,2000,3000,4000 8 4"
 )
+# ONLY="name ..." makes those cases only.
 for c in "${cases[@]}"; do
-  read -r name shape type ids n_prompt <<<"$c"
+  read -r name shape type ids n_prompt layers <<<"$c"
+  layers=${layers:-2}
   [[ "$name-$type" =~ $only ]] || continue
-  "$cohort" synth --shape "$shape" --type "$type" --pure --layers 2 -o "$work/$name.gguf"
+  if [ -n "${ONLY:-}" ] && [[ " $ONLY " != *" $name "* ]]; then continue; fi
+  "$cohort" synth --shape "$shape" --type "$type" --pure --layers "$layers" -o "$work/$name.gguf"
   "$work/llama_logits" "$work/$name.gguf" "$ids" "$n_prompt" "$out/$name-$type.logits.f32"
-  printf '{"shape": "%s", "type": "%s", "layers": 2, "ids": [%s], "n_prompt": %s}\n' \
-    "$shape" "$type" "$ids" "$n_prompt" >"$out/$name-$type.json"
+  printf '{"shape": "%s", "type": "%s", "layers": %s, "ids": [%s], "n_prompt": %s}\n' \
+    "$shape" "$type" "$layers" "$ids" "$n_prompt" >"$out/$name-$type.json"
   echo "made $out/$name-$type.logits.f32"
 done
 

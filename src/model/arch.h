@@ -20,5 +20,7 @@ Result<std::unique_ptr<Model>> LoadQwen3Moe(const gguf::File& file, const ModelC
 Result<std::unique_ptr<Model>> LoadDeepseek2(const gguf::File& file, const ModelConfig& c);
 Result<std::unique_ptr<Model>> LoadGlm4Moe(const gguf::File& file, const ModelConfig& c);
 Result<std::unique_ptr<Model>> LoadMinimaxM2(const gguf::File& file, const ModelConfig& c);
+Result<std::unique_ptr<Model>> LoadQwen35(const gguf::File& file, const ModelConfig& c);
+Result<std::unique_ptr<Model>> LoadQwen35Moe(const gguf::File& file, const ModelConfig& c);
 
 }  // namespace cohort::model

@@ -6,6 +6,7 @@
 
 #include <cmath>
 #include <string>
+#include <variant>
 
 #include <fmt/format.h>
 
@@ -23,6 +24,8 @@ const char* ArchName(Arch arch) {
     case Arch::kDeepseek2: return "deepseek2";
     case Arch::kGlm4Moe: return "glm4moe";
     case Arch::kMinimaxM2: return "minimax-m2";
+    case Arch::kQwen35: return "qwen35";
+    case Arch::kQwen35Moe: return "qwen35moe";
   }
   return "?";
 }
@@ -31,12 +34,12 @@ namespace {
 
 Result<Arch> ParseArch(const std::string& name) {
   for (Arch a : {Arch::kLlama, Arch::kQwen2, Arch::kQwen3, Arch::kQwen3Moe, Arch::kDeepseek2,
-                 Arch::kGlm4Moe, Arch::kMinimaxM2}) {
+                 Arch::kGlm4Moe, Arch::kMinimaxM2, Arch::kQwen35, Arch::kQwen35Moe}) {
     if (name == ArchName(a)) return a;
   }
   if (name.empty()) return Corrupt("general.architecture is missing");
   return Unsupported(fmt::format("architecture '{}' is not supported (llama, qwen2, qwen3, "
-                                 "qwen3moe, deepseek2, glm4moe, minimax-m2 are)",
+                                 "qwen3moe, deepseek2, glm4moe, minimax-m2, qwen35, qwen35moe are)",
                                  name));
 }
 
@@ -161,13 +164,64 @@ Status ParseMoe(const KeyReader& keys, Arch arch, ModelConfig& c) {
   // llama.cpp always renormalises the top-k weights of qwen3moe and of llama-arch MoE
   // (Mixtral); deepseek2 follows the file.
   COHORT_ASSIGN_OR_RETURN(m.norm_top_k, keys.Bool("expert_weights_norm", false));
-  if (arch == Arch::kQwen3Moe || arch == Arch::kLlama) m.norm_top_k = true;
+  if (arch == Arch::kQwen3Moe || arch == Arch::kLlama || arch == Arch::kQwen35Moe) m.norm_top_k = true;
   if (arch == Arch::kMinimaxM2) m.norm_top_k = true;  // its graph always renormalises
   COHORT_ASSIGN_OR_RETURN(m.n_group, keys.Int("expert_group_count", 0));
   COHORT_ASSIGN_OR_RETURN(m.n_group_used, keys.Int("expert_group_used_count", 0));
   if (m.n_group == 0) m.n_group = 1;
   if (m.n_group_used == 0) m.n_group_used = m.n_group;
   return Status::Ok();
+}
+
+// Qwen3.5's interleaved M-RoPE (llama.cpp's IMROPE) with text positions: the t, h and w
+// position components are all the token's position and the 4th is 0, so a rotated pair whose
+// interleaved sector falls in the t/h/w sections rotates as NEOX RoPE does and one in the 4th
+// section not at all. Only sections under which every rotated pair is t/h/w (Qwen3.5's
+// [11, 11, 10, 0] with 64 rotated dims) are accepted; they are NEOX RoPE exactly.
+Status CheckImropeSections(const gguf::File& file, const KeyReader& keys, int n_rot) {
+  const gguf::Value* v = file.Find(keys.Key("rope.dimension_sections"));
+  if (v == nullptr) return Corrupt(keys.Key("rope.dimension_sections") + " is missing");
+  const gguf::Array* a = v->array();
+  if (a == nullptr || a->items.size() < 4) {
+    return Corrupt(keys.Key("rope.dimension_sections") + " must be an array of 4 integers");
+  }
+  int sec[4];
+  for (int i = 0; i < 4; ++i) {
+    const gguf::Value& item = a->items[i];
+    if (const int64_t* x = std::get_if<int64_t>(&item.data)) {
+      sec[i] = static_cast<int>(*x);
+    } else if (const uint64_t* u = std::get_if<uint64_t>(&item.data)) {
+      sec[i] = static_cast<int>(*u);
+    } else {
+      return Corrupt(keys.Key("rope.dimension_sections") + " must hold integers");
+    }
+    if (sec[i] < 0 || sec[i] > 4096) return Corrupt(keys.Key("rope.dimension_sections") + " is out of range");
+  }
+  const int total = sec[0] + sec[1] + sec[2] + sec[3];
+  if (total <= 0) return Corrupt(keys.Key("rope.dimension_sections") + " sums to 0");
+  for (int pair = 0; pair < n_rot / 2; ++pair) {
+    const int sector = pair % total;
+    const bool thw = (sector % 3 == 0 && sector < 3 * sec[0]) || (sector % 3 == 1 && sector < 3 * sec[1]) ||
+                     (sector % 3 == 2 && sector < 3 * sec[2]);
+    if (!thw) {
+      return Unsupported(fmt::format("{} = [{}, {}, {}, {}] leaves rotated pair {} to the 4th "
+                                     "(extra) position section, which is not supported",
+                                     keys.Key("rope.dimension_sections"), sec[0], sec[1], sec[2],
+                                     sec[3], pair));
+    }
+  }
+  return Status::Ok();
+}
+
+// The DeltaNet layout from the shape (plan::ModelShapeFromGguf read the keys).
+void SetHybrid(const plan::ModelShape& s, ModelConfig& c) {
+  if (!s.is_hybrid()) return;
+  c.ssm.conv_kernel = s.ssm_conv_kernel;
+  c.ssm.head_dim = s.ssm_head_dim;
+  c.ssm.k_heads = s.ssm_k_heads;
+  c.ssm.v_heads = s.ssm_v_heads;
+  c.ssm.recurrent.resize(s.n_layer);
+  for (int l = 0; l < s.n_layer; ++l) c.ssm.recurrent[l] = s.is_recurrent_layer(l) ? 1 : 0;
 }
 
 // DeepSeek's YaRN mscale folds into the softmax scale (llama.cpp's deepseek2 graph).
@@ -239,6 +293,7 @@ Result<ModelConfig> ModelConfig::FromGguf(const gguf::File& file) {
   }
   COHORT_ASSIGN_OR_RETURN(const plan::ModelShape shape, plan::ModelShapeFromGguf(file));
   SetDimensions(shape, c);
+  SetHybrid(shape, c);
   COHORT_ASSIGN_OR_RETURN(c.n_ctx_train, plan::TrainedContextFromGguf(file));
   COHORT_ASSIGN_OR_RETURN(c.rms_eps, keys.Float("attention.layer_norm_rms_epsilon"));
   if (c.arch == Arch::kDeepseek2) {
@@ -248,8 +303,13 @@ Result<ModelConfig> ModelConfig::FromGguf(const gguf::File& file) {
   }
   COHORT_RETURN_IF_ERROR(ParseRope(keys, c.arch, c));
   COHORT_RETURN_IF_ERROR(ParseMoe(keys, c.arch, c));
+  const bool qwen35 = c.arch == Arch::kQwen35 || c.arch == Arch::kQwen35Moe;
+  if (qwen35) {
+    COHORT_RETURN_IF_ERROR(CheckImropeSections(file, keys, c.rope.n_rot));
+    if (!c.ssm.enabled()) return Corrupt(fmt::format("{}: the DeltaNet (ssm.*) keys are missing", ArchName(c.arch)));
+  }
   c.qkv_bias = c.arch == Arch::kQwen2;
-  c.qk_norm = c.arch == Arch::kQwen3 || c.arch == Arch::kQwen3Moe;
+  c.qk_norm = c.arch == Arch::kQwen3 || c.arch == Arch::kQwen3Moe || qwen35;
   c.n_nextn_layer = shape.n_nextn_layer;
   if (c.arch == Arch::kGlm4Moe || c.arch == Arch::kMinimaxM2) {
     COHORT_RETURN_IF_ERROR(ReadGlmMinimaxFlags(file, keys, c));
@@ -332,6 +392,19 @@ Status ModelConfig::Validate() const {
   if (!(kq_scale > 0.0f) || !std::isfinite(kq_scale)) {
     return Corrupt(fmt::format("model config: kq_scale {} must be positive", kq_scale));
   }
+  if (ssm.enabled()) {
+    if (static_cast<int>(ssm.recurrent.size()) != n_layer) return Corrupt("model config: recurrent layer list != n_layer");
+    COHORT_RETURN_IF_ERROR(Positive("ssm.state_size", ssm.head_dim));
+    COHORT_RETURN_IF_ERROR(Positive("ssm.group_count", ssm.k_heads));
+    COHORT_RETURN_IF_ERROR(Positive("ssm.time_step_rank", ssm.v_heads));
+    if (ssm.conv_kernel < 2 || ssm.conv_kernel > 64) {
+      return Corrupt(fmt::format("model config: ssm.conv_kernel {} must be in [2, 64]", ssm.conv_kernel));
+    }
+    if (ssm.v_heads % ssm.k_heads != 0) {
+      return Corrupt(fmt::format("model config: ssm.time_step_rank {} is not a multiple of "
+                                 "ssm.group_count {}", ssm.v_heads, ssm.k_heads));
+    }
+  }
   return Status::Ok();
 }
 
@@ -354,6 +427,12 @@ std::string ModelConfig::ToString() const {
                      moe.n_leading_dense,
                      moe.gating == ExpertGating::kSigmoid ? "sigmoid" : "softmax",
                      moe.norm_top_k, moe.weights_scale, moe.n_group_used, moe.n_group);
+  }
+  if (ssm.enabled()) {
+    int n_rec = 0;
+    for (uint8_t r : ssm.recurrent) n_rec += r;
+    s += fmt::format(" deltanet(layers={} conv={} head_dim={} k_heads={} v_heads={})", n_rec,
+                     ssm.conv_kernel, ssm.head_dim, ssm.k_heads, ssm.v_heads);
   }
   if (arch == Arch::kDeepseek2) {
     s += fmt::format(" mla(q_lora={} kv_lora={} nope={} rope={} v={})", mla.q_lora_rank,

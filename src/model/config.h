@@ -4,6 +4,7 @@
 
 #include <cstdint>
 #include <string>
+#include <vector>
 
 #include "core/status.h"
 
@@ -13,7 +14,7 @@ class File;
 
 namespace cohort::model {
 
-enum class Arch { kLlama, kQwen2, kQwen3, kQwen3Moe, kDeepseek2, kGlm4Moe, kMinimaxM2 };
+enum class Arch { kLlama, kQwen2, kQwen3, kQwen3Moe, kDeepseek2, kGlm4Moe, kMinimaxM2, kQwen35, kQwen35Moe };
 const char* ArchName(Arch arch);
 
 enum class RopeType { kNorm, kNeox };  // adjacent pairs vs. halves
@@ -55,6 +56,21 @@ struct MlaConfig {               // deepseek2 multi-head latent attention
   int v_head_dim = 0;
 };
 
+// Gated DeltaNet layers (qwen35, qwen35moe): linear attention with a short causal conv1d and
+// a per-sequence recurrent state, between gated full-attention layers.
+struct HybridConfig {
+  int conv_kernel = 0;             // ssm.conv_kernel
+  int head_dim = 0;                // ssm.state_size: key and value head width
+  int k_heads = 0;                 // ssm.group_count
+  int v_heads = 0;                 // ssm.time_step_rank (a multiple of k_heads)
+  std::vector<uint8_t> recurrent;  // [n_layer] 1: DeltaNet layer; empty: not a hybrid model
+  bool enabled() const { return !recurrent.empty(); }
+  bool is_recurrent(int layer) const { return enabled() && recurrent[layer] != 0; }
+  int64_t key_width() const { return static_cast<int64_t>(k_heads) * head_dim; }
+  int64_t value_width() const { return static_cast<int64_t>(v_heads) * head_dim; }
+  int64_t conv_channels() const { return 2 * key_width() + value_width(); }
+};
+
 struct ModelConfig {
   Arch arch = Arch::kLlama;
   std::string name;
@@ -83,6 +99,7 @@ struct ModelConfig {
   RopeConfig rope;
   MoeConfig moe;
   MlaConfig mla;
+  HybridConfig ssm;
 
   static Result<ModelConfig> FromGguf(const gguf::File& file);
   Status Validate() const;

@@ -93,9 +93,18 @@ const uint8_t* KvCache::VRow(int layer, int seq, int pos) const {
 void KvCache::Truncate(int seq, int pos) {
   COHORT_CHECK(seq >= 0 && seq < options_.n_seq);
   COHORT_CHECK_GE(pos, 0);
+  if (state_ != nullptr) {
+    if (pos == 0 || pos < lengths_[seq]) {
+      lengths_[seq] = 0;
+      state_->Reset(seq);
+    }
+    return;
+  }
   if (pos < lengths_[seq]) lengths_[seq] = pos;
 }
 
-int64_t KvCache::bytes() const { return static_cast<int64_t>(k_.size() + v_.size()); }
+int64_t KvCache::bytes() const {
+  return static_cast<int64_t>(k_.size() + v_.size()) + (state_ != nullptr ? state_->bytes() : 0);
+}
 
 }  // namespace cohort::model

@@ -3,6 +3,7 @@
 #pragma once
 
 #include <cstdint>
+#include <memory>
 #include <vector>
 
 #include "core/dtype.h"
@@ -15,6 +16,16 @@ struct KvCacheOptions {
   int n_seq = 1;       // sequence slots
   DType type = DType::kF32;  // kF32 or kF16
   Status Validate() const;
+};
+
+// Per-sequence memory a model keeps beside the KV rows (a recurrent layer's state, which
+// summarises every position seen and cannot be rewound to an earlier one). Owned by the
+// cache, so it is sized, reset and freed with the slots.
+class SequenceState {
+ public:
+  virtual ~SequenceState() = default;
+  virtual void Reset(int seq) = 0;  // the state of an empty sequence
+  virtual int64_t bytes() const = 0;
 };
 
 class KvCache {
@@ -40,9 +51,15 @@ class KvCache {
 
   // Number of positions filled for the sequence (one past the highest stored position).
   int length(int seq) const { return lengths_[seq]; }
-  // Forget positions >= pos of the sequence (pos = 0 clears it).
+  // Forget positions >= pos of the sequence (pos = 0 clears it). With a SequenceState, which
+  // cannot forget part of what it has seen, any truncation below length(seq) clears the whole
+  // sequence (length(seq) is then 0): a caller keeping a prefix checks length() afterwards.
   void Truncate(int seq, int pos);
-  int64_t bytes() const;
+  int64_t bytes() const;  // KV rows plus the sequence state
+
+  // The model's per-sequence state (null: none); set once by the model that made the cache.
+  void SetSequenceState(std::unique_ptr<SequenceState> state) { state_ = std::move(state); }
+  SequenceState* sequence_state() const { return state_.get(); }
 
  private:
   size_t Offset(int layer, int seq, int pos, int64_t width) const;
@@ -55,6 +72,7 @@ class KvCache {
   std::vector<uint8_t> k_;  // [layer][seq][pos][k_width]
   std::vector<uint8_t> v_;  // [layer][seq][pos][v_width]
   std::vector<int> lengths_;
+  std::unique_ptr<SequenceState> state_;
 };
 
 }  // namespace cohort::model

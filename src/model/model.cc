@@ -16,6 +16,8 @@ Result<std::unique_ptr<Model>> Model::Load(const gguf::File& file) {
     case Arch::kDeepseek2: return LoadDeepseek2(file, config);
     case Arch::kGlm4Moe: return LoadGlm4Moe(file, config);
     case Arch::kMinimaxM2: return LoadMinimaxM2(file, config);
+    case Arch::kQwen35: return LoadQwen35(file, config);
+    case Arch::kQwen35Moe: return LoadQwen35Moe(file, config);
   }
   return Unsupported("unknown architecture");
 }

@@ -11,6 +11,7 @@
 
 #include "core/check.h"
 #include "kernels/matmul.h"
+#include "kernels/ggml_sums.h"
 #include "kernels/ops.h"
 
 namespace cohort::model {
@@ -181,6 +182,12 @@ void MoeFfn(ThreadPool* pool, std::vector<uint8_t>* matmul_scratch, const MoeCon
   if (w.shared.has_value()) {
     s.shared_out.resize(static_cast<size_t>(n_tokens) * n_embd);
     DenseFfn(pool, matmul_scratch, *w.shared, shared_cols, x, n_tokens, s.shared, s.shared_out.data());
+    if (w.shared_gate != nullptr) {
+      for (int t = 0; t < n_tokens; ++t) {
+        const float gate = kernels::Sigmoid(kernels::DotGgml(w.shared_gate, x + static_cast<size_t>(t) * n_embd, n_embd));
+        kernels::Scale(gate, n_embd, s.shared_out.data() + static_cast<size_t>(t) * n_embd);
+      }
+    }
     kernels::Add(s.shared_out.data(), static_cast<int64_t>(n_tokens) * n_embd, out);
   }
 }

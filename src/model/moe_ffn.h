@@ -24,6 +24,9 @@ struct MoeWeights {
   TensorView up_exps;                     // [n_embd, n_ff_exp, n_expert]
   TensorView down_exps;                   // [n_ff_exp, n_embd, n_expert]
   std::optional<DenseFfnWeights> shared;  // *_shexp, width n_ff_exp * n_expert_shared
+  // ffn_gate_inp_shexp [n_embd] (Qwen3.5-MoE): the shared experts' output is scaled per token
+  // by sigmoid(shared_gate · x); null: unscaled.
+  const float* shared_gate = nullptr;
 };
 
 // The routing decision for one batch: per token, n_used (expert, weight) pairs in rank order.

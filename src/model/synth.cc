@@ -114,7 +114,9 @@ Status FillData(const TensorSpec& t, uint64_t seed, ThreadPool* pool, std::span<
 }
 
 // qwen3 and qwen3moe normalise q and k per head (as model::ModelConfig::qk_norm says).
-bool HasQkNorm(const SynthModel& m) { return m.arch == "qwen3" || m.arch == "qwen3moe"; }
+bool HasQkNorm(const SynthModel& m) {
+  return m.arch == "qwen3" || m.arch == "qwen3moe" || m.arch == "qwen35" || m.arch == "qwen35moe";
+}
 
 std::vector<TensorSpec> Tensors(const plan::ModelShape& s, const SynthModel& model,
                                 const TypeChoice& types, int n_vocab) {
@@ -142,14 +144,28 @@ std::vector<TensorSpec> Tensors(const plan::ModelShape& s, const SynthModel& mod
     const float w = 1.0f / std::sqrt(static_cast<float>(e));
     vec(p + "attn_norm.weight", e, 1.0f, 0.02f);
     // GLM's converter names the pre-FFN norm post_attention_norm.
-    vec(p + (glm ? "post_attention_norm.weight" : "ffn_norm.weight"), e, 1.0f, 0.02f);
+    vec(p + (glm || s.is_hybrid() ? "post_attention_norm.weight" : "ffn_norm.weight"), e, 1.0f, 0.02f);
     if (l >= s.n_layer) {
       matrix(p + "nextn.eh_proj.weight", 2 * e, e, types.base, w);
       vec(p + "nextn.enorm.weight", e, 1.0f, 0.02f);
       vec(p + "nextn.hnorm.weight", e, 1.0f, 0.02f);
       vec(p + "nextn.shared_head_norm.weight", e, 1.0f, 0.02f);
     }
-    if (s.is_mla()) {
+    if (s.is_hybrid() && s.is_recurrent_layer(l)) {
+      // Gated DeltaNet, the tensors llama.cpp's converter writes: ssm_a is -exp(A_log) < 0,
+      // ssm_dt the softplus bias; the small vectors and the conv kernel stay F32.
+      const int64_t kw = static_cast<int64_t>(s.ssm_k_heads) * s.ssm_head_dim;
+      const int64_t vw = static_cast<int64_t>(s.ssm_v_heads) * s.ssm_head_dim;
+      matrix(p + "attn_qkv.weight", e, 2 * kw + vw, types.base, w);
+      matrix(p + "attn_gate.weight", e, vw, types.base, w);
+      matrix(p + "ssm_beta.weight", e, s.ssm_v_heads, types.base, w);
+      matrix(p + "ssm_alpha.weight", e, s.ssm_v_heads, types.base, w);
+      out.push_back({p + "ssm_conv1d.weight", {s.ssm_conv_kernel, 2 * kw + vw}, DType::kF32, 0.3f});
+      vec(p + "ssm_dt.bias", s.ssm_v_heads, 0.5f, 0.3f);
+      vec(p + "ssm_a", s.ssm_v_heads, -1.0f, 0.3f);
+      vec(p + "ssm_norm.weight", s.ssm_head_dim, 1.0f, 0.02f);
+      matrix(p + "ssm_out.weight", vw, e, more, 1.0f / std::sqrt(static_cast<float>(vw)));
+    } else if (s.is_mla()) {
       const int64_t qk = s.qk_nope_dim + s.qk_rope_dim;
       matrix(p + "attn_q_a.weight", e, s.q_lora_rank, types.base, w);
       vec(p + "attn_q_a_norm.weight", s.q_lora_rank, 1.0f, 0.02f);
@@ -162,7 +178,8 @@ std::vector<TensorSpec> Tensors(const plan::ModelShape& s, const SynthModel& mod
     } else {
       const int64_t q = static_cast<int64_t>(s.n_head) * s.head_dim;
       const int64_t kv = static_cast<int64_t>(s.n_head_kv) * s.head_dim;
-      matrix(p + "attn_q.weight", e, q, types.base, w);
+      // A hybrid model's full-attention q carries a per-head output gate: [q_h, gate_h].
+      matrix(p + "attn_q.weight", e, s.is_hybrid() ? 2 * q : q, types.base, w);
       matrix(p + "attn_k.weight", e, kv, types.base, w);
       matrix(p + "attn_v.weight", e, kv, more, w);
       matrix(p + "attn_output.weight", q, e, types.base, w);
@@ -199,6 +216,7 @@ std::vector<TensorSpec> Tensors(const plan::ModelShape& s, const SynthModel& mod
       matrix(p + "ffn_gate_shexp.weight", e, f, types.base, w);
       matrix(p + "ffn_up_shexp.weight", e, f, types.base, w);
       matrix(p + "ffn_down_shexp.weight", f, e, more, wd);
+      if (s.is_hybrid()) vec(p + "ffn_gate_inp_shexp.weight", e, 0.0f, w);
     }
   }
   return out;
@@ -241,8 +259,24 @@ void SetHyperparameters(const plan::ModelShape& s, const SynthModel& model, int 
   } else {
     w->SetUint32(a + "attention.key_length", static_cast<uint32_t>(s.head_dim));
     w->SetUint32(a + "attention.value_length", static_cast<uint32_t>(s.head_dim));
+    // Qwen3.5 rotates a quarter of each head (partial_rotary_factor 0.25).
     w->SetUint32(a + "rope.dimension_count",
-                 static_cast<uint32_t>(model.rope_dim > 0 ? model.rope_dim : s.head_dim));
+                 static_cast<uint32_t>(model.rope_dim > 0 ? model.rope_dim : s.is_hybrid() ? s.head_dim / 4 : s.head_dim));
+  }
+  if (s.is_hybrid()) {
+    w->SetUint32(a + "ssm.conv_kernel", static_cast<uint32_t>(s.ssm_conv_kernel));
+    w->SetUint32(a + "ssm.state_size", static_cast<uint32_t>(s.ssm_head_dim));
+    w->SetUint32(a + "ssm.group_count", static_cast<uint32_t>(s.ssm_k_heads));
+    w->SetUint32(a + "ssm.time_step_rank", static_cast<uint32_t>(s.ssm_v_heads));
+    w->SetUint32(a + "ssm.inner_size", static_cast<uint32_t>(s.ssm_v_heads * s.ssm_head_dim));
+    w->SetUint32(a + "full_attention_interval", static_cast<uint32_t>(s.full_attn_interval));
+    // Qwen3.5's interleaved M-RoPE sections (the converter's default).
+    std::vector<gguf::Value> sections;
+    for (int v : {11, 11, 10, 0}) sections.push_back(gguf::Value::Int(gguf::ValueType::kInt32, v));
+    w->Set(a + "rope.dimension_sections", gguf::Value::ArrayOf(gguf::ValueType::kInt32, std::move(sections)));
+    if (s.n_expert > 0) {
+      w->SetUint32(a + "expert_shared_feed_forward_length", static_cast<uint32_t>(s.n_ff_expert));
+    }
   }
   // What llama.cpp's glm4moe and minimax-m2 converters write beyond the common keys.
   if (model.arch == "glm4moe") {

@@ -52,6 +52,18 @@ const std::vector<SynthModel>& SynthModels() {
       x.rope_base = 5000000.0f; x.rms_eps = 1e-6f; x.n_ctx = 196608; x.rope_dim = 64;
       s.push_back(x);
     }
+    for (const char* name : {"qwen3.5-397b-a17b", "qwen3.5-35b-a3b", "qwen3.5-35b-a3b-mini"}) {
+      SynthModel x;  // Qwen/Qwen3.5-397B-A17B, Qwen/Qwen3.5-35B-A3B
+      x.name = name; x.arch = "qwen35moe"; x.vocab = "ggml-vocab-qwen35.gguf";
+      x.rope_base = 10000000.0f; x.rms_eps = 1e-6f; x.n_ctx = 262144;
+      s.push_back(x);
+    }
+    {
+      SynthModel x;  // Qwen/Qwen3.5-0.8B
+      x.name = "qwen3.5-0.8b"; x.arch = "qwen35"; x.vocab = "ggml-vocab-qwen35.gguf";
+      x.rope_base = 10000000.0f; x.rms_eps = 1e-6f; x.n_ctx = 262144;
+      s.push_back(x);
+    }
     return s;
   }();
   return models;

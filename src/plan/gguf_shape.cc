@@ -95,6 +95,63 @@ Status ReadMla(const IntReader& keys, ModelShape* m) {
   return Status::Ok();
 }
 
+// Qwen3.5 / Qwen3-Next's gated DeltaNet layers: the ssm.* widths, which layers are recurrent
+// (attention.recurrent_layers when the converter wrote it, else every layer but each
+// full_attention_interval-th, default 4, as llama.cpp's loader reads them), and the shared
+// expert that every qwen35moe layer has, whose width is expert_shared_feed_forward_length
+// (else feed_forward_length); it must equal a routed expert's, the only case the FFN block
+// here computes.
+Status ReadHybrid(const gguf::File& file, const IntReader& keys, ModelShape* m) {
+  COHORT_ASSIGN_OR_RETURN(m->ssm_conv_kernel, keys.Int("ssm.conv_kernel"));
+  COHORT_ASSIGN_OR_RETURN(m->ssm_head_dim, keys.Int("ssm.state_size"));
+  COHORT_ASSIGN_OR_RETURN(m->ssm_k_heads, keys.Int("ssm.group_count"));
+  COHORT_ASSIGN_OR_RETURN(m->ssm_v_heads, keys.Int("ssm.time_step_rank"));
+  COHORT_ASSIGN_OR_RETURN(int d_inner, keys.Int("ssm.inner_size"));
+  if (m->ssm_v_heads <= 0 || d_inner != m->ssm_v_heads * m->ssm_head_dim) {
+    return Unsupported(fmt::format("{} = {} is not time_step_rank x state_size ({} x {}): value "
+                                   "heads wider than key heads are not supported",
+                                   keys.Key("ssm.inner_size"), d_inner, m->ssm_v_heads,
+                                   m->ssm_head_dim));
+  }
+  if (const gguf::Value* list = file.Find(keys.Key("attention.recurrent_layers"))) {
+    const gguf::Array* a = list->array();
+    if (a == nullptr || static_cast<int>(a->items.size()) < m->n_layer) {
+      return Corrupt(fmt::format("{} must be an array of at least block_count ({}) entries",
+                                 keys.Key("attention.recurrent_layers"), m->n_layer));
+    }
+    for (int l = 0; l < m->n_layer; ++l) {
+      const gguf::Value& v = a->items[l];
+      bool recurrent = false;
+      if (const bool* b = std::get_if<bool>(&v.data)) {
+        recurrent = *b;
+      } else if (const int64_t* i = std::get_if<int64_t>(&v.data)) {
+        recurrent = *i != 0;
+      } else if (const uint64_t* u = std::get_if<uint64_t>(&v.data)) {
+        recurrent = *u != 0;
+      } else {
+        return Corrupt(keys.Key("attention.recurrent_layers") + " holds a non-boolean entry");
+      }
+      m->recurrent_layers.push_back(recurrent ? 1 : 0);
+    }
+  } else {
+    COHORT_ASSIGN_OR_RETURN(m->full_attn_interval, keys.Int("full_attention_interval", 4));
+    if (m->full_attn_interval <= 0) {
+      return Corrupt(fmt::format("{} must be positive", keys.Key("full_attention_interval")));
+    }
+  }
+  if (m->n_expert > 0) {  // llama.cpp: the shared width defaults to feed_forward_length
+    COHORT_ASSIGN_OR_RETURN(int n_ff_shexp, keys.Int("expert_shared_feed_forward_length", m->n_ff));
+    if (n_ff_shexp != m->n_ff_expert) {
+      return Unsupported(fmt::format("{} = {} differs from expert_feed_forward_length {}: a "
+                                     "shared expert of another width is not supported",
+                                     keys.Key("expert_shared_feed_forward_length"), n_ff_shexp,
+                                     m->n_ff_expert));
+    }
+    m->n_expert_shared = 1;
+  }
+  return Status::Ok();
+}
+
 // Bits per weight of each tensor class as stored, and the widest quant block among them.
 QuantScheme MeasureQuant(const gguf::File& file) {
   double bytes[4] = {0, 0, 0, 0}, elems[4] = {0, 0, 0, 0};  // expert, dense, embd, output
@@ -152,6 +209,7 @@ Result<ModelShape> ModelShapeFromGguf(const gguf::File& file) {
   if (arch == "deepseek2") COHORT_RETURN_IF_ERROR(ReadMla(keys, &m));
   COHORT_ASSIGN_OR_RETURN(m.n_vocab, VocabSize(file, keys));
   COHORT_RETURN_IF_ERROR(ReadExperts(keys, &m));
+  if (arch == "qwen35" || arch == "qwen35moe") COHORT_RETURN_IF_ERROR(ReadHybrid(file, keys, &m));
   m.tied_embeddings = file.FindTensor("output.weight") == nullptr;
   return m;
 }

@@ -121,7 +121,45 @@ Status ModelShape::Validate() const {
     return InvalidArgument("model '" + name + "': a dense model needs n_ff");
   }
   if (n_nextn_layer < 0) return InvalidArgument("model '" + name + "': negative MTP block count");
+  if (is_hybrid()) {
+    if (ssm_k_heads <= 0 || ssm_head_dim <= 0 || ssm_conv_kernel < 2 || ssm_v_heads % ssm_k_heads != 0) {
+      return InvalidArgument("model '" + name + "': DeltaNet layers need k heads dividing v heads, "
+                             "a head width and a conv kernel >= 2");
+    }
+    if (recurrent_layers.empty() && full_attn_interval <= 0) {
+      return InvalidArgument("model '" + name + "': hybrid model without full_attention_interval");
+    }
+    if (!recurrent_layers.empty() && static_cast<int>(recurrent_layers.size()) < n_layer) {
+      return InvalidArgument("model '" + name + "': recurrent_layers lists fewer than n_layer layers");
+    }
+  }
   return Status::Ok();
+}
+
+bool ModelShape::is_recurrent_layer(int layer) const {
+  if (!is_hybrid()) return false;
+  if (!recurrent_layers.empty()) return recurrent_layers[layer] != 0;
+  return (layer + 1) % full_attn_interval != 0;  // llama.cpp's rule for the interval
+}
+
+int ModelShape::n_recurrent_layers() const {
+  int n = 0;
+  for (int l = 0; l < n_layer; ++l) n += is_recurrent_layer(l) ? 1 : 0;
+  return n;
+}
+
+double ModelShape::LinearAttnParams() const {
+  const double k = static_cast<double>(ssm_k_heads) * ssm_head_dim;
+  const double v = static_cast<double>(ssm_v_heads) * ssm_head_dim;
+  // qkv and z in-projections, beta and alpha, conv kernel, output projection.
+  return n_embd * (2 * k + v) + n_embd * v + 2.0 * n_embd * ssm_v_heads +
+         ssm_conv_kernel * (2 * k + v) + v * n_embd;
+}
+
+double ModelShape::RecurrentStateElements() const {
+  const double conv = (ssm_conv_kernel - 1.0) * (2.0 * ssm_k_heads + ssm_v_heads) * ssm_head_dim;
+  const double delta = static_cast<double>(ssm_v_heads) * ssm_head_dim * ssm_head_dim;
+  return n_recurrent_layers() * (conv + delta);
 }
 
 double ModelShape::AttnReplicatedParams() const {
@@ -132,7 +170,8 @@ double ModelShape::AttnReplicatedParams() const {
 }
 
 double ModelShape::AttnPerQHeadParams() const {
-  if (!is_mla()) return static_cast<double>(n_embd) * (head_dim + v_dim());  // wq rows, wo columns
+  // wq rows (twice for a hybrid model's gated queries), wo columns.
+  if (!is_mla()) return static_cast<double>(n_embd) * ((is_hybrid() ? 2 : 1) * head_dim + v_dim());
   const double qk = qk_nope_dim + qk_rope_dim;
   const double q_in = q_lora_rank > 0 ? q_lora_rank : n_embd;
   return q_in * qk + static_cast<double>(kv_lora_rank) * (qk_nope_dim + v_head_dim) +
@@ -148,13 +187,17 @@ double ModelShape::AttnParams() const {
 }
 
 double ModelShape::TotalParams() const {
-  double layer_sum = n_layer * AttnParams() + n_dense_layers() * DenseFfnParams();
+  const int n_rec = n_recurrent_layers();
+  double layer_sum = (n_layer - n_rec) * AttnParams() + n_rec * LinearAttnParams() +
+                     n_dense_layers() * DenseFfnParams();
   layer_sum += n_moe_layers() * (n_expert * ExpertParams() + SharedExpertParams() + RouterParams());
   return layer_sum + EmbeddingParams() * (tied_embeddings ? 1 : 2);
 }
 
 double ModelShape::ActiveParams() const {
-  double layer_sum = n_layer * AttnParams() + n_dense_layers() * DenseFfnParams();
+  const int n_rec = n_recurrent_layers();
+  double layer_sum = (n_layer - n_rec) * AttnParams() + n_rec * LinearAttnParams() +
+                     n_dense_layers() * DenseFfnParams();
   layer_sum +=
       n_moe_layers() * (n_expert_used * ExpertParams() + SharedExpertParams() + RouterParams());
   return layer_sum + EmbeddingParams() + n_embd;  // the whole output matrix, one embedding row
@@ -162,7 +205,11 @@ double ModelShape::ActiveParams() const {
 
 double ModelShape::KvElementsPerToken() const {
   if (is_mla()) return kv_lora_rank + qk_rope_dim;
-  return static_cast<double>(n_head_kv) * (head_dim + v_dim());
+  const double per_layer = static_cast<double>(n_head_kv) * (head_dim + v_dim());
+  // A hybrid model caches keys and values in its full-attention layers only: the average over
+  // layers, since callers multiply by the layer count (the recurrent state does not grow).
+  if (is_hybrid()) return per_layer * (n_layer - n_recurrent_layers()) / n_layer;
+  return per_layer;
 }
 
 plan::PlanShape ModelShape::ToPlanShape(int block) const {
@@ -192,7 +239,7 @@ plan::PlanShape ModelShape::ToPlanShape(int block) const {
 // head geometry (nope 128, rope 64, v 128), one shared expert and 8 active experts, with 6
 // layers (one leading dense), 32 experts and narrower everything else.
 std::vector<ModelShape> BuiltinShapes() {
-  constexpr int kLlama3Vocab = 128256, kQwen3Vocab = 151936;
+  constexpr int kLlama3Vocab = 128256, kQwen3Vocab = 151936, kQwen35Vocab = 248320;
   std::vector<ModelShape> out;
   ModelShape qwen;
   qwen.name = "qwen3-235b-a22b";
@@ -231,6 +278,36 @@ std::vector<ModelShape> BuiltinShapes() {
   ds_mini.n_ff_expert = 256;
   out.push_back(ds_mini);
   for (ModelShape& m : GlmAndMiniMaxShapes()) out.push_back(std::move(m));
+  // Qwen3.5 MoE (Qwen3_5MoeForConditionalGeneration text_config of Qwen/Qwen3.5-397B-A17B and
+  // Qwen/Qwen3.5-35B-A3B, as llama.cpp's qwen35moe loader reads them): gated DeltaNet layers
+  // (128-wide heads, conv kernel 4) with every 4th layer gated full attention (GQA, 256-wide
+  // heads), 1 shared expert as wide as a routed one in every layer.
+  auto qwen35moe = [](std::string name, int n_layer, int n_embd, int n_head, int n_expert,
+                      int n_used, int n_ff_expert, int ssm_v_heads) {
+    ModelShape m = Dense(std::move(name), n_layer, n_embd, n_head, /*n_head_kv=*/2,
+                         /*head_dim=*/256, /*n_ff=*/0, kQwen35Vocab, false);
+    m.n_expert = n_expert;
+    m.n_expert_used = n_used;
+    m.n_ff_expert = n_ff_expert;
+    m.n_expert_shared = 1;
+    m.ssm_conv_kernel = 4;
+    m.ssm_head_dim = 128;
+    m.ssm_k_heads = 16;
+    m.ssm_v_heads = ssm_v_heads;
+    m.full_attn_interval = 4;
+    return m;
+  };
+  out.push_back(qwen35moe("qwen3.5-397b-a17b", 60, 4096, 32, 512, 10, 1024, 64));
+  out.push_back(qwen35moe("qwen3.5-35b-a3b", 40, 2048, 16, 256, 8, 512, 32));
+  // Qwen3.5-35B-A3B's layer structure with 12 of its 40 layers and 32 of its 256 experts
+  // (8 active), for `cohort synth` on a small machine.
+  out.push_back(qwen35moe("qwen3.5-35b-a3b-mini", 12, 2048, 16, 32, 8, 512, 32));
+  // Qwen/Qwen3.5-0.8B (dense, tied embeddings): the small hybrid model the golden tests use.
+  ModelShape q35_small = qwen35moe("qwen3.5-0.8b", 24, 1024, 8, 0, 0, 0, 16);
+  q35_small.n_expert_shared = 0;
+  q35_small.n_ff = 3584;
+  q35_small.tied_embeddings = true;
+  out.push_back(q35_small);
   return out;
 }
 

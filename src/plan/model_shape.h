@@ -4,6 +4,7 @@
 // models `cohort synth` writes.
 #pragma once
 
+#include <cstdint>
 #include <string>
 #include <vector>
 
@@ -41,6 +42,15 @@ struct ModelShape {
   // Next-token-prediction (MTP) blocks stored after the n_layer blocks (glm4moe's
   // nextn_predict_layers): in the file, never run, so not counted in the parameters here.
   int n_nextn_layer = 0;
+  // Hybrid linear attention (Qwen3.5, Qwen3-Next: gated DeltaNet layers between gated full-
+  // attention layers); ssm_v_heads > 0 selects it. GGUF keys ssm.*, full_attention_interval,
+  // attention.recurrent_layers.
+  int ssm_conv_kernel = 0;   // ssm.conv_kernel: causal conv1d width
+  int ssm_head_dim = 0;      // ssm.state_size: key and value head width of the DeltaNet heads
+  int ssm_k_heads = 0;       // ssm.group_count
+  int ssm_v_heads = 0;       // ssm.time_step_rank
+  int full_attn_interval = 0;            // every n-th layer is full attention (when no list)
+  std::vector<uint8_t> recurrent_layers; // per layer, 1: DeltaNet (empty: by the interval)
 
   Status Validate() const;
   bool is_moe() const { return n_expert > 0; }
@@ -48,6 +58,13 @@ struct ModelShape {
   int n_moe_layers() const { return is_moe() ? n_layer - n_leading_dense : 0; }
   int n_dense_layers() const { return n_layer - n_moe_layers(); }
   int v_dim() const { return head_dim_v > 0 ? head_dim_v : head_dim; }
+  bool is_hybrid() const { return ssm_v_heads > 0; }
+  bool is_recurrent_layer(int layer) const;
+  int n_recurrent_layers() const;
+  // A DeltaNet layer's parameters (in-projections, conv, gates, output projection).
+  double LinearAttnParams() const;
+  // Per sequence: the conv and DeltaNet state floats of all recurrent layers.
+  double RecurrentStateElements() const;
 
   // Attention parameters of one layer, as replicated + per query head + per KV head.
   double AttnReplicatedParams() const;
