@@ -320,50 +320,66 @@ void Q4KQuad(const Src& w, const uint8_t* const* act, int64_t n, float32x4_t* ou
     }
     const float32x4_t wd = HalvesToFloat(d16[0], d16[1], d16[2], d16[3]);
     const float32x4_t wdmin = HalvesToFloat(dmin16[0], dmin16[1], dmin16[2], dmin16[3]);
-    // Per token: d = d_w * d_a and dmin = dmin_w * d_a per lane, the sub-blocks' bsums.
-    float32x4_t d[T], dmin[T];
-    int32_t pair_bsum[T][8];
+    int32x4_t mnv[8];
+    for (int j = 0; j < 8; ++j) mnv[j] = vld1q_s32(mn[j]);
+    // The mins' part first: acc_min is an accumulator of its own, fed in the vec-dot's order
+    // (per pair of sub-blocks, or once per super-block), so it need not wait for the sums.
+    float32x4_t d[T];
     for (int t = 0; t < T; ++t) {
       const uint8_t* y = act[t] + i * kActBlock;
       float yd;
       std::memcpy(&yd, y, 4);
       d[t] = vmulq_n_f32(wd, yd);
-      dmin[t] = vmulq_n_f32(wdmin, yd);
-      int16_t bsums[16];
-      std::memcpy(bsums, y + offsetof(BlockQ8_K, bsums), sizeof bsums);
-      for (int j = 0; j < 8; ++j) pair_bsum[t][j] = bsums[2 * j] + bsums[2 * j + 1];
+      const float32x4_t dmin = vmulq_n_f32(wdmin, yd);
+      // Lane j of bp_lo (bp_hi): the bsums of sub-block j (4 + j), bsums[2j] + bsums[2j + 1].
+      const int16x8_t b0 = vld1q_s16(reinterpret_cast<const int16_t*>(y + offsetof(BlockQ8_K, bsums)));
+      const int16x8_t b1 = vld1q_s16(reinterpret_cast<const int16_t*>(y + offsetof(BlockQ8_K, bsums) + 16));
+      const int16x8_t bp = vpaddq_s16(b0, b1);
+      const int32x4_t bp_lo = vmovl_s16(vget_low_s16(bp)), bp_hi = vmovl_high_s16(bp);
+      // Q4KPairMinSum of pairs c = 0..3, lane k = row k.
+      const int32x4_t pair_min[4] = {
+          vmlaq_laneq_s32(vmulq_laneq_s32(mnv[0], bp_lo, 0), mnv[1], bp_lo, 1),
+          vmlaq_laneq_s32(vmulq_laneq_s32(mnv[2], bp_lo, 2), mnv[3], bp_lo, 3),
+          vmlaq_laneq_s32(vmulq_laneq_s32(mnv[4], bp_hi, 0), mnv[5], bp_hi, 1),
+          vmlaq_laneq_s32(vmulq_laneq_s32(mnv[6], bp_hi, 2), mnv[7], bp_hi, 3)};
+      if constexpr (kPerPair) {
+        for (int c = 0; c < 4; ++c) acc_min[t] = vfmaq_f32(acc_min[t], vcvtq_f32_s32(pair_min[c]), dmin);
+      } else {
+        const int32x4_t min_sum = vaddq_s32(vaddq_s32(vaddq_s32(pair_min[0], pair_min[1]), pair_min[2]), pair_min[3]);
+        acc_min[t] = vfmaq_f32(acc_min[t], vcvtq_f32_s32(min_sum), dmin);
+      }
     }
-    int32x4_t sum[T], min_sum[T];
-    for (int t = 0; t < T; ++t) sum[t] = min_sum[t] = vdupq_n_s32(0);
+    int32x4_t sum[T];
+    for (int t = 0; t < T; ++t) sum[t] = vdupq_n_s32(0);
     for (int c = 0; c < 4; ++c) {
-      // Chunk c: qs bytes 32c..32c+31, sub-block 2c in the low nibbles, 2c + 1 in the high.
+      // Chunk c: qs bytes 32c..32c+31, sub-block 2c in the low nibbles, 2c + 1 in the high;
+      // each sub-block's sums are folded into sum as soon as they are made.
       const Quad16 q0 = w.template Segment<kI8mm>(i, 1 + 2 * c);
       const Quad16 q1 = w.template Segment<kI8mm>(i, 2 + 2 * c);
       const int64_t y = i * kActBlock + offsetof(BlockQ8_K, qs) + 64 * c;
-      QuadSums<T, kI8mm> lo, hi;
-      lo.Add(LowNibbles(q0), Act16<T, kI8mm>(act, y));
-      lo.Add(LowNibbles(q1), Act16<T, kI8mm>(act, y + 16));
-      hi.Add(HighNibbles(q0), Act16<T, kI8mm>(act, y + 32));
-      hi.Add(HighNibbles(q1), Act16<T, kI8mm>(act, y + 48));
-      const int32x4_t sc_lo = vld1q_s32(sc[2 * c]), sc_hi = vld1q_s32(sc[2 * c + 1]);
-      const int32x4_t mn_lo = vld1q_s32(mn[2 * c]), mn_hi = vld1q_s32(mn[2 * c + 1]);
-      for (int t = 0; t < T; ++t) {
-        sum[t] = vmlaq_s32(vmlaq_s32(sum[t], lo.Get(t), sc_lo), hi.Get(t), sc_hi);
-        const int32x4_t pair_min = vmlaq_n_s32(vmulq_n_s32(mn_lo, pair_bsum[t][2 * c]), mn_hi, pair_bsum[t][2 * c + 1]);
-        if constexpr (kPerPair) {
+      {
+        QuadSums<T, kI8mm> lo;
+        lo.Add(LowNibbles(q0), Act16<T, kI8mm>(act, y));
+        lo.Add(LowNibbles(q1), Act16<T, kI8mm>(act, y + 16));
+        const int32x4_t sc_lo = vld1q_s32(sc[2 * c]);
+        for (int t = 0; t < T; ++t) sum[t] = vmlaq_s32(sum[t], lo.Get(t), sc_lo);
+      }
+      {
+        QuadSums<T, kI8mm> hi;
+        hi.Add(HighNibbles(q0), Act16<T, kI8mm>(act, y + 32));
+        hi.Add(HighNibbles(q1), Act16<T, kI8mm>(act, y + 48));
+        const int32x4_t sc_hi = vld1q_s32(sc[2 * c + 1]);
+        for (int t = 0; t < T; ++t) sum[t] = vmlaq_s32(sum[t], hi.Get(t), sc_hi);
+      }
+      if constexpr (kPerPair) {
+        for (int t = 0; t < T; ++t) {
           acc[t] = vfmaq_f32(acc[t], vcvtq_f32_s32(sum[t]), d[t]);
-          acc_min[t] = vfmaq_f32(acc_min[t], vcvtq_f32_s32(pair_min), dmin[t]);
           sum[t] = vdupq_n_s32(0);
-        } else {
-          min_sum[t] = vaddq_s32(min_sum[t], pair_min);
         }
       }
     }
     if constexpr (!kPerPair) {
-      for (int t = 0; t < T; ++t) {
-        acc[t] = vfmaq_f32(acc[t], vcvtq_f32_s32(sum[t]), d[t]);
-        acc_min[t] = vfmaq_f32(acc_min[t], vcvtq_f32_s32(min_sum[t]), dmin[t]);
-      }
+      for (int t = 0; t < T; ++t) acc[t] = vfmaq_f32(acc[t], vcvtq_f32_s32(sum[t]), d[t]);
     }
   }
   for (int t = 0; t < T; ++t) out[t] = vsubq_f32(acc[t], acc_min[t]);
