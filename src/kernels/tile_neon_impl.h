@@ -31,6 +31,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <cstring>
+#include <type_traits>
 #include <utility>
 
 #include "core/fp16.h"
@@ -113,6 +114,7 @@ struct Act16 {
   static constexpr int kVectors = kI8mm ? (T + 1) / 2 * 2 : T;
   int8x16_t v[kVectors];
 
+  Act16() = default;
   Act16(const uint8_t* const* act, int64_t off) {
     if constexpr (kI8mm) {
       for (int u = 0; u < (T + 1) / 2; ++u) {
@@ -162,6 +164,40 @@ struct QuadSums {
     } else {
       return s[t];
     }
+  }
+};
+
+// Where a kernel's Act16 come from, for block i's 16-byte segment s of quants (after a
+// kHeader-byte header in kBlock-byte blocks): the token rows themselves, loaded (and for i8mm
+// interleaved) at each use...
+template <int T, bool kI8mm, int64_t kBlock, int64_t kHeader>
+struct ActRows {
+  const uint8_t* const* act;
+  Act16<T, kI8mm> Get(int64_t i, int s) const { return Act16<T, kI8mm>(act, i * kBlock + kHeader + 16 * s); }
+};
+
+// ...or, for i8mm, blocks [i0, i0 + kChunk) interleaved by token pairs once, into a buffer
+// (8 KB at 8 tokens) that the four quads of a wide tile then read as they are.
+template <int T, int64_t kBlock, int64_t kHeader, int kSegs, int64_t kChunk>
+struct ActZipped {
+  static constexpr int kVectors = Act16<T, true>::kVectors;
+  int8x16_t buf[kChunk * kSegs * kVectors];
+  int64_t i0 = 0;
+
+  void Fill(const uint8_t* const* act, int64_t first, int64_t count) {
+    i0 = first;
+    for (int64_t b = 0; b < count; ++b) {
+      for (int s = 0; s < kSegs; ++s) {
+        const Act16<T, true> a(act, (first + b) * kBlock + kHeader + 16 * s);
+        for (int k = 0; k < kVectors; ++k) buf[(b * kSegs + s) * kVectors + k] = a.v[k];
+      }
+    }
+  }
+  Act16<T, true> Get(int64_t i, int s) const {
+    Act16<T, true> a;
+    const int8x16_t* p = buf + ((i - i0) * kSegs + s) * kVectors;
+    for (int k = 0; k < kVectors; ++k) a.v[k] = p[k];
+    return a;
   }
 };
 
@@ -240,24 +276,27 @@ struct Q4_0Packed {
   }
 };
 
-// VecDotQ4_0's steps for 4 rows x T tokens: per block, the exact integer sum, then acc =
-// fma(sum, d_w * d_a, acc) in each lane.
-template <int T, bool kI8mm, class Src>
-void Q4_0Quad(const Src& w, const uint8_t* const* act, int64_t n, float32x4_t* acc) {
-  for (int t = 0; t < T; ++t) acc[t] = vdupq_n_f32(0);
+// VecDotQ4_0's steps for 4 rows x T tokens over blocks [i0, i1): per block, the exact integer
+// sum, then acc = fma(sum, d_w * d_a, acc) in each lane (acc carried in and out).
+template <int T, bool kI8mm, class Src, class Acts>
+void Q4_0Quad(const Src& w, const Acts& acts, const uint8_t* const* act, int64_t i0, int64_t i1, float32x4_t* acc_io) {
+  float32x4_t acc[T];
+  for (int t = 0; t < T; ++t) acc[t] = acc_io[t];
   constexpr int64_t kActBlock = sizeof(BlockQ8_0);
-  for (int64_t i = 0; i < n / kQK; ++i) {
+  for (int64_t i = i0; i < i1; ++i) {
     const Quad16 q = w.template Quants<kI8mm>(i);
-    const Act16<T, kI8mm> a_lo(act, i * kActBlock + 2), a_hi(act, i * kActBlock + 18);
     QuadSums<T, kI8mm> s;
-    s.Add(MinusEight(LowNibbles(q)), a_lo);
-    s.Add(MinusEight(HighNibbles(q)), a_hi);
+    s.Add(MinusEight(LowNibbles(q)), acts.Get(i, 0));
+    s.Add(MinusEight(HighNibbles(q)), acts.Get(i, 1));
     float yd[8];
     TokenHalves<T>(act, i * kActBlock, yd);
     const float32x4_t wd = w.Scales(i);
     for (int t = 0; t < T; ++t) acc[t] = vfmaq_f32(acc[t], vcvtq_f32_s32(s.Get(t)), vmulq_n_f32(wd, yd[t]));
   }
+  for (int t = 0; t < T; ++t) acc_io[t] = acc[t];
 }
+template <int T, bool kI8mm>
+using Q4_0Acts = ActRows<T, kI8mm, sizeof(BlockQ8_0), 2>;
 
 // ---- Q4_K ---------------------------------------------------------------------------------
 
@@ -296,13 +335,14 @@ struct Q4KPacked {
   }
 };
 
-// VecDotQ4_K<kPerPair>'s steps for 4 rows x T tokens.
-template <int T, bool kI8mm, bool kPerPair, class Src>
-void Q4KQuad(const Src& w, const uint8_t* const* act, int64_t n, float32x4_t* out) {
+// VecDotQ4_K<kPerPair>'s steps for 4 rows x T tokens over super-blocks [i0, i1), its two
+// accumulators carried in and out (acc_io[t], acc_io[T + t]).
+template <int T, bool kI8mm, bool kPerPair, class Src, class Acts>
+void Q4KQuad(const Src& w, const Acts& acts, const uint8_t* const* act, int64_t i0, int64_t i1, float32x4_t* acc_io) {
   float32x4_t acc[T], acc_min[T];
-  for (int t = 0; t < T; ++t) acc[t] = acc_min[t] = vdupq_n_f32(0);
+  for (int t = 0; t < T; ++t) acc[t] = acc_io[t], acc_min[t] = acc_io[T + t];
   constexpr int64_t kActBlock = sizeof(BlockQ8_K);
-  for (int64_t i = 0; i < n / kQK_K; ++i) {
+  for (int64_t i = i0; i < i1; ++i) {
     // The 4 rows' scales and mins as lanes, and their super-block scales.
     int32_t sc[8][4], mn[8][4];
     uint16_t d16[4], dmin16[4];
@@ -356,18 +396,17 @@ void Q4KQuad(const Src& w, const uint8_t* const* act, int64_t n, float32x4_t* ou
       // each sub-block's sums are folded into sum as soon as they are made.
       const Quad16 q0 = w.template Segment<kI8mm>(i, 1 + 2 * c);
       const Quad16 q1 = w.template Segment<kI8mm>(i, 2 + 2 * c);
-      const int64_t y = i * kActBlock + offsetof(BlockQ8_K, qs) + 64 * c;
       {
         QuadSums<T, kI8mm> lo;
-        lo.Add(LowNibbles(q0), Act16<T, kI8mm>(act, y));
-        lo.Add(LowNibbles(q1), Act16<T, kI8mm>(act, y + 16));
+        lo.Add(LowNibbles(q0), acts.Get(i, 4 * c));
+        lo.Add(LowNibbles(q1), acts.Get(i, 4 * c + 1));
         const int32x4_t sc_lo = vld1q_s32(sc[2 * c]);
         for (int t = 0; t < T; ++t) sum[t] = vmlaq_s32(sum[t], lo.Get(t), sc_lo);
       }
       {
         QuadSums<T, kI8mm> hi;
-        hi.Add(HighNibbles(q0), Act16<T, kI8mm>(act, y + 32));
-        hi.Add(HighNibbles(q1), Act16<T, kI8mm>(act, y + 48));
+        hi.Add(HighNibbles(q0), acts.Get(i, 4 * c + 2));
+        hi.Add(HighNibbles(q1), acts.Get(i, 4 * c + 3));
         const int32x4_t sc_hi = vld1q_s32(sc[2 * c + 1]);
         for (int t = 0; t < T; ++t) sum[t] = vmlaq_s32(sum[t], hi.Get(t), sc_hi);
       }
@@ -382,8 +421,10 @@ void Q4KQuad(const Src& w, const uint8_t* const* act, int64_t n, float32x4_t* ou
       for (int t = 0; t < T; ++t) acc[t] = vfmaq_f32(acc[t], vcvtq_f32_s32(sum[t]), d[t]);
     }
   }
-  for (int t = 0; t < T; ++t) out[t] = vsubq_f32(acc[t], acc_min[t]);
+  for (int t = 0; t < T; ++t) acc_io[t] = acc[t], acc_io[T + t] = acc_min[t];
 }
+template <int T, bool kI8mm>
+using Q4KActs = ActRows<T, kI8mm, sizeof(BlockQ8_K), offsetof(BlockQ8_K, qs)>;
 
 // ---- Q8_0 ---------------------------------------------------------------------------------
 
@@ -584,11 +625,15 @@ struct QuadKernel {
   template <int T, class Src>
   static void Run(const Src& src, const uint8_t* const* act, int64_t n, float32x4_t* out) {
     if constexpr (kType == DType::kQ4_0) {
-      Q4_0Quad<T, kI8mm>(src, act, n, out);
+      for (int t = 0; t < T; ++t) out[t] = vdupq_n_f32(0);
+      Q4_0Quad<T, kI8mm>(src, Q4_0Acts<T, kI8mm>{act}, act, 0, n / kQK, out);
     } else if constexpr (kType == DType::kQ8_0) {
       Q8_0Quad<T, kI8mm>(src, act, n, out);
     } else if constexpr (kType == DType::kQ4_K) {
-      Q4KQuad<T, kI8mm, kGrouped>(src, act, n, out);
+      float32x4_t acc[2 * T];
+      for (int t = 0; t < 2 * T; ++t) acc[t] = vdupq_n_f32(0);
+      Q4KQuad<T, kI8mm, kGrouped>(src, Q4KActs<T, kI8mm>{act}, act, 0, n / kQK_K, acc);
+      for (int t = 0; t < T; ++t) out[t] = vsubq_f32(acc[t], acc[T + t]);
     } else {
       Q6KQuad<T, kI8mm>(src, act, n, out);
     }
@@ -640,10 +685,50 @@ struct WideKernel {
                   int64_t, int64_t n, float* out, int64_t out_stride) {
     const uint8_t* tokens[T];
     for (int t = 0; t < T; ++t) tokens[t] = act + t * act_stride;
+    if constexpr (kI8mm && (kType == DType::kQ4_0 || kType == DType::kQ4_K)) {
+      RunZipped<T>(w, w_stride, tokens, n, out, out_stride);
+    } else {
+      for (int q = 0; q < kWideRows / 4; ++q) {
+        float32x4_t r[T];
+        QuadKernel<kType, kGrouped, kI8mm>::template Run<T>(WideQuadSource<kType, kLayout>(w, w_stride, q, n), tokens,
+                                                             n, r);
+        for (int t = 0; t < T; ++t) vst1q_f32(out + t * out_stride + 4 * q, r[t]);
+      }
+    }
+  }
+  // I8mm, Q4_0 and Q4_K: chunk by chunk of blocks, the tokens interleaved by pairs once per
+  // chunk for the four quads, whose accumulators wait in acc between chunks.
+  template <int T>
+  static void RunZipped(const uint8_t* w, int64_t w_stride, const uint8_t* const* tokens, int64_t n, float* out,
+                        int64_t out_stride) {
+    constexpr bool kQ4_0 = kType == DType::kQ4_0;
+    constexpr int64_t kChunk = kQ4_0 ? 32 : 4;
+    constexpr int kStates = kQ4_0 ? T : 2 * T;
+    using Zipped = std::conditional_t<kQ4_0, ActZipped<T, sizeof(BlockQ8_0), 2, 2, kChunk>,
+                                      ActZipped<T, sizeof(BlockQ8_K), offsetof(BlockQ8_K, qs), 16, kChunk>>;
+    Zipped acts;
+    float32x4_t acc[kWideRows / 4][kStates];
+    for (auto& quad : acc) {
+      for (float32x4_t& a : quad) a = vdupq_n_f32(0);
+    }
+    const int64_t nb = kQ4_0 ? n / kQK : n / kQK_K;
+    for (int64_t i0 = 0; i0 < nb; i0 += kChunk) {
+      const int64_t i1 = nb - i0 < kChunk ? nb : i0 + kChunk;
+      acts.Fill(tokens, i0, i1 - i0);
+      for (int q = 0; q < kWideRows / 4; ++q) {
+        const auto src = WideQuadSource<kType, kLayout>(w, w_stride, q, n);
+        if constexpr (kQ4_0) {
+          Q4_0Quad<T, true>(src, acts, tokens, i0, i1, acc[q]);
+        } else {
+          Q4KQuad<T, true, kGrouped>(src, acts, tokens, i0, i1, acc[q]);
+        }
+      }
+    }
     for (int q = 0; q < kWideRows / 4; ++q) {
-      float32x4_t r[T];
-      QuadKernel<kType, kGrouped, kI8mm>::template Run<T>(WideQuadSource<kType, kLayout>(w, w_stride, q, n), tokens, n, r);
-      for (int t = 0; t < T; ++t) vst1q_f32(out + t * out_stride + 4 * q, r[t]);
+      for (int t = 0; t < T; ++t) {
+        const float32x4_t r = kQ4_0 ? acc[q][t] : vsubq_f32(acc[q][t], acc[q][kStates - T + t]);
+        vst1q_f32(out + t * out_stride + 4 * q, r);
+      }
     }
   }
   using Fn = void (*)(const uint8_t*, int64_t, const uint8_t*, int64_t, const float*, int64_t, int64_t, float*,
