@@ -1,5 +1,5 @@
 // PackRows and UnpackRow; see pack.h. The layouts are the packed kernels' (tile_wide_avx512.cc,
-// tile_wide_avx512_k.cc).
+// tile_wide_avx512_k.cc, tile_neon_impl.h), written here in portable code for every ISA.
 #include "kernels/pack.h"
 
 #include <cstring>
@@ -45,6 +45,38 @@ void PackQ6_K(const uint8_t* src, int64_t row_bytes, int64_t n_rows, uint8_t* ds
   }
 }
 
+// Q4_0: per block, the 16 rows' scales, then word c of the 16 rows' qs for c = 0..3 (the
+// layout the x86 and NEON Q4_0 packed kernels read).
+void PackQ4_0(const uint8_t* src, int64_t row_bytes, int64_t n_rows, uint8_t* dst) {
+  const int64_t nb = row_bytes / static_cast<int64_t>(sizeof(BlockQ4_0));
+  for (int64_t g = 0; g < n_rows / kGroup; ++g) {
+    for (int64_t i = 0; i < nb; ++i) {
+      uint8_t* b = dst + g * kGroup * row_bytes + i * kGroup * static_cast<int64_t>(sizeof(BlockQ4_0));
+      for (int r = 0; r < kGroup; ++r) {
+        const auto* x = reinterpret_cast<const BlockQ4_0*>(src + (kGroup * g + r) * row_bytes) + i;
+        std::memcpy(b + 2 * r, &x->d, 2);
+        for (int c = 0; c < 4; ++c) std::memcpy(b + 32 + 64 * c + 4 * r, x->qs + 4 * c, 4);
+      }
+    }
+  }
+}
+
+// Q4_K: blocks as 16-byte segments, each the 16 rows' word j at 64j (PackSegments16's layout).
+void PackSegments16(const uint8_t* src, int64_t row_bytes, int64_t n_rows, int64_t block_bytes, uint8_t* dst) {
+  const int64_t nb = row_bytes / block_bytes;
+  for (int64_t g = 0; g < n_rows / kGroup; ++g) {
+    for (int64_t i = 0; i < nb; ++i) {
+      uint8_t* b = dst + g * kGroup * row_bytes + i * kGroup * block_bytes;
+      for (int64_t seg = 0; seg < block_bytes / 16; ++seg) {
+        for (int r = 0; r < kGroup; ++r) {
+          const uint8_t* x = src + (kGroup * g + r) * row_bytes + i * block_bytes + 16 * seg;
+          for (int j = 0; j < 4; ++j) std::memcpy(b + 256 * seg + 64 * j + 4 * r, x + 4 * j, 4);
+        }
+      }
+    }
+  }
+}
+
 }  // namespace
 
 bool CanPackRows(DType type, int64_t n_rows, int64_t row_bytes) {
@@ -59,8 +91,8 @@ bool PackedColumnsSlice(DType type) { return type == DType::kQ4_0 || type == DTy
 void PackRows(DType type, const uint8_t* src, int64_t row_bytes, int64_t n_rows, uint8_t* dst) {
   COHORT_CHECK(CanPackRows(type, n_rows, row_bytes));
   switch (type) {
-    case DType::kQ4_K: avx512::PackSegments16(src, row_bytes, n_rows, Traits(type).type_size, dst); break;
-    case DType::kQ4_0: avx512::PackQ4_0(src, row_bytes, n_rows, dst); break;
+    case DType::kQ4_K: PackSegments16(src, row_bytes, n_rows, Traits(type).type_size, dst); break;
+    case DType::kQ4_0: PackQ4_0(src, row_bytes, n_rows, dst); break;
     case DType::kQ6_K: PackQ6_K(src, row_bytes, n_rows, dst); break;
     default: PackQ8_0(src, row_bytes, n_rows, dst); break;  // kQ8_0, as CanPackRows allows
   }

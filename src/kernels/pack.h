@@ -18,7 +18,7 @@
 namespace cohort::kernels {
 
 // Whether PackRows can pack n_rows rows of `type` and MatMul would use the packed copy on
-// this CPU (Q4_0, Q4_K, Q6_K and Q8_0 with the AVX-512 kernels, whole groups of rows).
+// this CPU (Q4_0, Q4_K, Q6_K and Q8_0 with the AVX-512 or NEON kernels, whole groups of rows).
 bool CanPackRows(DType type, int64_t n_rows, int64_t row_bytes);
 
 // Writes the packed copy of rows src + r * row_bytes, r < n_rows (CanPackRows must hold) to

@@ -89,6 +89,14 @@ TEST(TileKernels, EqualVecDotForEveryShapeSizeAndAlignment) {
       EXPECT_NE(GetTileGrouped(type, level), nullptr) << SimdLevelName(level) << " " << DTypeName(type);
     }
   }
+  // Every NEON level this CPU runs has tiles for the types with NEON vec-dots, both orders.
+  for (SimdLevel level : SupportedSimdLevels()) {
+    if (!HasNeonDot(level)) continue;
+    for (DType type : {DType::kQ4_0, DType::kQ8_0, DType::kQ4_K, DType::kQ6_K}) {
+      EXPECT_NE(GetTile(type, level), nullptr) << SimdLevelName(level) << " " << DTypeName(type);
+      EXPECT_NE(GetTileGrouped(type, level), nullptr) << SimdLevelName(level) << " " << DTypeName(type);
+    }
+  }
 }
 
 }  // namespace

@@ -111,6 +111,78 @@ TEST(WideTileKernels, EqualVecDotForEveryTokenCountSizeAndAlignment) {
       }
     }
   }
+  // Every NEON level this CPU runs has wide tiles, plain and packed, for the types with NEON
+  // vec-dots, in both orders.
+  for (SimdLevel level : SupportedSimdLevels()) {
+    if (!HasNeonDot(level)) continue;
+    for (DType type : {DType::kQ4_0, DType::kQ8_0, DType::kQ4_K, DType::kQ6_K}) {
+      for (bool grouped : {false, true}) {
+        EXPECT_NE(GetWideTile(type, level, grouped).fn, nullptr) << SimdLevelName(level) << " " << DTypeName(type);
+        EXPECT_NE(GetWideTilePacked(type, level, grouped).fn, nullptr) << SimdLevelName(level) << " " << DTypeName(type);
+      }
+    }
+  }
+}
+
+// Every packed wide tile (GetWideTilePacked, reading rows as PackRows lays them out) against
+// the vec-dot of the same order on the rows as stored, at every level this CPU runs that has
+// one (MatMul's packed test covers only the best level): the second of two groups (so the
+// kernel is handed a group that is not the buffer's start), odd block counts (Q8_0 past one
+// chunk of its layout, with a short last chunk), the packed copy at odd byte offsets.
+TEST(WideTileKernels, PackedEqualVecDotAtEveryLevel) {
+  int checked = 0;
+  constexpr int kRows = 2 * kWideRows;
+  for (DType type : {DType::kQ4_0, DType::kQ8_0, DType::kQ4_K, DType::kQ6_K}) {
+    const DType act_type = VecDotType(type);
+    const int64_t block = std::max<int64_t>(Traits(type).block_size, Traits(act_type).block_size);
+    for (int64_t n_blocks : type == DType::kQ8_0 ? std::vector<int64_t>{1, 3, 67} : std::vector<int64_t>{1, 3, 7}) {
+      const int64_t n = n_blocks * block;
+      const int64_t row_bytes = RowBytes(type, n);
+      if (!CanPackRows(type, kRows, row_bytes)) continue;  // no packed kernel at the best level
+      const Rows w = MakeRows(type, n, kRows, 0, 0, 23 * n_blocks, 1.0f);
+      const Rows a = MakeRows(act_type, n, kWideTokens, 3, 1, 29 * n_blocks, 2.0f);
+      for (int offset : {0, 1, 3}) {
+        std::vector<uint8_t> storage(static_cast<size_t>(kRows * row_bytes + 128));
+        uint8_t* packed = storage.data() + (64 - reinterpret_cast<uintptr_t>(storage.data()) % 64) % 64 + offset;
+        PackRows(type, w.data, row_bytes, kRows, packed);
+        const uint8_t* group = packed + kWideRows * row_bytes;  // rows 16..31
+        for (SimdLevel level : SupportedSimdLevels()) {
+          for (bool grouped : {false, true}) {
+            const WideTile wide = GetWideTilePacked(type, level, grouped);
+            if (wide.fn == nullptr) continue;
+            ++checked;
+            const VecDotFn dot = grouped ? GetVecDotGrouped(type, level) : GetVecDot(type, level);
+            SCOPED_TRACE(::testing::Message() << SimdLevelName(level) << " " << DTypeName(type)
+                                              << (grouped ? " grouped" : "") << " n=" << n << " offset=" << offset);
+            const int64_t side_stride = wide.side_per_256 * n / 256;
+            std::vector<float> side(static_cast<size_t>(side_stride * kWideTokens + 1));
+            if (wide.side != nullptr) {
+              for (int t = 0; t < kWideTokens; ++t) wide.side(a.data + t * a.stride, n, side.data() + t * side_stride);
+            }
+            for (int tokens = 1; tokens <= wide.max_tokens; ++tokens) {
+              const int64_t out_stride = kWideRows + 3;
+              std::vector<float> out(static_cast<size_t>(out_stride * (kWideTokens + 1)), -99.0f);
+              wide.fn(group, kWideRows * row_bytes, a.data, a.stride, side.data(), side_stride, tokens, n, out.data(),
+                      out_stride);
+              for (int t = 0; t <= kWideTokens; ++t) {
+                for (int r = 0; r < out_stride; ++r) {
+                  const float got = out[t * out_stride + r];
+                  if (t < tokens && r < kWideRows) {
+                    ASSERT_EQ(got, dot(w.data + (kWideRows + r) * w.stride, a.data + t * a.stride, n))
+                        << "tokens=" << tokens << " r=" << r << " t=" << t;
+                  } else {
+                    ASSERT_EQ(got, -99.0f) << "wrote outside the tile: r=" << r << " t=" << t;
+                  }
+                }
+              }
+            }
+          }
+        }
+      }
+    }
+  }
+  RecordProperty("checked_packed_wide_tiles", checked);
+  if (checked == 0) GTEST_SKIP() << "no packed wide kernel on this CPU";
 }
 
 // Every packed wide kernel (GetWideTilePacked) of every level against the vec-dot on the rows
