@@ -1,11 +1,12 @@
 // Reference logits from llama.cpp, for making golden files (a developer tool, never linked
 // into cohort). Built against a llama.cpp build by tools/make-synth-goldens.sh.
 //
-//   llama_logits MODEL IDS N_PROMPT OUT.f32
+//   llama_logits MODEL IDS N_PROMPT OUT.f32 [KV_TYPE]
 //
 // Decodes the first N_PROMPT ids of IDS (comma-separated) as one batch with logits for every
 // position, then each remaining id alone, with the fixtures' golden settings: one thread,
 // F32 KV cache, flash attention off, context 256. Writes float32 LE [n_ids][n_vocab].
+// KV_TYPE q8_0 is llama.cpp's -ctk q8_0 -ctv q8_0, which needs flash attention (on then).
 #include <llama.h>
 
 #include <cstdio>
@@ -15,10 +16,12 @@
 #include <vector>
 
 int main(int argc, char** argv) {
-  if (argc != 5) {
-    std::fprintf(stderr, "usage: %s MODEL IDS N_PROMPT OUT.f32\n", argv[0]);
+  if (argc != 5 && argc != 6) {
+    std::fprintf(stderr, "usage: %s MODEL IDS N_PROMPT OUT.f32 [f32|q8_0]\n", argv[0]);
     return 2;
   }
+  const std::string kv_type = argc == 6 ? argv[5] : "f32";
+  if (kv_type != "f32" && kv_type != "q8_0") return 2;
   std::vector<llama_token> ids;
   std::stringstream list(argv[2]);
   for (std::string item; std::getline(list, item, ',');) ids.push_back(std::atoi(item.c_str()));
@@ -35,6 +38,11 @@ int main(int argc, char** argv) {
   cp.type_k = GGML_TYPE_F32;
   cp.type_v = GGML_TYPE_F32;
   cp.flash_attn_type = LLAMA_FLASH_ATTN_TYPE_DISABLED;
+  if (kv_type == "q8_0") {
+    cp.type_k = GGML_TYPE_Q8_0;
+    cp.type_v = GGML_TYPE_Q8_0;
+    cp.flash_attn_type = LLAMA_FLASH_ATTN_TYPE_ENABLED;
+  }
   llama_context* ctx = llama_init_from_model(model, cp);
   if (ctx == nullptr) return 1;
   const int n_vocab = llama_vocab_n_tokens(llama_model_get_vocab(model));

@@ -78,6 +78,7 @@ Result<std::unique_ptr<KvCache>> Decoder::NewKvCache(const KvCacheOptions& optio
   KvCacheOptions o = options;
   if (o.n_ctx == 0) o.n_ctx = config_.n_ctx_train;
   COHORT_RETURN_IF_ERROR(o.Validate());
+  COHORT_RETURN_IF_ERROR(KvCache::CheckWidths(o, KvKeyWidth(), KvValueWidth()));
   return std::make_unique<KvCache>(o, stage_.layer_end - stage_.layer_begin, KvKeyWidth(),
                                    KvValueWidth());
 }
