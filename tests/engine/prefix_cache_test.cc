@@ -279,6 +279,37 @@ TEST_P(PrefixSchedulerTest, ConcurrentRequestsShareOneCachedPrefix) {
   }
 }
 
+// Chunked prefill: beside a decoding stream, a long prompt goes in prefill_chunk tokens per
+// step, so the stream gets a token every step meanwhile; the prompt's result is unchanged.
+TEST_P(PrefixSchedulerTest, ALongPromptIsPrefilledInChunksBesideAStream) {
+  SchedulerOptions o = Sched(0);
+  o.prefill_chunk = 4;
+  Scheduler scheduler(*model_, ctx_, o);
+  ASSERT_TRUE(scheduler.Start().ok());
+  const std::vector<int32_t> short_prompt = model_->tokenizer().Encode("The cat", true, true);
+  std::vector<int32_t> long_prompt;
+  while (long_prompt.size() < 60) {
+    for (int32_t id : model_->tokenizer().Encode(" Lily and Tom went to the park", false, true)) long_prompt.push_back(id);
+  }
+  auto stream = scheduler.Submit({short_prompt, Greedy(150)});
+  ASSERT_TRUE(stream.ok());
+  RequestOutput streamed;
+  while (streamed.completion_tokens < 2) {
+    RequestOutput part;
+    if ((*stream)->Wait(part, std::chrono::milliseconds(100))) streamed.Append(std::move(part));
+  }
+  const int before = streamed.completion_tokens;
+  const RequestOutput joined = Run(scheduler, long_prompt, 1);
+  RequestOutput part;
+  if ((*stream)->Wait(part, std::chrono::milliseconds(0))) streamed.Append(std::move(part));  // what came so far
+  // 60 prompt tokens at 4 a step: at least 15 steps, each with a token for the stream.
+  EXPECT_GE(streamed.completion_tokens - before, 14);
+  (*stream)->Cancel();
+  Scheduler fresh(*model_, ctx_, Sched(0));
+  ASSERT_TRUE(fresh.Start().ok());
+  ExpectEqual(joined, Run(fresh, long_prompt, 1));
+}
+
 INSTANTIATE_TEST_SUITE_P(Models, PrefixSchedulerTest,
                          ::testing::Values("tiny-llama-q4_0", "tiny-qwen3-q4_0", "tiny-llama-q8_0", "tiny-llama-q4_k_m"));
 
