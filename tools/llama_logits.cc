@@ -1,7 +1,7 @@
 // Reference logits from llama.cpp, for making golden files (a developer tool, never linked
 // into cohort). Built against a llama.cpp build by tools/make-synth-goldens.sh.
 //
-//   llama_logits MODEL IDS N_PROMPT OUT.f32 [N_GEN]
+//   llama_logits MODEL IDS N_PROMPT OUT.f32 [N_GEN] [KV_TYPE]   (either, or both, in any order)
 //
 // Decodes the first N_PROMPT ids of IDS (comma-separated) as one batch with logits for every
 // position, then each remaining id alone, with the fixtures' golden settings: one thread,
@@ -9,6 +9,7 @@
 // With N_GEN, then decodes N_GEN greedy tokens one at a time (the argmax of the last row, a
 // tie to the lowest id), appends their rows ([n_ids + N_GEN][n_vocab] in all) and prints
 // their ids, comma-separated, on stdout.
+// KV_TYPE q8_0 is llama.cpp's -ctk q8_0 -ctv q8_0, which needs flash attention (on then).
 #include <llama.h>
 
 #include <cstdio>
@@ -18,10 +19,22 @@
 #include <vector>
 
 int main(int argc, char** argv) {
-  if (argc != 5 && argc != 6) {
-    std::fprintf(stderr, "usage: %s MODEL IDS N_PROMPT OUT.f32 [N_GEN]\n", argv[0]);
+  if (argc < 5 || argc > 7) {
+    std::fprintf(stderr, "usage: %s MODEL IDS N_PROMPT OUT.f32 [N_GEN] [f32|q8_0]\n", argv[0]);
     return 2;
   }
+  // The optional arguments: a KV type (f32, q8_0) and a count of greedy steps.
+  std::string kv_type = "f32";
+  int n_gen = 0;
+  for (int i = 5; i < argc; ++i) {
+    const std::string a = argv[i];
+    if (a == "f32" || a == "q8_0") {
+      kv_type = a;
+    } else {
+      n_gen = std::atoi(argv[i]);
+    }
+  }
+  if (kv_type != "f32" && kv_type != "q8_0") return 2;
   std::vector<llama_token> ids;
   std::stringstream list(argv[2]);
   for (std::string item; std::getline(list, item, ',');) ids.push_back(std::atoi(item.c_str()));
@@ -38,6 +51,11 @@ int main(int argc, char** argv) {
   cp.type_k = GGML_TYPE_F32;
   cp.type_v = GGML_TYPE_F32;
   cp.flash_attn_type = LLAMA_FLASH_ATTN_TYPE_DISABLED;
+  if (kv_type == "q8_0") {
+    cp.type_k = GGML_TYPE_Q8_0;
+    cp.type_v = GGML_TYPE_Q8_0;
+    cp.flash_attn_type = LLAMA_FLASH_ATTN_TYPE_ENABLED;
+  }
   llama_context* ctx = llama_init_from_model(model, cp);
   if (ctx == nullptr) return 1;
   const int n_vocab = llama_vocab_n_tokens(llama_model_get_vocab(model));
@@ -62,7 +80,6 @@ int main(int argc, char** argv) {
   };
   run(0, n_prompt);
   for (int i = n_prompt; i < static_cast<int>(ids.size()); ++i) run(i, i + 1);
-  const int n_gen = argc == 6 ? std::atoi(argv[5]) : 0;
   for (int k = 0; k < n_gen; ++k) {
     const float* last = out.data() + out.size() - n_vocab;
     int best = 0;

@@ -57,7 +57,7 @@ int RunCommand(const CommonOptions& common, const RunOptions& options) {
   gen.sampling.seed = options.seed_set ? options.seed : std::random_device{}();
   gen.stop = options.stop;
   gen.n_ctx = options.n_ctx;
-  gen.kv_type = options.kv_type == "f16" ? DType::kF16 : DType::kF32;
+  gen.kv_type = options.kv_type == "f16" ? DType::kF16 : options.kv_type == "q8_0" ? DType::kQ8_0 : DType::kF32;
 
   std::string prompt = options.prompt;
   if (options.chat) {

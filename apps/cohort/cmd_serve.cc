@@ -33,7 +33,14 @@ CLI::App* AddServeCommand(CLI::App& app, ServeOptions* o) {
   cmd->add_option("--max-queue", o->max_queue, "requests waiting for a slot before 429")->check(CLI::Range(0, 1 << 20));
   cmd->add_option("--batch", o->batch, "tokens per forward pass")->check(CLI::Range(1, 1 << 16));
   cmd->add_option("--chat-template", o->chat_template, "template name (llama3, chatml, deepseek3, mistral) or Jinja file");
-  cmd->add_option("--kv-type", o->kv_type, "KV cache type")->check(CLI::IsMember({"f32", "f16"}));
+  cmd->add_option("--kv-type", o->kv_type, "KV cache type (q8_0: llama.cpp's -ctk q8_0 -ctv q8_0)")
+      ->check(CLI::IsMember({"f32", "f16", "q8_0"}));
+  cmd->add_option("--cache-ram", o->cache_ram_bytes,
+                  "prefix cache budget in bytes (-1: a quarter of available memory, at most 8 GiB; 0: off)")
+      ->check(CLI::Range(int64_t{-1}, int64_t{1} << 50));
+  cmd->add_option("--prefill-chunk", o->prefill_chunk,
+                  "prompt tokens per step beside decoding streams (0: sized from measured step times)")
+      ->check(CLI::Range(0, 1 << 16));
   cmd->add_option("--max-body", o->max_body_bytes, "largest request body in bytes")->check(CLI::Range(1024, 1 << 30));
   cmd->add_option("--max-tokens", o->max_tokens, "largest max_tokens accepted (0: the context)")->check(CLI::Range(0, 1 << 24));
   cmd->add_option("--timeout", o->timeout_s, "socket read/write timeout in seconds")->check(CLI::Range(1, 3600));
@@ -51,7 +58,9 @@ engine::ServingOptions ServingOptionsOf(const ServeOptions& options) {
   s.scheduler.n_ctx = options.ctx;  // 0: the model's, at most engine::kDefaultMaxContext
   s.scheduler.max_queue = options.max_queue;
   s.scheduler.n_batch = options.batch;
-  s.scheduler.kv_type = options.kv_type == "f32" ? DType::kF32 : DType::kF16;
+  s.scheduler.kv_type = options.kv_type == "f32" ? DType::kF32 : options.kv_type == "q8_0" ? DType::kQ8_0 : DType::kF16;
+  s.scheduler.cache_ram_bytes = options.cache_ram_bytes;
+  s.scheduler.prefill_chunk = options.prefill_chunk;
   s.chat_template = options.chat_template;
   return s;
 }

@@ -22,6 +22,8 @@ struct ServeOptions {
   int batch = 512;                // tokens per forward pass
   std::string chat_template;      // built-in name or Jinja file overriding the model's
   std::string kv_type = "f16";
+  int64_t cache_ram_bytes = -1;   // prefix cache budget (-1: engine::DefaultCacheRam(); 0: off)
+  int prefill_chunk = 0;          // prompt tokens per step beside decoding streams (0: measured)
   size_t max_body_bytes = 1 << 20;
   int max_tokens = 0;             // largest max_tokens accepted (0: the context)
   int timeout_s = 10;             // socket read/write timeout

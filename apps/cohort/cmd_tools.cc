@@ -101,7 +101,7 @@ int LogitsCommand(const CommonOptions& common, const LogitsOptions& options) {
   }
   model::KvCacheOptions kv;
   kv.n_ctx = static_cast<int>(ids->size());
-  kv.type = options.kv_type == "f16" ? DType::kF16 : DType::kF32;
+  kv.type = options.kv_type == "f16" ? DType::kF16 : options.kv_type == "q8_0" ? DType::kQ8_0 : DType::kF32;
   auto cache = model->NewKvCache(kv);
   if (!cache.ok()) return Fail("logits", cache.status());
 

@@ -49,7 +49,7 @@ int main(int argc, char** argv) {
   run_cmd->add_option("--chat-template", run.chat_template, "template name (llama3, chatml, deepseek3, mistral) or Jinja file");
   run_cmd->add_option("--system", run.system_prompt, "system message for --chat");
   run_cmd->add_option("-c,--ctx", run.n_ctx, "context length (default: the model's)");
-  run_cmd->add_option("--kv-type", run.kv_type, "KV cache type: f32 or f16")->check(CLI::IsMember({"f32", "f16"}));
+  run_cmd->add_option("--kv-type", run.kv_type, "KV cache type: f32, f16 or q8_0")->check(CLI::IsMember({"f32", "f16", "q8_0"}));
   run_cmd->add_option("--stop", run.stop, "stop string (repeatable)");
   AddDistOptions(run_cmd, &run.dist);
 
@@ -60,7 +60,7 @@ int main(int argc, char** argv) {
   logits_cmd->add_option("-o,--output", logits.output, "output file: float32 LE [n_tokens][n_vocab]")->required();
   logits_cmd->add_option("-b,--batch", logits.n_batch, "tokens per forward pass (0 = all at once)");
   logits_cmd->add_option("--prompt-batch", logits.prompt_batch, "the first N tokens in one pass, then one per pass");
-  logits_cmd->add_option("--kv-type", logits.kv_type, "KV cache type: f32 or f16")->check(CLI::IsMember({"f32", "f16"}));
+  logits_cmd->add_option("--kv-type", logits.kv_type, "KV cache type: f32, f16 or q8_0")->check(CLI::IsMember({"f32", "f16", "q8_0"}));
   AddDistOptions(logits_cmd, &logits.dist);
 
   TokenizeOptions tok;

@@ -36,8 +36,8 @@ Status GenerateOptions::Validate() const {
   if (max_tokens < 0) return InvalidArgument("max_tokens must be >= 0");
   COHORT_RETURN_IF_ERROR(sampling.Validate());
   COHORT_RETURN_IF_ERROR(ValidateStopStrings(stop));
-  if (kv_type != DType::kF32 && kv_type != DType::kF16) {
-    return InvalidArgument("the KV cache type must be f32 or f16");
+  if (kv_type != DType::kF32 && kv_type != DType::kF16 && kv_type != DType::kQ8_0) {
+    return InvalidArgument("the KV cache type must be f32, f16 or q8_0");
   }
   if (n_ctx < 0) return InvalidArgument("n_ctx must be >= 0 (0: the model's context)");
   if (n_batch < 1) return InvalidArgument("n_batch must be >= 1");

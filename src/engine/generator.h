@@ -39,7 +39,7 @@ struct GenerateOptions {
   // End-of-generation tokens get a -inf logit bias (llama.cpp's ignore_eos), so the
   // generation runs to max_tokens or the context limit.
   bool ignore_eos = false;
-  DType kv_type = DType::kF16;       // kF32 (exact) or kF16 (llama.cpp's default)
+  DType kv_type = DType::kF16;       // kF32 (exact), kF16 (llama.cpp's default) or kQ8_0
   int32_t n_ctx = 0;                 // context in tokens (0: the model's training context)
   int32_t n_batch = 512;             // prompt tokens per Forward
   int32_t top_logprobs = -1;         // -1: no logprobs; 0: the chosen token's; n: plus top n

@@ -22,6 +22,7 @@ Result<std::unique_ptr<LoadedModel>> LoadedModel::Open(const std::string& path,
     auto made = options.make_model(*loaded->file_);
     if (!made.ok()) return made.status();  // says itself which rank or worker failed
     loaded->model_ = std::move(made).value();
+    loaded->in_process_ = false;
     return FinishOpen(std::move(loaded), path, options);
   }
   auto model = model::Model::Load(*loaded->file_);

@@ -52,6 +52,9 @@ class LoadedModel {
   // Null when the file carries no template or it did not parse.
   const tokenizer::ChatTemplate* chat_template() const { return chat_template_.get(); }
   const Status& chat_template_status() const { return chat_template_status_; }
+  // False for a model built by LoadOptions::make_model (spread over ranks): the KV rows live
+  // on the ranks, so the engine cannot copy them in this process (the prefix cache stays off).
+  bool in_process() const { return in_process_; }
 
   // Renders messages with `override_template`, or else the model's chat template (kNotFound
   // when there is none), passing the vocabulary's BOS/EOS texts as bos_token/eos_token. As in
@@ -72,6 +75,7 @@ class LoadedModel {
   std::unique_ptr<model::Model> model_;
   std::unique_ptr<tokenizer::ChatTemplate> chat_template_;
   Status chat_template_status_;
+  bool in_process_ = true;
 };
 
 }  // namespace cohort::engine

@@ -1,10 +1,23 @@
-// The engine thread of continuous batching: admit queued requests into free slots, build one
-// batch from every slot's next token and chunks of pending prompts, run Forward, sample each
-// slot from its own logits row, and hand text to the requests' handles.
+// The engine thread of continuous batching: admit queued requests into free slots (their
+// cached prefix copied in), build one batch from every slot's next token and chunks of pending
+// prompts, run Forward (timed, to size the chunks), sample each slot from its own logits row,
+// and hand text to the requests' handles; a finished slot's rows go to the prefix cache.
+//
+// Exactness with the prefix cache: a cached row holds the bits the forward wrote for that
+// token at that position. Where every kernel sums a token in the same order whatever its batch
+// (Q4_0, Q8_0, Q6_K weights; an F16 cache) the rows, and so the logits after them, are those of
+// a fresh prefill bit for bit (tests/engine/prefix_cache_test.cc). Q4_K and F32 weights sum a
+// token by its place in its batch (kernels/quant.h GroupedTokens), as does an F32 cache's value
+// sum (model/attention_core.h BatchSumOrder), so rows computed while decoding differ from a
+// prefill's in the last bits, as they already do between any two batch layouts; blocks of a
+// multiple of 4 positions at least keep the uncached rest of a prompt on the 4-token tiles a
+// whole-prompt batch would put it on.
 #include "engine/scheduler.h"
 
 #include <algorithm>
+#include <fstream>
 #include <optional>
+#include <sstream>
 
 #include "engine/sequence_step.h"
 #include "tokenizer/tokenizer.h"
@@ -20,6 +33,8 @@ struct Scheduler::Slot {
   std::unique_ptr<Sampler> sampler;
   std::optional<SequenceStep> step;  // text, stop strings and limits; counts the tokens generated
   size_t n_fed = 0;          // prompt tokens already in the cache
+  int32_t n_cached = 0;      // of which copied from the prefix cache
+  std::vector<int32_t> generated;  // sampled tokens, in order (all but the last are in the cache)
   int32_t next_token = -1;   // sampled and not yet fed (-1: still in the prompt)
   int logits_row = -1;       // this step's row of logits_, or -1
   int32_t sampled = -1;      // this step's token, drawn by SampleSlot (maybe on a pool thread)
@@ -37,6 +52,7 @@ void RequestOutput::Append(RequestOutput&& more) {
   finish_reason = more.finish_reason;
   stop_index = more.stop_index;
   prompt_tokens = more.prompt_tokens;
+  cached_tokens = more.cached_tokens;
   completion_tokens = more.completion_tokens;
 }
 
@@ -68,6 +84,19 @@ void RequestHandle::Post(RequestOutput&& output) {
   ready_.notify_all();
 }
 
+int64_t DefaultCacheRam() {
+  constexpr int64_t kMax = int64_t{8} << 30;
+  std::ifstream meminfo("/proc/meminfo");
+  std::string line;
+  while (std::getline(meminfo, line)) {
+    std::istringstream fields(line);
+    std::string key;
+    int64_t kib = 0;
+    if (fields >> key >> kib && key == "MemAvailable:") return std::min(kMax, kib * 1024 / 4);
+  }
+  return int64_t{1} << 30;  // no /proc/meminfo: a modest 1 GiB
+}
+
 Status SchedulerOptions::Validate() const {
   if (n_parallel < 1 || n_parallel > 1024) return InvalidArgument("n_parallel must be in [1, 1024]");
   if (n_ctx < 0) return InvalidArgument("n_ctx must be >= 0 (0: the model's context)");
@@ -75,8 +104,21 @@ Status SchedulerOptions::Validate() const {
   // With n_batch >= n_parallel every step has room for at least one prompt token beside the
   // decoding sequences, so a new request always makes progress.
   if (n_batch < n_parallel) return InvalidArgument("n_batch must be >= n_parallel");
-  if (kv_type != DType::kF32 && kv_type != DType::kF16) {
-    return InvalidArgument("the KV cache type must be f32 or f16");
+  if (kv_type != DType::kF32 && kv_type != DType::kF16 && kv_type != DType::kQ8_0) {
+    return InvalidArgument("the KV cache type must be f32, f16 or q8_0");
+  }
+  if (cache_ram_bytes < 0 && cache_ram_bytes != kCacheRamAuto) {
+    return InvalidArgument("cache_ram_bytes must be >= 0 (0: no prefix cache) or kCacheRamAuto");
+  }
+  // Blocks of a multiple of 4 positions keep a cached prefix's end on the 4-token tiles of the
+  // batched matmuls (kernels/quant.h GroupedTokens): the uncached rest of a prompt then sums
+  // each token in the order a whole-prompt batch would.
+  if (cache_block_tokens < 4 || cache_block_tokens > 4096 || cache_block_tokens % 4 != 0) {
+    return InvalidArgument("cache_block_tokens must be a multiple of 4 in [4, 4096]");
+  }
+  if (prefill_chunk < 0) return InvalidArgument("prefill_chunk must be >= 0 (0: measured)");
+  if (!(prefill_step_factor >= 1.0 && prefill_step_factor <= 100.0)) {
+    return InvalidArgument("prefill_step_factor must be in [1, 100]");
   }
   return Status::Ok();
 }
@@ -96,6 +138,15 @@ Status Scheduler::Start() {
   kv.n_seq = options_.n_parallel;
   kv.type = options_.kv_type;
   COHORT_ASSIGN_OR_RETURN(cache_, model_.model().NewKvCache(kv));
+  const int64_t cache_ram = options_.cache_ram_bytes == kCacheRamAuto ? DefaultCacheRam() : options_.cache_ram_bytes;
+  if (cache_ram > 0 && model_.in_process()) {
+    prefix_cache_ = std::make_unique<PrefixCache>(*cache_, cache_ram, options_.cache_block_tokens);
+    stats_.prefix_cache_bytes_max = cache_ram;
+  }
+  // Until steps have been measured, a modest chunk: a long prompt's first step must not stall
+  // the streams for seconds.
+  prefill_chunk_ = options_.prefill_chunk > 0 ? options_.prefill_chunk : std::min<int32_t>(16, options_.n_batch);
+  stats_.prefill_chunk = prefill_chunk_;
   for (int32_t i = 0; i < options_.n_parallel; ++i) {
     slots_.push_back(std::make_unique<Slot>());
     slots_.back()->id = i;
@@ -214,14 +265,40 @@ void Scheduler::StartSlot(Slot& slot, Queued&& queued) {
                                            model_.config().n_vocab);
   for (int32_t id : slot.request.prompt) slot.sampler->Accept(id);
   slot.step.emplace(tok, slot.request.options, slot.n_prompt(), n_ctx_);
-  slot.n_fed = 0;
   slot.next_token = -1;
   slot.logits_row = -1;
+  slot.generated.clear();
   slot.active = true;
   cache_->Truncate(slot.id, 0);
+  // The longest cached prefix, leaving at least the prompt's last token to compute: its
+  // logits give the first sampled token.
+  slot.n_cached = 0;
+  if (prefix_cache_ != nullptr) {
+    slot.n_cached = prefix_cache_->Restore(slot.request.prompt, slot.n_prompt() - 1, *cache_, slot.id);
+  }
+  slot.n_fed = static_cast<size_t>(slot.n_cached);
   std::lock_guard<std::mutex> lock(mutex_);
   ++stats_.requests_admitted;
   ++stats_.slots_active;
+  stats_.prompt_tokens_cached += static_cast<uint64_t>(slot.n_cached);
+  if (prefix_cache_ != nullptr) {
+    const PrefixCacheStats p = prefix_cache_->stats();
+    stats_.prefix_cache_lookups = p.lookups;
+    stats_.prefix_cache_hits = p.hits;
+  }
+}
+
+void Scheduler::SaveSlot(Slot& slot) {
+  if (prefix_cache_ == nullptr) return;
+  // Positions [0, length) hold the prompt and then every sampled token but the newest.
+  std::vector<int32_t> tokens(slot.request.prompt.begin(), slot.request.prompt.end());
+  tokens.insert(tokens.end(), slot.generated.begin(), slot.generated.end());
+  tokens.resize(std::min(tokens.size(), static_cast<size_t>(cache_->length(slot.id))));
+  prefix_cache_->Save(tokens, *cache_, slot.id);
+  const PrefixCacheStats p = prefix_cache_->stats();
+  std::lock_guard<std::mutex> lock(mutex_);
+  stats_.prefix_cache_bytes = p.bytes;
+  stats_.prefix_cache_blocks = p.blocks;
 }
 
 void Scheduler::BuildBatch() {
@@ -237,11 +314,16 @@ void Scheduler::BuildBatch() {
   }
   // Then prompt chunks in the room left, so a new request's first token does not wait for
   // the others to finish.
+  // Beside decoding streams a step takes at most prefill_chunk_ prompt tokens, so their next
+  // token is not held up by a long prompt; a prompt alone takes all of n_batch.
+  const int n_decode = rows;
+  const int64_t budget = static_cast<int64_t>(options_.n_batch) - n_decode;
+  const int64_t limit = n_decode > 0 ? std::min<int64_t>(budget, prefill_chunk_) : budget;
   uint64_t prompt_tokens = 0;
   for (auto& s : slots_) {
     Slot& slot = *s;
     if (!slot.active || slot.next_token >= 0) continue;
-    const int64_t room = static_cast<int64_t>(options_.n_batch) - static_cast<int64_t>(batch_.size());
+    const int64_t room = limit - static_cast<int64_t>(prompt_tokens);
     if (room <= 0) break;
     const size_t n = slot.request.prompt.size();
     const size_t end = std::min(n, slot.n_fed + static_cast<size_t>(room));
@@ -252,9 +334,34 @@ void Scheduler::BuildBatch() {
     slot.n_fed = end;
     if (end == n) slot.logits_row = rows++;
   }
+  last_decode_ = n_decode;
+  last_prompt_ = static_cast<int>(prompt_tokens);
   std::lock_guard<std::mutex> lock(mutex_);
   stats_.prompt_tokens += prompt_tokens;
   if (!batch_.tokens.empty()) ++stats_.forward_passes;
+}
+
+void Scheduler::MeasureStep(double seconds, int n_decode, int n_prompt) {
+  if (options_.prefill_chunk > 0) return;
+  // A step costs roughly a fixed part (reading the weights, shared by the batch) plus a part
+  // per token; a prompt token's share is what the step took beyond a decode-only step. Both
+  // are moving averages, so the chunk follows the machine's load and the context's growth.
+  constexpr double kKeep = 0.8;
+  if (n_prompt == 0) {
+    if (n_decode == 0) return;
+    decode_step_s_ = decode_step_s_ > 0.0 ? kKeep * decode_step_s_ + (1 - kKeep) * seconds : seconds;
+  } else {
+    // Only steps beside decoding streams size the chunk: a prompt alone runs in big batches,
+    // whose cost per token is lower than a small chunk's.
+    if (n_decode == 0 || decode_step_s_ <= 0.0) return;
+    const double per_token = std::max(seconds - decode_step_s_, seconds * 0.05) / n_prompt;
+    prompt_token_s_ = prompt_token_s_ > 0.0 ? kKeep * prompt_token_s_ + (1 - kKeep) * per_token : per_token;
+  }
+  if (decode_step_s_ <= 0.0 || prompt_token_s_ <= 0.0) return;
+  const double allowed = (options_.prefill_step_factor - 1.0) * decode_step_s_ / prompt_token_s_;
+  prefill_chunk_ = static_cast<int32_t>(std::clamp<double>(allowed, 1.0, options_.n_batch));
+  std::lock_guard<std::mutex> lock(mutex_);
+  stats_.prefill_chunk = prefill_chunk_;
 }
 
 void Scheduler::SampleSlot(Slot& slot, std::span<const float> logits) {
@@ -268,6 +375,7 @@ void Scheduler::SampleSlot(Slot& slot, std::span<const float> logits) {
 void Scheduler::StepSlot(Slot& slot) {
   RequestOutput out;
   const int32_t token = slot.sampled;
+  slot.generated.push_back(token);
   out.tokens.push_back(token);
   if (slot.request.options.top_logprobs >= 0) out.logprobs.push_back(std::move(slot.logprobs));
   {
@@ -279,6 +387,7 @@ void Scheduler::StepSlot(Slot& slot) {
   if (!end) {
     slot.next_token = token;
     out.prompt_tokens = slot.n_prompt();
+    out.cached_tokens = slot.n_cached;
     out.completion_tokens = slot.step->n_generated();
     slot.handle->Post(std::move(out));
     return;
@@ -293,7 +402,10 @@ void Scheduler::FinishSlot(Slot& slot, FinishReason reason, RequestOutput&& out,
   out.finish_reason = reason;
   out.stop_index = slot.step->stop_index();
   out.prompt_tokens = slot.n_prompt();
+  out.cached_tokens = slot.n_cached;
   out.completion_tokens = slot.step->n_generated();
+  // Rows a failed forward left behind are not trusted; any other end keeps them.
+  if (out.status.ok()) SaveSlot(slot);
   // Free the slot and count it before the caller hears of the end, so what it reads next
   // (stats, /metrics) already shows the slot free.
   std::shared_ptr<RequestHandle> handle = std::move(slot.handle);
@@ -349,8 +461,11 @@ void Scheduler::Loop() {
     BuildBatch();
     if (batch_.tokens.empty()) continue;
     const size_t n_rows = static_cast<size_t>(batch_.n_logits());
+    const auto started = std::chrono::steady_clock::now();
     const Status status = model_.model().Forward(
         ctx_, batch_, *cache_, std::span<float>(logits_.data(), n_rows * n_vocab));
+    MeasureStep(std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count(),
+                last_decode_, last_prompt_);
     if (!status.ok()) {
       if (ctx_.log != nullptr) ctx_.log->Error("scheduler: forward failed: {}", status.ToString());
       // 503 for the client: the request was fine, the model could not run it.

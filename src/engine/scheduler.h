@@ -4,6 +4,9 @@
 // with its own Sampler and applies the token through its own SequenceStep (the Generator's
 // rules for text, stop strings and limits). Requests join between steps, wait in a
 // bounded queue when every slot is busy, and free their slot when they finish or are cancelled.
+// A finished request's rows go to the prefix cache (prefix_cache.h), and a new request starts
+// from the longest cached prefix of its prompt. Beside decoding sequences a step takes only a
+// chunk of a long prompt (chunked prefill), sized so the streams' next token stays prompt.
 #pragma once
 
 #include <chrono>
@@ -20,8 +23,14 @@
 #include "core/status.h"
 #include "engine/generator.h"
 #include "engine/loaded_model.h"
+#include "engine/prefix_cache.h"
 
 namespace cohort::engine {
+
+inline constexpr int64_t kCacheRamAuto = -1;
+// The prefix cache's budget when none is given: a quarter of the memory available now
+// (MemAvailable), at most 8 GiB (llama-server's --cache-ram default).
+int64_t DefaultCacheRam();
 
 struct SchedulerOptions {
   int32_t n_parallel = 4;      // sequence slots: requests generating at the same time
@@ -29,6 +38,17 @@ struct SchedulerOptions {
   int32_t max_queue = 64;      // requests waiting for a slot; Submit fails past this
   int32_t n_batch = 512;       // tokens per Forward (decode tokens first, then prompt chunks); >= n_parallel
   DType kv_type = DType::kF16;
+  // Prefix cache (prefix_cache.h): the KV rows of finished requests kept for later requests
+  // that start with the same tokens, within this many bytes. kCacheRamAuto: DefaultCacheRam();
+  // 0: off. Always off for a model spread over ranks (LoadedModel::in_process).
+  int64_t cache_ram_bytes = kCacheRamAuto;
+  int32_t cache_block_tokens = 16;  // positions per cached block (a multiple of 4, see scheduler.cc)
+  // Chunked prefill: while other sequences decode, a step takes at most this many prompt
+  // tokens (0: sized every step from measured step times so that a step costs at most
+  // prefill_step_factor times a decode-only step; see scheduler.cc). A prompt alone takes the
+  // whole n_batch.
+  int32_t prefill_chunk = 0;
+  double prefill_step_factor = 2.0;
   // A model spread over processes does not recover from a failed forward (a peer died or
   // its link was cut): when set, the first failure also ends every queued request and
   // refuses new ones (kUnavailable), so nothing waits on a model that can no longer run.
@@ -53,6 +73,7 @@ struct RequestOutput {
   FinishReason finish_reason = FinishReason::kLength;
   int stop_index = -1;
   int32_t prompt_tokens = 0;
+  int32_t cached_tokens = 0;      // prompt tokens whose rows came from the prefix cache
   int32_t completion_tokens = 0;  // tokens generated so far (all of them once done)
 
   // Moves `more` after this output.
@@ -89,6 +110,14 @@ struct SchedulerStats {
   uint64_t requests_finished = 0;   // any end, cancels and failures included
   uint64_t requests_cancelled = 0;
   uint64_t prompt_tokens = 0;       // prompt tokens evaluated
+  uint64_t prompt_tokens_cached = 0;  // prompt tokens taken from the prefix cache instead
+  // The prefix cache (all 0 when it is off).
+  int64_t prefix_cache_bytes = 0;
+  int64_t prefix_cache_bytes_max = 0;
+  int64_t prefix_cache_blocks = 0;
+  uint64_t prefix_cache_lookups = 0;   // admitted requests that looked
+  uint64_t prefix_cache_hits = 0;      // ... and found at least one block
+  int32_t prefill_chunk = 0;           // prompt tokens per step beside decoding streams, now
   uint64_t completion_tokens = 0;   // tokens sampled
   uint64_t forward_passes = 0;
 };
@@ -140,12 +169,22 @@ class Scheduler {
   void FailAll(const Status& status);
   // Ends every queued request with `status`.
   void FailQueued(const Status& status);
+  // Keeps the slot's rows in the prefix cache (before the slot is reused).
+  void SaveSlot(Slot& slot);
+  // Learns step costs from one forward's time and resizes prefill_chunk_ (adaptive mode).
+  void MeasureStep(double seconds, int n_decode, int n_prompt);
 
   LoadedModel& model_;
   Context ctx_;
   SchedulerOptions options_;
   int32_t n_ctx_ = 0;
   std::unique_ptr<model::KvCache> cache_;
+  std::unique_ptr<PrefixCache> prefix_cache_;  // null: off
+  int32_t prefill_chunk_ = 0;        // prompt tokens per step beside decoding streams
+  double decode_step_s_ = 0.0;       // moving average of decode-only steps (0: none yet)
+  double prompt_token_s_ = 0.0;      // moving average of one prompt token's share of a step
+  int last_decode_ = 0;              // this step's decode rows and prompt tokens
+  int last_prompt_ = 0;
   std::vector<std::unique_ptr<Slot>> slots_;
   model::Batch batch_;
   std::vector<float> logits_;  // [n_parallel][n_vocab]

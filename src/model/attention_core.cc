@@ -1,17 +1,66 @@
 // AttendOne: scores, softmax and the value sum for one (token, head) query.
 #include "model/attention_core.h"
 
+#include <cmath>
 #include <cstring>
 #include <limits>
 
 #include "core/check.h"
 #include "kernels/ops.h"
+#include "kernels/quant.h"
 
 namespace cohort::model {
+
+namespace {
+
+// A Q8_0 cache as llama.cpp reads one: it runs a quantized cache only with flash attention,
+// whose CPU kernel (ggml_compute_forward_flash_attn_ext_f16_one_chunk) quantizes the query to
+// Q8_0 (K's vec-dot type), takes each score with the Q8_0 x Q8_0 vec-dot, and folds the value
+// rows, dequantized to floats, into an online softmax: a running maximum M, the sum S of
+// exp(score - M), and the weighted sum rescaled whenever M grows; the result is divided by S at
+// the end. ggml's value update is a fused multiply-add per lane; AddScaled rounds the product
+// first, so the two agree to rounding (the Q8_0 tolerance is far wider).
+void AttendQ8_0(const float* q, int64_t dk, CacheRows k, CacheRows v, int64_t dv, int n_pos, float scale,
+                float* out) {
+  constexpr int64_t kMaxWidth = 1024;
+  COHORT_CHECK(dk % 32 == 0 && dk <= kMaxWidth);
+  COHORT_CHECK(dv % 32 == 0 && dv <= kMaxWidth);
+  COHORT_CHECK(v.type == DType::kQ8_0);
+  alignas(64) uint8_t q_q8[kMaxWidth / 32 * 34];
+  alignas(64) float v_row[kMaxWidth];
+  kernels::QuantizeRow(DType::kQ8_0, q, q_q8, dk);
+  const kernels::VecDotFn dot = kernels::GetVecDot(DType::kQ8_0, kernels::BestSimdLevel());
+  float m = -std::numeric_limits<float>::infinity();
+  float sum = 0.0f;
+  std::memset(out, 0, dv * sizeof(float));
+  for (int p = 0; p < n_pos; ++p) {
+    const float s = dot(k.data + p * k.stride_bytes, q_q8, dk) * scale;
+    float ms = 1.0f;  // rescales the sums when s is the new maximum
+    float vs = 1.0f;  // exp(s - m)
+    if (s > m) {
+      const float m_old = m;
+      m = s;
+      ms = std::exp(m_old - m);
+      kernels::Scale(ms, dv, out);
+    } else {
+      vs = std::exp(s - m);
+    }
+    kernels::DequantizeRow(DType::kQ8_0, v.data + p * v.stride_bytes, v_row, dv);
+    kernels::AddScaled(v_row, vs, dv, out);
+    sum = sum * ms + vs;
+  }
+  kernels::Scale(sum == 0.0f ? 0.0f : 1.0f / sum, dv, out);
+}
+
+}  // namespace
 
 void AttendOne(const float* q, int64_t dk, CacheRows k, CacheRows v, int64_t dv, int n_pos,
                float scale, float* scores, float* out, kernels::SumOrder order) {
   COHORT_CHECK_GT(n_pos, 0);
+  if (k.type == DType::kQ8_0) {
+    AttendQ8_0(q, dk, k, v, dv, n_pos, scale, out);
+    return;
+  }
   if (k.type == DType::kF16) {
     COHORT_CHECK_EQ(k.stride_bytes % 2, 0);
     kernels::DotsF16Heads(reinterpret_cast<const uint16_t*>(k.data), k.stride_bytes / 2, n_pos, q, dk, 1, dk, scale,

@@ -1,6 +1,6 @@
 // The core of attention for one query: softmax(scale * q·k_p) over the cached positions p,
 // then the weighted sum of the value rows. Keys and values are read in place from the KV cache
-// (F32 or F16); the same routine serves GQA heads and MLA's latent "single KV head".
+// (F32, F16 or Q8_0); the same routine serves GQA heads and MLA's latent "single KV head".
 #pragma once
 
 #include <cstdint>

@@ -1,6 +1,8 @@
 // Decoder::Forward and its batch checks; see decoder.h.
 #include "model/decoder.h"
 
+#include <string>
+
 #include <cstdint>
 #include <cstdlib>
 #include <cstring>
@@ -78,6 +80,12 @@ Result<std::unique_ptr<KvCache>> Decoder::NewKvCache(const KvCacheOptions& optio
   KvCacheOptions o = options;
   if (o.n_ctx == 0) o.n_ctx = config_.n_ctx_train;
   COHORT_RETURN_IF_ERROR(o.Validate());
+  COHORT_RETURN_IF_ERROR(KvCache::CheckWidths(o, KvKeyWidth(), KvValueWidth()));
+  // Attention reads a Q8_0 cache a head at a time, so each head must be whole 32-value blocks.
+  if (o.type == DType::kQ8_0 && (config_.head_dim_k % 32 != 0 || config_.head_dim_v % 32 != 0)) {
+    return InvalidArgument("kv cache: q8_0 needs heads of whole 32-value blocks; this model's are " +
+                           std::to_string(config_.head_dim_k) + " and " + std::to_string(config_.head_dim_v));
+  }
   return std::make_unique<KvCache>(o, stage_.layer_end - stage_.layer_begin, KvKeyWidth(),
                                    KvValueWidth());
 }

@@ -97,6 +97,7 @@ void GqaAttention(const BlockEnv& env, const GqaWeights& w, const GqaParams& p, 
   const int64_t kv_width = n_kv * hd;
   COHORT_CHECK_EQ(cache.k_width(), kv_width);
   COHORT_CHECK_EQ(cache.v_width(), kv_width);
+  COHORT_CHECK(cache.type() != DType::kQ8_0 || hd % 32 == 0);  // a head is whole Q8_0 blocks
   const int n_tokens = env.n_tokens;
 
   s.q.resize(n_tokens * q_width);
@@ -135,9 +136,8 @@ void GqaAttention(const BlockEnv& env, const GqaWeights& w, const GqaParams& p, 
     GqaScratch* s;
     const KvCache* cache;
     int layer, group, n_q, q_offset;
-    int64_t q_width, kv_width, elem;
-  } job{&env, &p, &s, &cache, layer, group, n_q, q_offset, q_width, kv_width,
-        cache.type() == DType::kF16 ? 2 : 4};
+    int64_t q_width, kv_width;
+  } job{&env, &p, &s, &cache, layer, group, n_q, q_offset, q_width, kv_width};
   const int n_threads = env.pool != nullptr ? env.pool->size() : 1;
   // Work items are (token, KV head) pairs, each attending all the group's query heads at once
   // (their keys and values read once), unless that leaves too few items to share among the
@@ -165,9 +165,12 @@ void GqaAttention(const BlockEnv& env, const GqaWeights& w, const GqaParams& p, 
         g = (h0 + job.q_offset) / job.group;
       }
       const int seq = job.env->seq_ids[t];
-      const int64_t stride = job.kv_width * job.elem;
-      const CacheRows k{job.cache->KRow(job.layer, seq, 0) + g * hd * job.elem, stride, job.cache->type()};
-      const CacheRows v{job.cache->VRow(job.layer, seq, 0) + g * hd * job.elem, stride, job.cache->type()};
+      // Rows of kv_width elements in the cache's type; head g starts g * hd elements in
+      // (whole blocks for a Q8_0 cache: hd is a multiple of 32 there).
+      const int64_t stride = job.cache->k_row_bytes();
+      const int64_t head = job.cache->ElementsBytes(g * hd);
+      const CacheRows k{job.cache->KRow(job.layer, seq, 0) + head, stride, job.cache->type()};
+      const CacheRows v{job.cache->VRow(job.layer, seq, 0) + head, stride, job.cache->type()};
       AttendHeads(job.s->q.data() + t * job.q_width + h0 * hd, hd, h1 - h0, hd, k, v, hd,
                   job.env->positions[t] + 1, job.p->kq_scale, scores,
                   job.s->attn.data() + t * job.q_width + h0 * hd, hd, BatchSumOrder(job.env->n_tokens));

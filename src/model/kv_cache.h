@@ -1,5 +1,7 @@
 // KV cache: per layer, per sequence slot, the keys and values of every position seen so far.
-// Stored as F32 (exact, the golden setting) or F16 (half the memory, llama.cpp's default).
+// Stored as F32 (exact, the golden setting), F16 (half the memory, llama.cpp's default) or
+// Q8_0 (blocks of 32 values with an F16 scale, 34 bytes: llama.cpp's -ctk q8_0 -ctv q8_0, a
+// little over half of F16; rows are quantized on store as ggml's CPU backend quantizes them).
 #pragma once
 
 #include <cstdint>
@@ -14,7 +16,7 @@ namespace cohort::model {
 struct KvCacheOptions {
   int n_ctx = 0;       // positions per sequence slot (0: the model's training context)
   int n_seq = 1;       // sequence slots
-  DType type = DType::kF32;  // kF32 or kF16
+  DType type = DType::kF32;  // kF32, kF16 or kQ8_0
   Status Validate() const;
 };
 
@@ -30,8 +32,11 @@ class SequenceState {
 
 class KvCache {
  public:
-  // n_layer layers; per position a key row of k_width and a value row of v_width floats.
+  // n_layer layers; per position a key row of k_width and a value row of v_width floats
+  // (for Q8_0 both multiples of 32, the block size, so every head's slice is whole blocks).
   KvCache(const KvCacheOptions& options, int n_layer, int64_t k_width, int64_t v_width);
+  // Ok when a cache of these widths can hold `options.type` (Q8_0: whole blocks per row).
+  static Status CheckWidths(const KvCacheOptions& options, int64_t k_width, int64_t v_width);
 
   const KvCacheOptions& options() const { return options_; }
   int n_ctx() const { return options_.n_ctx; }
@@ -39,6 +44,11 @@ class KvCache {
   int64_t k_width() const { return k_width_; }
   int64_t v_width() const { return v_width_; }
   DType type() const { return options_.type; }
+  // Bytes of one position's key (value) row, and of the first n elements of one (a head's
+  // offset into the row): RowBytes(type(), n).
+  int64_t k_row_bytes() const { return k_row_bytes_; }
+  int64_t v_row_bytes() const { return v_row_bytes_; }
+  int64_t ElementsBytes(int64_t n) const { return RowBytes(options_.type, n); }
 
   // Writes one position's key and value rows (floats, converted to the cache type).
   void Store(int layer, int seq, int pos, const float* k, const float* v);
@@ -61,14 +71,25 @@ class KvCache {
   void SetSequenceState(std::unique_ptr<SequenceState> state) { state_ = std::move(state); }
   SequenceState* sequence_state() const { return state_.get(); }
 
+  // Raw copies of whole positions, every layer's key and value rows, in the cache's own type
+  // (a prefix cache keeps them and puts them back into any slot bit for bit). A run of n
+  // positions takes RowsBytes(n) bytes laid out [layer][k rows of n][v rows of n].
+  int64_t RowsBytes(int n) const;
+  // Copies positions [pos, pos + n) of seq, all below length(seq), into dst.
+  void ReadRows(int seq, int pos, int n, uint8_t* dst) const;
+  // Writes positions [pos, pos + n) of seq from src (ReadRows' layout), pos <= length(seq);
+  // the sequence's length grows to at least pos + n.
+  void WriteRows(int seq, int pos, int n, const uint8_t* src);
+
  private:
-  size_t Offset(int layer, int seq, int pos, int64_t width) const;
+  size_t Offset(int layer, int seq, int pos, int64_t row_bytes) const;
 
   KvCacheOptions options_;
   int n_layer_;
   int64_t k_width_;
   int64_t v_width_;
-  int64_t elem_bytes_;
+  int64_t k_row_bytes_;
+  int64_t v_row_bytes_;
   std::vector<uint8_t> k_;  // [layer][seq][pos][k_width]
   std::vector<uint8_t> v_;  // [layer][seq][pos][v_width]
   std::vector<int> lengths_;

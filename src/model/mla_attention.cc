@@ -128,8 +128,8 @@ void MlaAttention(const BlockEnv& env, const MlaWeights& w, const MlaParams& p, 
     MlaScratch* s;
     const KvCache* cache;
     int layer, n_q;
-    int64_t dl, elem;
-  } job{&env, &p, &s, &cache, layer, n_q, dl, cache.type() == DType::kF16 ? 2 : 4};
+    int64_t dl;
+  } job{&env, &p, &s, &cache, layer, n_q, dl};
   RunOnPool(env.pool, [&job](int thread, int threads) {
     const int n_ctx = ScoresStride(job.cache->n_ctx());
     const int64_t kv_lora = job.p->kv_lora_rank;
@@ -140,7 +140,7 @@ void MlaAttention(const BlockEnv& env, const MlaWeights& w, const MlaParams& p, 
       const int t = static_cast<int>(i / job.n_q);
       const int seq = job.env->seq_ids[t];
       // Keys are whole cache rows; values are their latent part.
-      const CacheRows rows{job.cache->KRow(job.layer, seq, 0), job.dl * job.elem, job.cache->type()};
+      const CacheRows rows{job.cache->KRow(job.layer, seq, 0), job.cache->k_row_bytes(), job.cache->type()};
       AttendOne(job.s->q_full.data() + i * job.dl, job.dl, rows, rows, kv_lora,
                 job.env->positions[t] + 1, job.p->kq_scale, scores, job.s->latent.data() + i * kv_lora,
                 BatchSumOrder(job.env->n_tokens));

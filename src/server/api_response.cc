@@ -55,10 +55,13 @@ json CompletionLogprobs(const engine::RequestOutput& out, const tokenizer::Token
           {"top_logprobs", std::move(top_logprobs)}};
 }
 
-json Usage(int32_t prompt_tokens, int32_t completion_tokens) {
+// prompt_tokens_details.cached_tokens as OpenAI reports it: prompt tokens served from the
+// prefix cache instead of computed.
+json Usage(int32_t prompt_tokens, int32_t completion_tokens, int32_t cached_tokens) {
   return {{"prompt_tokens", prompt_tokens},
           {"completion_tokens", completion_tokens},
-          {"total_tokens", prompt_tokens + completion_tokens}};
+          {"total_tokens", prompt_tokens + completion_tokens},
+          {"prompt_tokens_details", {{"cached_tokens", cached_tokens}}}};
 }
 
 json Logprobs(const ResponseMeta& meta, const engine::RequestOutput& out, const tokenizer::Tokenizer& tok) {
@@ -141,7 +144,7 @@ std::string CompletionJson(const ResponseMeta& meta, const engine::RequestOutput
     choice["text"] = out.text;
   }
   body["choices"] = json::array({std::move(choice)});
-  body["usage"] = Usage(out.prompt_tokens, out.completion_tokens);
+  body["usage"] = Usage(out.prompt_tokens, out.completion_tokens, out.cached_tokens);
   return Dump(body);
 }
 
@@ -164,10 +167,11 @@ std::string ChunkEvent(const ResponseMeta& meta, const engine::RequestOutput& ou
   return "data: " + Dump(body) + "\n\n";
 }
 
-std::string UsageEvent(const ResponseMeta& meta, int32_t prompt_tokens, int32_t completion_tokens) {
+std::string UsageEvent(const ResponseMeta& meta, int32_t prompt_tokens, int32_t completion_tokens,
+                       int32_t cached_tokens) {
   json body = Header(meta, meta.endpoint == Endpoint::kChat ? "chat.completion.chunk" : "text_completion");
   body["choices"] = json::array();
-  body["usage"] = Usage(prompt_tokens, completion_tokens);
+  body["usage"] = Usage(prompt_tokens, completion_tokens, cached_tokens);
   return "data: " + Dump(body) + "\n\n";
 }
 

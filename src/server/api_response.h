@@ -47,7 +47,8 @@ std::string CompletionJson(const ResponseMeta& meta, const engine::RequestOutput
 std::string ChunkEvent(const ResponseMeta& meta, const engine::RequestOutput& output,
                        const tokenizer::Tokenizer& tok, bool first);
 // The usage-only chunk of stream_options.include_usage.
-std::string UsageEvent(const ResponseMeta& meta, int32_t prompt_tokens, int32_t completion_tokens);
+std::string UsageEvent(const ResponseMeta& meta, int32_t prompt_tokens, int32_t completion_tokens,
+                       int32_t cached_tokens = 0);
 // An error while streaming (the status line is already sent).
 std::string ErrorEvent(const ApiError& error);
 

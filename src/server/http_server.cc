@@ -376,7 +376,7 @@ void HttpServer::Stream(engine::ServingInstance& instance, std::shared_ptr<engin
             last.done = true;
             last.finish_reason = out.finish_reason;
             events += ChunkEvent(state->meta, last, tok, false);
-            if (state->include_usage) events += UsageEvent(state->meta, out.prompt_tokens, out.completion_tokens);
+            if (state->include_usage) events += UsageEvent(state->meta, out.prompt_tokens, out.completion_tokens, out.cached_tokens);
           }
         }
         if (out.done) events += "data: [DONE]\n\n";

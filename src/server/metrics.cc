@@ -78,6 +78,22 @@ std::string Metrics::Render(const engine::SchedulerStats& stats) const {
   Single(out, "cohort_requests_finished_total", "counter", "Generation requests that ended (any reason).", stats.requests_finished);
   Single(out, "cohort_requests_cancelled_total", "counter", "Generations cancelled (client gone).", stats.requests_cancelled);
   Single(out, "cohort_prompt_tokens_total", "counter", "Prompt tokens evaluated.", stats.prompt_tokens);
+  Single(out, "cohort_prompt_tokens_cached_total", "counter", "Prompt tokens taken from the prefix cache, not evaluated.",
+         stats.prompt_tokens_cached);
+  Single(out, "cohort_prefix_cache_bytes", "gauge", "KV rows held by the prefix cache, in bytes.", stats.prefix_cache_bytes);
+  Single(out, "cohort_prefix_cache_bytes_max", "gauge", "The prefix cache's budget (--cache-ram; 0: off).",
+         stats.prefix_cache_bytes_max);
+  Single(out, "cohort_prefix_cache_blocks", "gauge", "Blocks held by the prefix cache.", stats.prefix_cache_blocks);
+  Single(out, "cohort_prefix_cache_lookups_total", "counter", "Admitted requests that looked up the prefix cache.",
+         stats.prefix_cache_lookups);
+  Single(out, "cohort_prefix_cache_hits_total", "counter", "Lookups that found a cached prefix.", stats.prefix_cache_hits);
+  {
+    const uint64_t prompt_total = stats.prompt_tokens + stats.prompt_tokens_cached;
+    Single(out, "cohort_prefix_cache_hit_ratio", "gauge", "Share of prompt tokens taken from the prefix cache.",
+           prompt_total > 0 ? static_cast<double>(stats.prompt_tokens_cached) / prompt_total : 0.0);
+  }
+  Single(out, "cohort_prefill_chunk_tokens", "gauge", "Prompt tokens a step takes beside decoding streams, now.",
+         stats.prefill_chunk);
   Single(out, "cohort_generated_tokens_total", "counter", "Tokens generated.", stats.completion_tokens);
   Single(out, "cohort_forward_passes_total", "counter", "Batched forward passes.", stats.forward_passes);
   Single(out, "cohort_generation_tokens_per_second", "gauge", "Tokens generated per second, last 10 s.", rate);

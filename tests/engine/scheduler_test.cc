@@ -329,7 +329,21 @@ TEST_F(SchedulerLimitsTest, OptionsAreValidated) {
   s.n_parallel = 0;
   EXPECT_FALSE(s.Validate().ok());
   s = SchedulerOptions{};
-  s.kv_type = DType::kQ8_0;
+  s.kv_type = DType::kQ8_0;  // llama.cpp's -ctk q8_0 -ctv q8_0
+  EXPECT_TRUE(s.Validate().ok());
+  s.kv_type = DType::kQ4_0;
+  EXPECT_FALSE(s.Validate().ok());
+  s = SchedulerOptions{};
+  s.cache_block_tokens = 6;  // not a multiple of 4
+  EXPECT_FALSE(s.Validate().ok());
+  s = SchedulerOptions{};
+  s.cache_ram_bytes = -2;
+  EXPECT_FALSE(s.Validate().ok());
+  s = SchedulerOptions{};
+  s.prefill_step_factor = 0.5;
+  EXPECT_FALSE(s.Validate().ok());
+  s = SchedulerOptions{};
+  s.prefill_chunk = -1;
   EXPECT_FALSE(s.Validate().ok());
 }
 

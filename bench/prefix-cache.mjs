@@ -1,0 +1,138 @@
+// Two measurements against a running `cohort serve` (token-id prompts on /v1/completions, so
+// the lengths are exact):
+//   ttft  HISTORY TURN ROUNDS: time to first token of a HISTORY-token conversation plus a
+//         TURN-token new user turn, cold (a history the server has never seen: the whole
+//         prompt computed) and warm (the same history sent before, as the previous turn of a
+//         chat: only the new turn computed). Each round uses a fresh random history. Prints one
+//         JSON line per round and the medians and their ratio.
+//   itl   STREAMS PREFILL TOKENS: STREAMS streams decoding; their inter-token gaps alone, then
+//         while one PREFILL-token prompt is prefilled beside them. Prints the p50/p99 gaps of
+//         both phases and the p99 ratio.
+// Usage: node bench/prefix-cache.mjs BASE_URL ttft 2000 50 3
+//        node bench/prefix-cache.mjs BASE_URL itl 4 4000 48
+const [base, mode, ...args] = process.argv.slice(2);
+const VOCAB_LO = 1000, VOCAB_HI = 100000;  // plain-text ids of a llama-3 vocabulary
+
+let seed = 12345;
+function randomIds(n) {
+  const out = [];
+  for (let i = 0; i < n; i++) {
+    seed = (seed * 1103515245 + 12345) % 2147483648;
+    out.push(VOCAB_LO + (seed % (VOCAB_HI - VOCAB_LO)));
+  }
+  return out;
+}
+
+// Streams one completion; calls onToken(now) per SSE event carrying text; resolves with the
+// time to the first event and the usage.
+async function stream(prompt, maxTokens, { onToken, signal } = {}) {
+  const t0 = performance.now();
+  const res = await fetch(`${base}/v1/completions`, {
+    method: 'POST',
+    headers: { 'content-type': 'application/json' },
+    body: JSON.stringify({ prompt, max_tokens: maxTokens, temperature: 0, ignore_eos: true, stream: true,
+                           stream_options: { include_usage: true } }),
+    signal,
+  });
+  if (res.status !== 200) throw new Error(`HTTP ${res.status}: ${await res.text()}`);
+  let ttft = null;
+  let usage = null;
+  let buffered = '';
+  const decoder = new TextDecoder();
+  try {
+    for await (const chunk of res.body) {
+      buffered += decoder.decode(chunk, { stream: true });
+      let end;
+      while ((end = buffered.indexOf('\n\n')) >= 0) {
+        const event = buffered.slice(0, end);
+        buffered = buffered.slice(end + 2);
+        if (!event.startsWith('data: ') || event === 'data: [DONE]') continue;
+        const data = JSON.parse(event.slice(6));
+        if (data.usage) usage = data.usage;
+        if (data.choices?.length) {
+          const now = performance.now();
+          if (ttft === null) ttft = now - t0;
+          onToken?.(now);
+        }
+      }
+    }
+  } catch (e) {
+    if (e.name !== 'AbortError') throw e;
+  }
+  return { ttft, usage };
+}
+
+const median = (xs) => [...xs].sort((a, b) => a - b)[Math.floor(xs.length / 2)];
+const quantile = (xs, q) => {
+  const s = [...xs].sort((a, b) => a - b);
+  return s[Math.min(s.length - 1, Math.floor(q * s.length))];
+};
+
+async function ttft(historyLen, turnLen, rounds) {
+  const cold = [], warm = [];
+  for (let r = 0; r < rounds; r++) {
+    const history = randomIds(historyLen);
+    const a = await stream([...history, ...randomIds(turnLen)], 1);  // never seen: all computed
+    await stream(history, 1);                                         // the previous turn
+    const b = await stream([...history, ...randomIds(turnLen)], 1);  // history cached
+    cold.push(a.ttft);
+    warm.push(b.ttft);
+    console.log(JSON.stringify({ round: r + 1, cold_ms: +a.ttft.toFixed(1), warm_ms: +b.ttft.toFixed(1),
+                                 cold_cached: a.usage.prompt_tokens_details?.cached_tokens ?? 0,
+                                 warm_cached: b.usage.prompt_tokens_details?.cached_tokens ?? 0,
+                                 prompt_tokens: b.usage.prompt_tokens }));
+  }
+  console.log(JSON.stringify({ history: historyLen, turn: turnLen, cold_ms_median: +median(cold).toFixed(1),
+                               warm_ms_median: +median(warm).toFixed(1), speedup: +(median(cold) / median(warm)).toFixed(2) }));
+}
+
+// Inter-token gaps of `streams` streams over one phase; `during` (a promise) ends the phase
+// when given, else the phase ends after `tokens` tokens of each stream.
+async function phase(streams, tokens, during) {
+  const gaps = [];
+  const controller = new AbortController();
+  let started = 0;
+  let release;
+  const allStarted = new Promise((r) => { release = r; });
+  const runs = Array.from({ length: streams }, async () => {
+    let last = null;
+    let count = 0;
+    await stream(randomIds(8), during ? during.maxTokens : tokens, {
+      signal: controller.signal,
+      onToken: (now) => {
+        // The first gaps include other streams' prompts: count from each stream's 3rd token.
+        if (++count === 3 && ++started === streams) release();
+        if (count > 3 && last !== null && (!during || during.active)) gaps.push(now - last);
+        last = now;
+      },
+    });
+  });
+  if (during) {
+    await allStarted;
+    during.active = true;
+    await during.run();
+    during.active = false;
+    controller.abort();
+  }
+  await Promise.allSettled(runs);
+  return gaps;
+}
+
+async function itl(streams, prefillLen, tokens) {
+  const alone = await phase(streams, tokens);
+  let prefillTtft = 0;
+  const during = await phase(streams, 0, {
+    active: false,
+    maxTokens: prefillLen + 64,  // outlasts the prefill (the server's --ctx must hold it)
+    run: async () => { prefillTtft = (await stream(randomIds(prefillLen), 1)).ttft; },
+  });
+  const p99a = quantile(alone, 0.99), p99b = quantile(during, 0.99);
+  console.log(JSON.stringify({ streams, prefill: prefillLen, prefill_ttft_ms: +prefillTtft.toFixed(0),
+                               alone: { gaps: alone.length, p50_ms: +quantile(alone, 0.5).toFixed(1), p99_ms: +p99a.toFixed(1) },
+                               during: { gaps: during.length, p50_ms: +quantile(during, 0.5).toFixed(1), p99_ms: +p99b.toFixed(1) },
+                               p99_ratio: +(p99b / p99a).toFixed(2) }));
+}
+
+if (mode === 'ttft') await ttft(Number(args[0] ?? 2000), Number(args[1] ?? 50), Number(args[2] ?? 3));
+else if (mode === 'itl') await itl(Number(args[0] ?? 4), Number(args[1] ?? 4000), Number(args[2] ?? 48));
+else throw new Error(`unknown mode ${mode}: ttft or itl`);

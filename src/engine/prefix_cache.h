@@ -1,0 +1,87 @@
+// PrefixCache: the KV rows of finished requests, kept in blocks of block_tokens positions and
+// indexed by the tokens that produced them, so that a new request whose prompt starts the same
+// way (the next turn of a chat, an agent's shared system prompt) copies those rows into its
+// slot instead of computing them again.
+//
+// Blocks form chains: a block is identified by its parent block and its own tokens, so a hit
+// means the whole prefix up to it is equal, token for token (the hash only finds candidates;
+// the tokens and the parent are compared). Rows are kept in the slot cache's own type and
+// copied back bit for bit. Eviction is least recently used among the blocks no other block
+// extends (a chain loses its tail first), within a byte budget.
+//
+// Why copies and not shared rows: the slot cache lays each (layer, slot) out contiguously and
+// attention streams it in position order (model/kv_cache.h); sharing rows between slots would
+// need a block table in every attention kernel. A copy costs a memcpy per layer per block,
+// orders of magnitude less than the prefill it replaces, and any number of requests can start
+// from one cached prefix at once. Not thread-safe: the scheduler's engine thread owns it.
+#pragma once
+
+#include <cstdint>
+#include <set>
+#include <span>
+#include <unordered_map>
+#include <utility>
+#include <vector>
+
+#include "model/kv_cache.h"
+
+namespace cohort::engine {
+
+struct PrefixCacheStats {
+  int64_t bytes = 0;             // rows held now
+  int64_t bytes_max = 0;         // the budget
+  int64_t blocks = 0;            // blocks held now
+  uint64_t lookups = 0;          // Restore calls
+  uint64_t hits = 0;             // Restore calls that found at least one block
+  uint64_t tokens_restored = 0;  // positions copied into slots
+  uint64_t blocks_evicted = 0;
+};
+
+class PrefixCache {
+ public:
+  // Rows shaped like `shape`'s (its layers, widths and type); at most bytes_max bytes of rows.
+  PrefixCache(const model::KvCache& shape, int64_t bytes_max, int block_tokens);
+
+  int block_tokens() const { return block_tokens_; }
+  int64_t block_bytes() const { return block_bytes_; }
+
+  // Finds the longest chain of cached blocks that `tokens` starts with, at most max_positions
+  // positions, copies their rows into positions [0, n) of cache's slot seq (emptied first) and
+  // returns n, a multiple of block_tokens().
+  int Restore(std::span<const int32_t> tokens, int max_positions, model::KvCache& cache, int seq);
+  // Keeps the rows of slot seq for the whole blocks of tokens (the tokens at positions
+  // [0, tokens.size()) of the slot, all of them in its cache); blocks already held are only
+  // marked used. Evicts older blocks to stay within the budget.
+  void Save(std::span<const int32_t> tokens, const model::KvCache& cache, int seq);
+
+  PrefixCacheStats stats() const;
+
+ private:
+  struct Block {
+    uint64_t parent = 0;  // 0: the chain's first block
+    std::vector<int32_t> tokens;
+    std::vector<uint8_t> rows;  // KvCache::ReadRows' layout for block_tokens positions
+    uint64_t tick = 0;          // last use
+    int children = 0;           // blocks whose parent this is
+  };
+
+  static uint64_t Key(uint64_t parent, std::span<const int32_t> tokens);
+  // The block extending `parent` with exactly `tokens`, or 0.
+  uint64_t Find(uint64_t parent, std::span<const int32_t> tokens) const;
+  void Touch(uint64_t id, Block& block);
+  // Drops the least recently used leaf older than `tick`; false when there is none.
+  bool EvictOne(uint64_t tick);
+
+  int block_tokens_;
+  int64_t block_bytes_;
+  int64_t bytes_max_;
+  int64_t bytes_ = 0;
+  uint64_t next_id_ = 1;
+  uint64_t tick_ = 0;
+  std::unordered_map<uint64_t, Block> blocks_;            // by id
+  std::unordered_multimap<uint64_t, uint64_t> index_;     // Key(parent, tokens) -> id
+  std::set<std::pair<uint64_t, uint64_t>> leaves_;        // (tick, id) of blocks without children
+  PrefixCacheStats stats_;
+};
+
+}  // namespace cohort::engine
