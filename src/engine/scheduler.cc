@@ -139,7 +139,10 @@ Status Scheduler::Start() {
   kv.type = options_.kv_type;
   COHORT_ASSIGN_OR_RETURN(cache_, model_.model().NewKvCache(kv));
   const int64_t cache_ram = options_.cache_ram_bytes == kCacheRamAuto ? DefaultCacheRam() : options_.cache_ram_bytes;
-  if (cache_ram > 0 && model_.in_process()) {
+  // A model with a recurrent state (Qwen3.5's DeltaNet layers) cannot start from copied KV
+  // rows: its state at the prefix's end is not in them. Off for it until states are
+  // checkpointed at block boundaries.
+  if (cache_ram > 0 && model_.in_process() && cache_->sequence_state() == nullptr) {
     prefix_cache_ = std::make_unique<PrefixCache>(*cache_, cache_ram, options_.cache_block_tokens);
     stats_.prefix_cache_bytes_max = cache_ram;
   }
