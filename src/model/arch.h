@@ -18,5 +18,6 @@ Result<std::unique_ptr<Model>> LoadQwen2(const gguf::File& file, const ModelConf
 Result<std::unique_ptr<Model>> LoadQwen3(const gguf::File& file, const ModelConfig& c);
 Result<std::unique_ptr<Model>> LoadQwen3Moe(const gguf::File& file, const ModelConfig& c);
 Result<std::unique_ptr<Model>> LoadDeepseek2(const gguf::File& file, const ModelConfig& c);
+Result<std::unique_ptr<Model>> LoadGptOss(const gguf::File& file, const ModelConfig& c);
 
 }  // namespace cohort::model

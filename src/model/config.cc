@@ -21,6 +21,7 @@ const char* ArchName(Arch arch) {
     case Arch::kQwen3: return "qwen3";
     case Arch::kQwen3Moe: return "qwen3moe";
     case Arch::kDeepseek2: return "deepseek2";
+    case Arch::kGptOss: return "gpt-oss";
   }
   return "?";
 }
@@ -28,12 +29,12 @@ const char* ArchName(Arch arch) {
 namespace {
 
 Result<Arch> ParseArch(const std::string& name) {
-  for (Arch a : {Arch::kLlama, Arch::kQwen2, Arch::kQwen3, Arch::kQwen3Moe, Arch::kDeepseek2}) {
+  for (Arch a : {Arch::kLlama, Arch::kQwen2, Arch::kQwen3, Arch::kQwen3Moe, Arch::kDeepseek2, Arch::kGptOss}) {
     if (name == ArchName(a)) return a;
   }
   if (name.empty()) return Corrupt("general.architecture is missing");
   return Unsupported(fmt::format("architecture '{}' is not supported (llama, qwen2, qwen3, "
-                                 "qwen3moe, deepseek2 are)",
+                                 "qwen3moe, deepseek2, gpt-oss are)",
                                  name));
 }
 
@@ -157,6 +158,34 @@ Status ParseMoe(const KeyReader& keys, Arch arch, ModelConfig& c) {
   COHORT_ASSIGN_OR_RETURN(m.n_group_used, keys.Int("expert_group_used_count", 0));
   if (m.n_group == 0) m.n_group = 1;
   if (m.n_group_used == 0) m.n_group_used = m.n_group;
+  if (arch == Arch::kGptOss) {
+    // llama.cpp's openai-moe graph: softmax over the chosen logits, clamped SwiGLU experts,
+    // whatever the file says.
+    m.gating = ExpertGating::kSoftmaxWeight;
+    m.norm_top_k = false;
+    m.activation = ExpertActivation::kSwiGluOai;
+  }
+  return Status::Ok();
+}
+
+// gpt-oss: sliding-window layers (every other one, from layer 0, unless the file gives a
+// pattern), attention sinks, biases on every projection.
+Status ParseGptOss(const KeyReader& keys, ModelConfig& c) {
+  COHORT_ASSIGN_OR_RETURN(c.n_swa, keys.Int("attention.sliding_window", 0));
+  if (c.n_swa <= 0) return Corrupt(keys.Key("attention.sliding_window") + " is missing or 0");
+  c.swa_pattern = 2;
+  if (keys.Has("attention.sliding_window_pattern")) {
+    auto pattern = keys.Int("attention.sliding_window_pattern", 2);
+    if (!pattern.ok()) {
+      return Unsupported(keys.Key("attention.sliding_window_pattern") +
+                         ": only a single period is supported, not a per-layer array");
+    }
+    c.swa_pattern = *pattern;
+  }
+  COHORT_ASSIGN_OR_RETURN(c.rope_freq_base_swa, keys.Float("rope.freq_base_swa", c.rope.freq_base));
+  c.qkv_bias = true;
+  c.attn_sinks = true;
+  c.attn_out_bias = true;
   return Status::Ok();
 }
 
@@ -216,6 +245,7 @@ Result<ModelConfig> ModelConfig::FromGguf(const gguf::File& file) {
   COHORT_RETURN_IF_ERROR(ParseMoe(keys, c.arch, c));
   c.qkv_bias = c.arch == Arch::kQwen2;
   c.qk_norm = c.arch == Arch::kQwen3 || c.arch == Arch::kQwen3Moe;
+  if (c.arch == Arch::kGptOss) COHORT_RETURN_IF_ERROR(ParseGptOss(keys, c));
   c.kq_scale = 1.0f / std::sqrt(static_cast<float>(c.head_dim_k));
   if (c.arch == Arch::kDeepseek2) SetMlaKqScale(c);
   COHORT_RETURN_IF_ERROR(c.Validate());
@@ -288,6 +318,7 @@ Status ModelConfig::Validate() const {
     COHORT_RETURN_IF_ERROR(Positive("qk_nope_dim", mla.qk_nope_dim));
     if (mla.qk_rope_dim != rope.n_rot) return Corrupt("model config: MLA rope dim != n_rot");
   }
+  if (n_swa < 0 || swa_pattern < 0) return Corrupt("model config: negative sliding window");
   if (!(kq_scale > 0.0f) || !std::isfinite(kq_scale)) {
     return Corrupt(fmt::format("model config: kq_scale {} must be positive", kq_scale));
   }
@@ -307,9 +338,11 @@ std::string ModelConfig::ToString() const {
                      "norm={} scale={} groups={}/{})",
                      moe.n_expert, moe.n_expert_used, moe.n_ff_expert, moe.n_expert_shared,
                      moe.n_leading_dense,
-                     moe.gating == ExpertGating::kSigmoid ? "sigmoid" : "softmax",
+                     moe.gating == ExpertGating::kSigmoid ? "sigmoid"
+                     : moe.gating == ExpertGating::kSoftmaxWeight ? "softmax-weight" : "softmax",
                      moe.norm_top_k, moe.weights_scale, moe.n_group_used, moe.n_group);
   }
+  if (n_swa > 0) s += fmt::format(" swa(window={} pattern={} base={})", n_swa, swa_pattern, rope_freq_base_swa);
   if (arch == Arch::kDeepseek2) {
     s += fmt::format(" mla(q_lora={} kv_lora={} nope={} rope={} v={})", mla.q_lora_rank,
                      mla.kv_lora_rank, mla.qk_nope_dim, mla.qk_rope_dim, mla.v_head_dim);

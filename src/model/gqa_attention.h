@@ -25,6 +25,10 @@ struct GqaWeights {
   // Qwen3 per-head RMSNorm gains applied before RoPE (null when absent).
   const float* q_norm = nullptr;    // [head_dim]
   const float* k_norm = nullptr;    // [head_dim]
+  // gpt-oss (null when absent): per-head attention-sink logits and the output projection's
+  // bias (added once, by the range that starts at head 0, so partial sums still add up).
+  const float* sinks = nullptr;     // [n_head]
+  const float* bo = nullptr;        // [n_embd]
 };
 
 struct GqaParams {
@@ -34,6 +38,7 @@ struct GqaParams {
   int head_dim = 0;                 // key and value width per head
   float kq_scale = 0.0f;
   float rms_eps = 0.0f;             // for q/k norm
+  int n_swa = 0;                    // > 0: a sliding window of n_swa positions (own included)
   kernels::RopeParams rope;
 };
 

@@ -14,6 +14,7 @@ Result<std::unique_ptr<Model>> Model::Load(const gguf::File& file) {
     case Arch::kQwen3: return LoadQwen3(file, config);
     case Arch::kQwen3Moe: return LoadQwen3Moe(file, config);
     case Arch::kDeepseek2: return LoadDeepseek2(file, config);
+    case Arch::kGptOss: return LoadGptOss(file, config);
   }
   return Unsupported("unknown architecture");
 }

@@ -24,6 +24,12 @@ struct MoeWeights {
   TensorView up_exps;                     // [n_embd, n_ff_exp, n_expert]
   TensorView down_exps;                   // [n_ff_exp, n_embd, n_expert]
   std::optional<DenseFfnWeights> shared;  // *_shexp, width n_ff_exp * n_expert_shared
+  // gpt-oss's biases (null when absent). The down bias is added by the share that holds an
+  // expert's first column, so column shares still sum to the whole expert.
+  const float* router_bias = nullptr;     // ffn_gate_inp.bias [n_expert]
+  const float* gate_bias = nullptr;       // ffn_gate_exps.bias [n_expert][n_ff_exp]
+  const float* up_bias = nullptr;         // ffn_up_exps.bias [n_expert][n_ff_exp]
+  const float* down_bias = nullptr;       // ffn_down_exps.bias [n_expert][n_embd]
 };
 
 // The routing decision for one batch: per token, n_used (expert, weight) pairs in rank order.

@@ -24,6 +24,8 @@ struct SynthModel {
   // YaRN (deepseek2).
   float yarn_factor = 0.0f;
   int yarn_orig_ctx = 0;
+  // Sliding-window attention on every other layer (gpt-oss); 0: none.
+  int n_swa = 0;
 };
 
 const std::vector<SynthModel>& SynthModels();
