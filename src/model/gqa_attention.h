@@ -38,8 +38,8 @@ struct GqaParams {
   int head_dim = 0;                 // key and value width per head
   float kq_scale = 0.0f;
   float rms_eps = 0.0f;             // for q/k norm
-  int n_swa = 0;                    // > 0: a sliding window of n_swa positions (own included)
   kernels::RopeParams rope;
+  int n_swa = 0;                    // > 0: a sliding window of n_swa positions (own included)
 };
 
 // Buffers reused across layers and calls; grown on demand, never shrunk.
