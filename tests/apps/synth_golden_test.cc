@@ -1,6 +1,6 @@
 // llama.cpp's logits for models at real head geometry that the tiny fixtures cannot show:
 // DeepSeek-V3's YaRN RoPE with its attention-scale correction and grouped expert selection
-// (8 groups, 4 used), and Qwen3-30B-A3B's 8-of-32 routing. `cohort synth` is deterministic,
+// (8 groups, 4 used), Qwen3-30B-A3B's 8-of-32 routing, and gpt-oss's window, sinks and MXFP4. `cohort synth` is deterministic,
 // so the test rebuilds the models tools/make-synth-goldens.sh gave llama.cpp and compares
 // teacher-forced logits, fed as llama.cpp was fed (a prompt batch, then one token at a time).
 #include <gtest/gtest.h>
@@ -91,5 +91,12 @@ TEST(SynthGolden, DeepSeekV3YarnAndGroupedRoutingMatchLlamaCpp) {
 }
 
 TEST(SynthGolden, Qwen3MoeMatchesLlamaCpp) { CheckAgainstLlamaCpp("qwen3-30b-a3b-mini-q8_0"); }
+
+// gpt-oss with an 8-position window: a 16-token prompt and 32 single-token steps cross it on
+// the sliding layer; sinks, biases, YaRN and the clamped SwiGLU; F32, and MXFP4 experts
+// (llama.cpp's repacked AVX2 order on x86).
+TEST(SynthGolden, GptOssF32AcrossTheWindowMatchesLlamaCpp) { CheckAgainstLlamaCpp("gpt-oss-test-f32"); }
+
+TEST(SynthGolden, GptOssMxfp4ExpertsMatchLlamaCpp) { CheckAgainstLlamaCpp("gpt-oss-test-mxfp4"); }
 
 }  // namespace
