@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Makes golden logits from llama.cpp for small `cohort synth` models whose features the tiny
 # fixtures do not exercise (DeepSeek-V3's YaRN RoPE and grouped expert selection at its real
-# head geometry; Qwen3-30B-A3B's 8-of-32 routing). A developer tool: run it once with a
+# head geometry; Qwen3-30B-A3B's 8-of-32 routing; gpt-oss's sinks, sliding window, biases and
+# MXFP4 experts). A developer tool: run it once with a
 # llama.cpp build (bench/compare-llamacpp.sh builds one into build/llama.cpp) and commit the
 # files it writes under tests/data/synth-golden/. cohort synth is deterministic, so the test
 # (tests/apps/synth_golden_test.cc) rebuilds the same models and compares.
@@ -32,6 +33,9 @@ cases=(
   "qwen3-30b-a3b-mini qwen3-30b-a3b-mini q8_0 1,100,200,300,400,500,600,700,1000,2000,3000,4000 8"
   "qwen3.5-0.8b qwen3.5-0.8b f32 1,100,200,300,400,500,600,700,1000,2000,3000,4000 8 4"
   "qwen3.5-35b-a3b-mini qwen3.5-35b-a3b-mini q8_0 1,100,200,300,400,500,600,700,1000,2000,3000,4000 8 4"
+  # gpt-oss: a 16-token prompt and 32 single-token steps cross the 8-position window.
+  "gpt-oss-test gpt-oss-test f32 1,100,200,300,400,500,600,700,1000,2000,3000,4000,5000,6000,7000,8000,13,1010,2007,3004,4001,4998,5995,6992,7989,8986,9983,10980,11977,12974,13971,14968,15965,16962,17959,18956,19953,20950,21947,22944,23941,24938,25935,26932,27929,28926,29923,30920 16"
+  "gpt-oss-test gpt-oss-test mxfp4 1,100,200,300,400,500,600,700,1000,2000,3000,4000,5000,6000,7000,8000,13,1010,2007,3004,4001,4998,5995,6992,7989,8986,9983,10980,11977,12974,13971,14968,15965,16962,17959,18956,19953,20950,21947,22944,23941,24938,25935,26932,27929,28926,29923,30920 16"
 )
 # ONLY="name ..." makes those cases only.
 for c in "${cases[@]}"; do

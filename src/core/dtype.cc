@@ -10,7 +10,7 @@
 namespace cohort {
 namespace {
 
-constexpr std::array<DTypeTraits, 20> kTypes = {{
+constexpr std::array<DTypeTraits, 21> kTypes = {{
     {DType::kF32, "f32", 1, 4, false},
     {DType::kF16, "f16", 1, 2, false},
     {DType::kQ4_0, "q4_0", 32, 18, true},
@@ -31,6 +31,7 @@ constexpr std::array<DTypeTraits, 20> kTypes = {{
     {DType::kI64, "i64", 1, 8, false},
     {DType::kF64, "f64", 1, 8, false},
     {DType::kBF16, "bf16", 1, 2, false},
+    {DType::kMXFP4, "mxfp4", 32, 17, true},
 }};
 
 }  // namespace

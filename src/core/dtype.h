@@ -31,6 +31,7 @@ enum class DType : uint32_t {
   kI64 = 27,
   kF64 = 28,
   kBF16 = 30,
+  kMXFP4 = 39,  // OCP microscaling FP4: 32 e2m1 values sharing an E8M0 exponent (gpt-oss)
 };
 
 struct DTypeTraits {

@@ -131,7 +131,8 @@ namespace {
 
 // The one body of Softmax and ref::Softmax: on a SIMD path the max and the 16-value chunks
 // come from ops_avx512.cc or ops_avx2.cc, whose arithmetic is the scalar loops' own.
-void SoftmaxImpl(float* x, int64_t n, Path path) {
+// `sink` (null: none) is an extra logit in the denominator only, as ggml_soft_max_ext's sinks.
+void SoftmaxImpl(float* x, int64_t n, Path path, const float* sink = nullptr) {
   COHORT_CHECK_GT(n, 0);
   float max = -std::numeric_limits<float>::infinity();
   if (path == Path::kAvx512) {
@@ -141,6 +142,7 @@ void SoftmaxImpl(float* x, int64_t n, Path path) {
   } else {
     for (int64_t i = 0; i < n; ++i) max = std::max(max, x[i]);
   }
+  if (sink != nullptr) max = std::max(max, *sink);
   COHORT_CHECK(max > -std::numeric_limits<float>::infinity());
   double sum = 0.0;
   int64_t i = 0;
@@ -162,6 +164,7 @@ void SoftmaxImpl(float* x, int64_t n, Path path) {
     x[i] = std::exp(x[i] - max);
     sum += static_cast<double>(x[i]);
   }
+  if (sink != nullptr) sum += static_cast<double>(std::exp(*sink - max));
   const float inv = static_cast<float>(1.0 / sum);
   for (int64_t k = 0; k < n; ++k) x[k] *= inv;
 }
@@ -216,6 +219,16 @@ float DotF16(const uint16_t* a, const float* b, int64_t n) {
 }  // namespace ref
 
 void Softmax(float* x, int64_t n) { SoftmaxImpl(x, n, OpsPath()); }
+
+void SoftmaxWithSink(float* x, int64_t n, float sink) { SoftmaxImpl(x, n, OpsPath(), &sink); }
+
+void SwiGluOai(const float* gate, const float* up, int64_t n, float alpha, float limit, float* out) {
+  for (int64_t i = 0; i < n; ++i) {
+    const float g = std::min(gate[i], limit);
+    const float u = std::clamp(up[i], -limit, limit);
+    out[i] = g / (1.0f + std::exp(alpha * (-g))) * (u + 1.0f);
+  }
+}
 
 float Silu(float x) { return x / (1.0f + std::exp(-x)); }
 float Sigmoid(float x) { return 1.0f / (1.0f + std::exp(-x)); }

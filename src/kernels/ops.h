@@ -43,6 +43,9 @@ void Rope(const RopeParams& p, int64_t pos, float* x, int n_heads, int64_t head_
 // as possible: chunks of 16 use ExpPoly and a pairwise chunk sum, the remaining n % 16 values
 // use libm's expf.
 void Softmax(float* x, int64_t n);
+// Softmax with an attention sink (gpt-oss): the sink logit joins the max and the denominator
+// (its exp through libm, added after the others, as ggml_soft_max_ext) but gets no output.
+void SoftmaxWithSink(float* x, int64_t n, float sink);
 // exp(x) by the polynomial ggml's SIMD code uses (ggml_v_expf: range reduction by ln 2 and a
 // degree-5 polynomial, within ~1.5 ulp of expf); 0 below and inf above the range.
 float ExpPoly(float x);
@@ -52,6 +55,9 @@ float Sigmoid(float x);
 // out[i] = silu(gate[i]) * up[i]; out may alias gate or up. As ggml: chunks of 16 take
 // silu through ExpPoly, the n % 16 tail through libm.
 void SwiGlu(const float* gate, const float* up, int64_t n, float* out);
+// gpt-oss's clamped SwiGLU (ggml_swiglu_oai): g = min(gate, limit), u = clamp(up, -limit,
+// limit), out = g * sigmoid(alpha * g) * (u + 1), with libm's expf; out may alias gate or up.
+void SwiGluOai(const float* gate, const float* up, int64_t n, float alpha, float limit, float* out);
 // y[i] += x[i]
 void Add(const float* x, int64_t n, float* y);
 // y[i] *= s

@@ -137,7 +137,8 @@ bool IsWeightType(DType type) {
     case DType::kQ3_K:
     case DType::kQ4_K:
     case DType::kQ5_K:
-    case DType::kQ6_K: return true;
+    case DType::kQ6_K:
+    case DType::kMXFP4: return true;
     default: return false;
   }
 }
@@ -150,7 +151,8 @@ DType VecDotType(DType weight) {
   switch (weight) {
     case DType::kQ4_0:
     case DType::kQ5_0:
-    case DType::kQ8_0: return DType::kQ8_0;
+    case DType::kQ8_0:
+    case DType::kMXFP4: return DType::kQ8_0;
     case DType::kQ4_1:
     case DType::kQ5_1: return DType::kQ8_1;
     case DType::kQ2_K:
@@ -169,7 +171,9 @@ DType VecDotType(DType weight) {
 void DequantizeRow(DType type, const void* src, float* dst, int64_t n) {
   COHORT_CHECK(IsRowType(type));
   COHORT_CHECK_EQ(n % Traits(type).block_size, 0);
-  if (ref::IsKType(type)) {
+  if (type == DType::kMXFP4) {
+    ref::DequantizeMxfp4Row(src, dst, n);
+  } else if (ref::IsKType(type)) {
     ref::DequantizeKRow(type, src, dst, n);
   } else {
     ref::DequantizeLegacyRow(type, src, dst, n);
@@ -179,7 +183,9 @@ void DequantizeRow(DType type, const void* src, float* dst, int64_t n) {
 void QuantizeRow(DType type, const float* src, void* dst, int64_t n) {
   COHORT_CHECK(IsRowType(type));
   COHORT_CHECK_EQ(n % Traits(type).block_size, 0);
-  if (ref::IsKType(type)) {
+  if (type == DType::kMXFP4) {
+    ref::QuantizeMxfp4Row(src, dst, n);
+  } else if (ref::IsKType(type)) {
     ref::QuantizeKRow(type, src, dst, n);
   } else if (!HasAvx512(BestSimdLevel()) || !avx512::QuantizeRow(type, src, dst, n)) {
     ref::QuantizeLegacyRow(type, src, dst, n);
@@ -204,6 +210,11 @@ float F32SgemmOrder(const void* w, const void* a, int64_t n) {
 VecDotFn GetVecDot(DType weight, SimdLevel level) {
   COHORT_CHECK(IsWeightType(weight));
   if (weight == DType::kF32 && HasFmaUnit(level)) return F32VecDotOrder;
+  if (weight == DType::kMXFP4) {
+    // AVX2 and up: the order of llama.cpp's repacked x86 kernels (quant_internal.h).
+    if (HasAvx2(level)) return avx2::GetMxfp4VecDot();
+    return ref::VecDotMxfp4Q8_0;
+  }
   if (HasAvx512(level)) {
     if (VecDotFn fn = avx512::GetVecDot(weight)) return fn;
   }

@@ -5,6 +5,7 @@
 #pragma once
 
 #include <cstdint>
+#include <cstring>
 
 namespace cohort::kernels {
 
@@ -79,7 +80,25 @@ struct __attribute__((packed)) BlockQ8_K {
   int16_t bsums[kQK_K / 16];  // sums of each 16 quants
 };
 
+// MXFP4 (OCP microscaling): a shared power-of-two scale 2^(e - 127) and 32 e2m1 values, stored
+// doubled as kMxfp4Values (so the scale is applied halved: Mxfp4HalfScale).
+struct __attribute__((packed)) BlockMxfp4 {
+  uint8_t e;            // E8M0 exponent
+  uint8_t qs[kQK / 2];  // element j in low nibble of qs[j], element j+16 in the high nibble
+};
+// e2m1 values times two (ggml's kvalues_mxfp4): 0, 0.5, 1, 1.5, 2, 3, 4, 6 and their negatives.
+inline constexpr int8_t kMxfp4Values[16] = {0, 1, 2, 3, 4, 6, 8, 12, 0, -1, -2, -3, -4, -6, -8, -12};
+// 2^(e - 128), half the block's scale, exactly (ggml_e8m0_to_fp32_half): e = 0 and 1 are the
+// subnormals 2^-128 and 2^-127.
+inline float Mxfp4HalfScale(uint8_t e) {
+  const uint32_t bits = e < 2 ? (uint32_t{0x00200000} << e) : (static_cast<uint32_t>(e) - 1) << 23;
+  float f;
+  std::memcpy(&f, &bits, sizeof f);
+  return f;
+}
+
 static_assert(sizeof(BlockQ4_0) == 18);
+static_assert(sizeof(BlockMxfp4) == 17);
 static_assert(sizeof(BlockQ4_1) == 20);
 static_assert(sizeof(BlockQ5_0) == 22);
 static_assert(sizeof(BlockQ5_1) == 24);

@@ -34,6 +34,15 @@ VecDotFn GetKVecDot(DType weight);  // nullptr if `weight` is not a K-quant
 
 bool IsKType(DType type);
 
+// MXFP4 (32-element blocks, E8M0 scale): quant_ref_mxfp4.cc.
+void DequantizeMxfp4Row(const void* src, float* dst, int64_t n);
+void QuantizeMxfp4Row(const float* src, void* dst, int64_t n);
+// ggml's generic ggml_vec_dot_mxfp4_q8_0: per block d * (low-half sum + high-half sum), summed.
+float VecDotMxfp4Q8_0(const void* w, const void* a, int64_t n);
+// The order of llama.cpp's AVX2 repacked MXFP4 GEMV/GEMM (mxfp4_8x8, which takes every matrix
+// with a multiple of 8 rows, experts included): acc = fma(block sum, scale_w * d_a, acc).
+float VecDotMxfp4Q8_0Repacked(const void* w, const void* a, int64_t n);
+
 }  // namespace ref
 
 // SIMD kernel tables: nullptr where a level has no kernel of its own for that type.
@@ -41,6 +50,7 @@ namespace avx2 {
 VecDotFn GetVecDot(DType weight);   // vec_dot_avx2.cc: plain and legacy types
 VecDotFn GetKVecDot(DType weight);  // vec_dot_avx2_k.cc: K-quants
 VecDotFn GetKVecDotGrouped(DType weight);  // the same, in llama.cpp's repacked-GEMM order
+VecDotFn GetMxfp4VecDot();  // vec_dot_avx2_mxfp4.cc: in ref::VecDotMxfp4Q8_0Repacked's order
 }
 namespace neon {
 VecDotFn GetVecDot(DType weight);  // vec_dot_neon.cc: Q4_0, Q8_0, Q4_K, Q6_K (AArch64 dotprod)

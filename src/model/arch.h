@@ -22,5 +22,6 @@ Result<std::unique_ptr<Model>> LoadGlm4Moe(const gguf::File& file, const ModelCo
 Result<std::unique_ptr<Model>> LoadMinimaxM2(const gguf::File& file, const ModelConfig& c);
 Result<std::unique_ptr<Model>> LoadQwen35(const gguf::File& file, const ModelConfig& c);
 Result<std::unique_ptr<Model>> LoadQwen35Moe(const gguf::File& file, const ModelConfig& c);
+Result<std::unique_ptr<Model>> LoadGptOss(const gguf::File& file, const ModelConfig& c);
 
 }  // namespace cohort::model

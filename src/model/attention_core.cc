@@ -21,7 +21,7 @@ namespace {
 // the end. ggml's value update is a fused multiply-add per lane; AddScaled rounds the product
 // first, so the two agree to rounding (the Q8_0 tolerance is far wider).
 void AttendQ8_0(const float* q, int64_t dk, CacheRows k, CacheRows v, int64_t dv, int n_pos, float scale,
-                float* out) {
+                float* out, int first_pos, const float* sink) {
   constexpr int64_t kMaxWidth = 1024;
   COHORT_CHECK(dk % 32 == 0 && dk <= kMaxWidth);
   COHORT_CHECK(dv % 32 == 0 && dv <= kMaxWidth);
@@ -30,10 +30,12 @@ void AttendQ8_0(const float* q, int64_t dk, CacheRows k, CacheRows v, int64_t dv
   alignas(64) float v_row[kMaxWidth];
   kernels::QuantizeRow(DType::kQ8_0, q, q_q8, dk);
   const kernels::VecDotFn dot = kernels::GetVecDot(DType::kQ8_0, kernels::BestSimdLevel());
-  float m = -std::numeric_limits<float>::infinity();
-  float sum = 0.0f;
+  // Positions before first_pos are masked out; a sink (gpt-oss) is one more logit whose value
+  // row is zero, so the online softmax starts from it: M = sink, S = exp(0) = 1.
+  float m = sink != nullptr ? *sink : -std::numeric_limits<float>::infinity();
+  float sum = sink != nullptr ? 1.0f : 0.0f;
   std::memset(out, 0, dv * sizeof(float));
-  for (int p = 0; p < n_pos; ++p) {
+  for (int p = first_pos; p < n_pos; ++p) {
     const float s = dot(k.data + p * k.stride_bytes, q_q8, dk) * scale;
     float ms = 1.0f;  // rescales the sums when s is the new maximum
     float vs = 1.0f;  // exp(s - m)
@@ -52,13 +54,25 @@ void AttendQ8_0(const float* q, int64_t dk, CacheRows k, CacheRows v, int64_t dv
   kernels::Scale(sum == 0.0f ? 0.0f : 1.0f / sum, dv, out);
 }
 
+// The masked scores (-inf, before the window) and the softmax, with the head's sink if any.
+void MaskedSoftmax(float* scores, int n_pos, int n_padded, const AttendMask& mask, int head) {
+  for (int p = 0; p < mask.first_pos; ++p) scores[p] = -std::numeric_limits<float>::infinity();
+  for (int p = n_pos; p < n_padded; ++p) scores[p] = -std::numeric_limits<float>::infinity();
+  if (mask.sinks != nullptr) {
+    kernels::SoftmaxWithSink(scores, n_padded, mask.sinks[head]);
+  } else {
+    kernels::Softmax(scores, n_padded);
+  }
+}
+
 }  // namespace
 
 void AttendOne(const float* q, int64_t dk, CacheRows k, CacheRows v, int64_t dv, int n_pos,
-               float scale, float* scores, float* out, kernels::SumOrder order) {
+               float scale, float* scores, float* out, kernels::SumOrder order, AttendMask mask) {
   COHORT_CHECK_GT(n_pos, 0);
+  COHORT_CHECK(mask.first_pos >= 0 && mask.first_pos < n_pos);
   if (k.type == DType::kQ8_0) {
-    AttendQ8_0(q, dk, k, v, dv, n_pos, scale, out);
+    AttendQ8_0(q, dk, k, v, dv, n_pos, scale, out, mask.first_pos, mask.sinks);
     return;
   }
   if (k.type == DType::kF16) {
@@ -66,14 +80,13 @@ void AttendOne(const float* q, int64_t dk, CacheRows k, CacheRows v, int64_t dv,
     kernels::DotsF16Heads(reinterpret_cast<const uint16_t*>(k.data), k.stride_bytes / 2, n_pos, q, dk, 1, dk, scale,
                           scores, n_pos);
   } else {
-    for (int p = 0; p < n_pos; ++p) {
+    for (int p = mask.first_pos; p < n_pos; ++p) {
       const uint8_t* row = k.data + p * k.stride_bytes;
       scores[p] = kernels::DotGgml(reinterpret_cast<const float*>(row), q, dk) * scale;
     }
   }
   const int n_padded = ScoresStride(n_pos);
-  for (int p = n_pos; p < n_padded; ++p) scores[p] = -std::numeric_limits<float>::infinity();
-  kernels::Softmax(scores, n_padded);
+  MaskedSoftmax(scores, n_pos, n_padded, mask, 0);
   if (v.type == DType::kF32) {
     // llama.cpp's padded cache cells beyond n_pos hold zero weight and zero values, so they
     // add exact zeros to every lane: summing n_pos rows gives the same bits.
@@ -96,12 +109,14 @@ void AttendOne(const float* q, int64_t dk, CacheRows k, CacheRows v, int64_t dv,
 
 void AttendHeads(const float* q, int64_t q_stride, int n_heads, int64_t dk, CacheRows k, CacheRows v,
                  int64_t dv, int n_pos, float scale, float* scores, float* out, int64_t out_stride,
-                 kernels::SumOrder order) {
+                 kernels::SumOrder order, AttendMask mask) {
   COHORT_CHECK_GT(n_pos, 0);
   const int n_padded = ScoresStride(n_pos);
   if (k.type != DType::kF16 || v.type != DType::kF16) {
     for (int h = 0; h < n_heads; ++h) {
-      AttendOne(q + h * q_stride, dk, k, v, dv, n_pos, scale, scores + h * n_padded, out + h * out_stride, order);
+      const AttendMask head_mask{mask.first_pos, mask.sinks != nullptr ? mask.sinks + h : nullptr};
+      AttendOne(q + h * q_stride, dk, k, v, dv, n_pos, scale, scores + h * n_padded, out + h * out_stride, order,
+                head_mask);
     }
     return;
   }
@@ -109,11 +124,7 @@ void AttendHeads(const float* q, int64_t q_stride, int n_heads, int64_t dk, Cach
   COHORT_CHECK_EQ(v.stride_bytes % 2, 0);
   kernels::DotsF16Heads(reinterpret_cast<const uint16_t*>(k.data), k.stride_bytes / 2, n_pos, q, q_stride, n_heads,
                         dk, scale, scores, n_padded);
-  for (int h = 0; h < n_heads; ++h) {
-    float* row = scores + h * n_padded;
-    for (int p = n_pos; p < n_padded; ++p) row[p] = -std::numeric_limits<float>::infinity();
-    kernels::Softmax(row, n_padded);
-  }
+  for (int h = 0; h < n_heads; ++h) MaskedSoftmax(scores + h * n_padded, n_pos, n_padded, mask, h);
   kernels::WeightedRowSumF16Heads(scores, n_padded, n_heads, reinterpret_cast<const uint16_t*>(v.data),
                                   v.stride_bytes / 2, n_pos, dv, out, out_stride);
 }

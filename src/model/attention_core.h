@@ -32,9 +32,17 @@ inline kernels::SumOrder BatchSumOrder(int n_tokens) {
   return n_tokens >= 2 ? kernels::SumOrder::kSgemm : kernels::SumOrder::kVecDot;
 }
 
+// What a query sees beyond causality (gpt-oss): positions before first_pos are masked (a
+// sliding window: -inf scores, zero weights, exactly as llama.cpp's masked cells), and sinks,
+// when not null, give each head h a logit sinks[h] in its softmax's denominator.
+struct AttendMask {
+  int first_pos = 0;
+  const float* sinks = nullptr;  // [n_heads] of the call (AttendHeads: its heads in order)
+};
+
 void AttendOne(const float* q, int64_t dk, CacheRows k, CacheRows v, int64_t dv, int n_pos,
                float scale, float* scores, float* out,
-               kernels::SumOrder order = kernels::SumOrder::kVecDot);
+               kernels::SumOrder order = kernels::SumOrder::kVecDot, AttendMask mask = {});
 
 // AttendOne for n_heads queries that share k and v (the heads of a GQA group): head h's query
 // at q + h * q_stride, its output at out + h * out_stride; scores holds n_heads rows of
@@ -42,6 +50,6 @@ void AttendOne(const float* q, int64_t dk, CacheRows k, CacheRows v, int64_t dv,
 // reads each key and value row once for all the heads.
 void AttendHeads(const float* q, int64_t q_stride, int n_heads, int64_t dk, CacheRows k, CacheRows v,
                  int64_t dv, int n_pos, float scale, float* scores, float* out, int64_t out_stride,
-                 kernels::SumOrder order = kernels::SumOrder::kVecDot);
+                 kernels::SumOrder order = kernels::SumOrder::kVecDot, AttendMask mask = {});
 
 }  // namespace cohort::model

@@ -26,6 +26,7 @@ const char* ArchName(Arch arch) {
     case Arch::kMinimaxM2: return "minimax-m2";
     case Arch::kQwen35: return "qwen35";
     case Arch::kQwen35Moe: return "qwen35moe";
+    case Arch::kGptOss: return "gpt-oss";
   }
   return "?";
 }
@@ -34,12 +35,12 @@ namespace {
 
 Result<Arch> ParseArch(const std::string& name) {
   for (Arch a : {Arch::kLlama, Arch::kQwen2, Arch::kQwen3, Arch::kQwen3Moe, Arch::kDeepseek2,
-                 Arch::kGlm4Moe, Arch::kMinimaxM2, Arch::kQwen35, Arch::kQwen35Moe}) {
+                 Arch::kGlm4Moe, Arch::kMinimaxM2, Arch::kQwen35, Arch::kQwen35Moe, Arch::kGptOss}) {
     if (name == ArchName(a)) return a;
   }
   if (name.empty()) return Corrupt("general.architecture is missing");
   return Unsupported(fmt::format("architecture '{}' is not supported (llama, qwen2, qwen3, "
-                                 "qwen3moe, deepseek2, glm4moe, minimax-m2, qwen35, qwen35moe are)",
+                                 "qwen3moe, deepseek2, glm4moe, minimax-m2, qwen35, qwen35moe, gpt-oss are)",
                                  name));
 }
 
@@ -170,6 +171,34 @@ Status ParseMoe(const KeyReader& keys, Arch arch, ModelConfig& c) {
   COHORT_ASSIGN_OR_RETURN(m.n_group_used, keys.Int("expert_group_used_count", 0));
   if (m.n_group == 0) m.n_group = 1;
   if (m.n_group_used == 0) m.n_group_used = m.n_group;
+  if (arch == Arch::kGptOss) {
+    // llama.cpp's openai-moe graph: softmax over the chosen logits, clamped SwiGLU experts,
+    // whatever the file says.
+    m.gating = ExpertGating::kSoftmaxWeight;
+    m.norm_top_k = false;
+    m.activation = ExpertActivation::kSwiGluOai;
+  }
+  return Status::Ok();
+}
+
+// gpt-oss: sliding-window layers (every other one, from layer 0, unless the file gives a
+// pattern), attention sinks, biases on every projection.
+Status ParseGptOss(const KeyReader& keys, ModelConfig& c) {
+  COHORT_ASSIGN_OR_RETURN(c.n_swa, keys.Int("attention.sliding_window", 0));
+  if (c.n_swa <= 0) return Corrupt(keys.Key("attention.sliding_window") + " is missing or 0");
+  c.swa_pattern = 2;
+  if (keys.Has("attention.sliding_window_pattern")) {
+    auto pattern = keys.Int("attention.sliding_window_pattern", 2);
+    if (!pattern.ok()) {
+      return Unsupported(keys.Key("attention.sliding_window_pattern") +
+                         ": only a single period is supported, not a per-layer array");
+    }
+    c.swa_pattern = *pattern;
+  }
+  COHORT_ASSIGN_OR_RETURN(c.rope_freq_base_swa, keys.Float("rope.freq_base_swa", c.rope.freq_base));
+  c.qkv_bias = true;
+  c.attn_sinks = true;
+  c.attn_out_bias = true;
   return Status::Ok();
 }
 
@@ -314,6 +343,7 @@ Result<ModelConfig> ModelConfig::FromGguf(const gguf::File& file) {
   if (c.arch == Arch::kGlm4Moe || c.arch == Arch::kMinimaxM2) {
     COHORT_RETURN_IF_ERROR(ReadGlmMinimaxFlags(file, keys, c));
   }
+  if (c.arch == Arch::kGptOss) COHORT_RETURN_IF_ERROR(ParseGptOss(keys, c));
   c.kq_scale = 1.0f / std::sqrt(static_cast<float>(c.head_dim_k));
   if (c.arch == Arch::kDeepseek2) SetMlaKqScale(c);
   COHORT_RETURN_IF_ERROR(c.Validate());
@@ -389,6 +419,7 @@ Status ModelConfig::Validate() const {
     COHORT_RETURN_IF_ERROR(Positive("qk_nope_dim", mla.qk_nope_dim));
     if (mla.qk_rope_dim != rope.n_rot) return Corrupt("model config: MLA rope dim != n_rot");
   }
+  if (n_swa < 0 || swa_pattern < 0) return Corrupt("model config: negative sliding window");
   if (!(kq_scale > 0.0f) || !std::isfinite(kq_scale)) {
     return Corrupt(fmt::format("model config: kq_scale {} must be positive", kq_scale));
   }
@@ -425,7 +456,8 @@ std::string ModelConfig::ToString() const {
                      "norm={} scale={} groups={}/{})",
                      moe.n_expert, moe.n_expert_used, moe.n_ff_expert, moe.n_expert_shared,
                      moe.n_leading_dense,
-                     moe.gating == ExpertGating::kSigmoid ? "sigmoid" : "softmax",
+                     moe.gating == ExpertGating::kSigmoid ? "sigmoid"
+                     : moe.gating == ExpertGating::kSoftmaxWeight ? "softmax-weight" : "softmax",
                      moe.norm_top_k, moe.weights_scale, moe.n_group_used, moe.n_group);
   }
   if (ssm.enabled()) {
@@ -434,6 +466,7 @@ std::string ModelConfig::ToString() const {
     s += fmt::format(" deltanet(layers={} conv={} head_dim={} k_heads={} v_heads={})", n_rec,
                      ssm.conv_kernel, ssm.head_dim, ssm.k_heads, ssm.v_heads);
   }
+  if (n_swa > 0) s += fmt::format(" swa(window={} pattern={} base={})", n_swa, swa_pattern, rope_freq_base_swa);
   if (arch == Arch::kDeepseek2) {
     s += fmt::format(" mla(q_lora={} kv_lora={} nope={} rope={} v={})", mla.q_lora_rank,
                      mla.kv_lora_rank, mla.qk_nope_dim, mla.qk_rope_dim, mla.v_head_dim);

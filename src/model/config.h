@@ -14,11 +14,14 @@ class File;
 
 namespace cohort::model {
 
-enum class Arch { kLlama, kQwen2, kQwen3, kQwen3Moe, kDeepseek2, kGlm4Moe, kMinimaxM2, kQwen35, kQwen35Moe };
+enum class Arch { kLlama, kQwen2, kQwen3, kQwen3Moe, kDeepseek2, kGlm4Moe, kMinimaxM2, kQwen35, kQwen35Moe, kGptOss };
 const char* ArchName(Arch arch);
 
 enum class RopeType { kNorm, kNeox };  // adjacent pairs vs. halves
-enum class ExpertGating { kSoftmax, kSigmoid };
+// kSoftmaxWeight (gpt-oss): experts chosen by the raw logits, softmax over the chosen ones only.
+enum class ExpertGating { kSoftmax, kSigmoid, kSoftmaxWeight };
+// The experts' activation: SiLU-GLU, or gpt-oss's clamped SwiGLU (kernels::SwiGluOai).
+enum class ExpertActivation { kSwiGlu, kSwiGluOai };
 
 struct RopeConfig {
   RopeType type = RopeType::kNorm;
@@ -46,6 +49,9 @@ struct MoeConfig {
   float weights_scale = 1.0f;
   int n_group = 1;               // grouped expert selection (DeepSeek-V3: 8 groups)
   int n_group_used = 1;
+  ExpertActivation activation = ExpertActivation::kSwiGlu;
+  float oai_alpha = 1.702f;      // kSwiGluOai's constants (llama.cpp's, fixed for gpt-oss)
+  float oai_limit = 7.0f;
 };
 
 struct MlaConfig {               // deepseek2 multi-head latent attention
@@ -96,6 +102,13 @@ struct ModelConfig {
   bool qk_norm_full = false;
   // Next-token-prediction blocks after the n_layer trunk blocks (glm4moe): not run.
   int n_nextn_layer = 0;
+  // Sliding-window attention (gpt-oss): layers for which is_swa_layer holds attend only the
+  // last n_swa positions (their own included); 0: every layer attends all positions.
+  int n_swa = 0;
+  int swa_pattern = 0;           // layer il slides when il % swa_pattern < swa_pattern - 1
+  float rope_freq_base_swa = 0;  // the sliding layers' rope base (0: rope.freq_base)
+  bool attn_sinks = false;       // a learned per-head logit in each softmax's denominator
+  bool attn_out_bias = false;    // attn_output.bias
   RopeConfig rope;
   MoeConfig moe;
   MlaConfig mla;
@@ -104,6 +117,9 @@ struct ModelConfig {
   static Result<ModelConfig> FromGguf(const gguf::File& file);
   Status Validate() const;
   bool is_moe_layer(int layer) const { return moe.n_expert > 0 && layer >= moe.n_leading_dense; }
+  bool is_swa_layer(int layer) const {
+    return n_swa > 0 && (swa_pattern == 0 || layer % swa_pattern < swa_pattern - 1);
+  }
   std::string ToString() const;
 };
 

@@ -135,9 +135,11 @@ void GqaAttention(const BlockEnv& env, const GqaWeights& w, const GqaParams& p, 
     const GqaParams* p;
     GqaScratch* s;
     const KvCache* cache;
+    const float* sinks;  // of the local query heads, or null
     int layer, group, n_q, q_offset;
     int64_t q_width, kv_width;
-  } job{&env, &p, &s, &cache, layer, group, n_q, q_offset, q_width, kv_width};
+  } job{&env, &p, &s, &cache, w.sinks != nullptr ? w.sinks + heads.begin : nullptr, layer, group, n_q, q_offset,
+        q_width, kv_width};
   const int n_threads = env.pool != nullptr ? env.pool->size() : 1;
   // Work items are (token, KV head) pairs, each attending all the group's query heads at once
   // (their keys and values read once), unless that leaves too few items to share among the
@@ -165,6 +167,10 @@ void GqaAttention(const BlockEnv& env, const GqaWeights& w, const GqaParams& p, 
         g = (h0 + job.q_offset) / job.group;
       }
       const int seq = job.env->seq_ids[t];
+      const int pos = job.env->positions[t];
+      AttendMask mask;
+      if (job.p->n_swa > 0) mask.first_pos = std::max(0, pos - job.p->n_swa + 1);
+      if (job.sinks != nullptr) mask.sinks = job.sinks + h0;
       // Rows of kv_width elements in the cache's type; head g starts g * hd elements in
       // (whole blocks for a Q8_0 cache: hd is a multiple of 32 there).
       const int64_t stride = job.cache->k_row_bytes();
@@ -172,13 +178,14 @@ void GqaAttention(const BlockEnv& env, const GqaWeights& w, const GqaParams& p, 
       const CacheRows k{job.cache->KRow(job.layer, seq, 0) + head, stride, job.cache->type()};
       const CacheRows v{job.cache->VRow(job.layer, seq, 0) + head, stride, job.cache->type()};
       AttendHeads(job.s->q.data() + t * job.q_width + h0 * hd, hd, h1 - h0, hd, k, v, hd,
-                  job.env->positions[t] + 1, job.p->kq_scale, scores,
-                  job.s->attn.data() + t * job.q_width + h0 * hd, hd, BatchSumOrder(job.env->n_tokens));
+                  pos + 1, job.p->kq_scale, scores,
+                  job.s->attn.data() + t * job.q_width + h0 * hd, hd, BatchSumOrder(job.env->n_tokens), mask);
     }
   });
 
   kernels::MatMul(ColumnSlice(w.wo, q0, q0 + q_width), s.attn.data(), n_tokens, out, env.pool,
                   env.matmul_scratch);
+  if (heads.begin == 0) AddBias(w.bo, p.n_embd, n_tokens, out);
 }
 
 }  // namespace cohort::model

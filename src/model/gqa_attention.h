@@ -28,6 +28,10 @@ struct GqaWeights {
   // MiniMax-M2 RMSNorm gains over all heads at once, applied before RoPE (null when absent).
   const float* q_norm_full = nullptr;  // [n_head * head_dim]
   const float* k_norm_full = nullptr;  // [n_head_kv * head_dim]
+  // gpt-oss (null when absent): per-head attention-sink logits and the output projection's
+  // bias (added once, by the range that starts at head 0, so partial sums still add up).
+  const float* sinks = nullptr;     // [n_head]
+  const float* bo = nullptr;        // [n_embd]
 };
 
 struct GqaParams {
@@ -38,6 +42,7 @@ struct GqaParams {
   float kq_scale = 0.0f;
   float rms_eps = 0.0f;             // for q/k norm
   kernels::RopeParams rope;
+  int n_swa = 0;                    // > 0: a sliding window of n_swa positions (own included)
 };
 
 // Buffers reused across layers and calls; grown on demand, never shrunk.

@@ -31,6 +31,9 @@ GqaModel::GqaModel(ModelConfig config, OutputWeights output, std::vector<GqaLaye
   params_.kq_scale = c.kq_scale;
   params_.rms_eps = c.rms_eps;
   params_.rope = MakeRopeParams(c, rope_freqs);
+  params_swa_ = params_;
+  params_swa_.n_swa = c.n_swa;
+  if (c.rope_freq_base_swa > 0.0f) params_swa_.rope.freq_base = c.rope_freq_base_swa;
 }
 
 int64_t GqaModel::KvKeyWidth() const {
@@ -49,8 +52,8 @@ ColumnRange GqaModel::AttnOutputColumns() const {
 
 void GqaModel::Attention(const BlockEnv& env, int layer, const float* x, KvCache& cache,
                          float* out) {
-  GqaAttention(env, layers_[layer].attn, params_, shard().heads, CacheLayer(layer), x, cache,
-               scratch_, out);
+  GqaAttention(env, layers_[layer].attn, layers_[layer].sliding ? params_swa_ : params_, shard().heads,
+               CacheLayer(layer), x, cache, scratch_, out);
 }
 
 Status GqaModel::CopyAttentionRows(int layer, OwnedSlices& owned) {

@@ -14,8 +14,9 @@ namespace cohort::model {
 struct GqaLayer {
   const float* attn_norm = nullptr;  // [n_embd]
   GqaWeights attn;
-  const float* ffn_norm = nullptr;   // [n_embd]
+  const float* ffn_norm = nullptr;   // [n_embd] (gpt-oss: post_attention_norm)
   FfnWeights ffn;
+  bool sliding = false;              // attends a window of config n_swa positions (gpt-oss)
 };
 
 class GqaModel final : public Decoder {
@@ -44,6 +45,7 @@ class GqaModel final : public Decoder {
  private:
   std::vector<GqaLayer> layers_;
   GqaParams params_;
+  GqaParams params_swa_;  // params_ for the sliding-window layers
   GqaScratch scratch_;
 };
 

@@ -18,6 +18,7 @@ Result<std::unique_ptr<Model>> Model::Load(const gguf::File& file) {
     case Arch::kMinimaxM2: return LoadMinimaxM2(file, config);
     case Arch::kQwen35: return LoadQwen35(file, config);
     case Arch::kQwen35Moe: return LoadQwen35Moe(file, config);
+    case Arch::kGptOss: return LoadGptOss(file, config);
   }
   return Unsupported("unknown architecture");
 }

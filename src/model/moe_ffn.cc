@@ -64,6 +64,8 @@ void Route(const MoeConfig& c, const float* selection_bias, const float* logits,
     std::memcpy(probs, logits + static_cast<int64_t>(t) * n_expert, n_expert * sizeof(float));
     if (c.gating == ExpertGating::kSoftmax) {
       kernels::Softmax(probs, n_expert);
+    } else if (c.gating == ExpertGating::kSoftmaxWeight) {
+      // The logits choose; the softmax over the chosen ones weighs (below).
     } else {
       for (int e = 0; e < n_expert; ++e) probs[e] = kernels::Sigmoid(probs[e]);
     }
@@ -74,6 +76,7 @@ void Route(const MoeConfig& c, const float* selection_bias, const float* logits,
     TopK(sel, n_expert, k, chosen, order);
     // Weights come from the unbiased probabilities.
     for (int i = 0; i < k; ++i) weights[i] = probs[chosen[i]];
+    if (c.gating == ExpertGating::kSoftmaxWeight) kernels::Softmax(weights, k);
     if (c.norm_top_k) {
       float sum = 0.0f;
       for (int i = 0; i < k; ++i) sum += weights[i];
@@ -100,6 +103,9 @@ void MoeFfn(ThreadPool* pool, std::vector<uint8_t>* matmul_scratch, const MoeCon
   if (n_ff == 0) experts.end = experts.begin;
   s.logits.resize(static_cast<size_t>(n_tokens) * c.n_expert);
   kernels::MatMul(w.router, x, n_tokens, s.logits.data(), pool, matmul_scratch);
+  if (w.router_bias != nullptr) {
+    for (int t = 0; t < n_tokens; ++t) kernels::Add(w.router_bias, c.n_expert, s.logits.data() + static_cast<size_t>(t) * c.n_expert);
+  }
   Route(c, w.selection_bias, s.logits.data(), n_tokens, s.route_work, s.route_order, s.routing);
 
   // The routed (token, slot) pairs grouped by expert, in expert order; each group's
@@ -145,9 +151,20 @@ void MoeFfn(ThreadPool* pool, std::vector<uint8_t>* matmul_scratch, const MoeCon
     }
     kernels::MatMulExpertsBatch({products.data(), count}, pool, matmul_scratch);
   }
+  for (const ExpertGroup& eg : s.groups) {
+    const int64_t bias0 = static_cast<int64_t>(eg.expert) * n_ff_all + expert_cols.begin;
+    for (int r = eg.begin; r < eg.begin + eg.count; ++r) {
+      if (w.gate_bias != nullptr) kernels::Add(w.gate_bias + bias0, n_ff, s.gate.data() + static_cast<size_t>(r) * n_ff);
+      if (w.up_bias != nullptr) kernels::Add(w.up_bias + bias0, n_ff, s.up.data() + static_cast<size_t>(r) * n_ff);
+    }
+  }
   for (size_t r = 0; r < n_routed; ++r) {
     float* g = s.gate.data() + r * n_ff;
-    kernels::SwiGlu(g, s.up.data() + r * n_ff, n_ff, g);
+    if (c.activation == ExpertActivation::kSwiGluOai) {
+      kernels::SwiGluOai(g, s.up.data() + r * n_ff, n_ff, c.oai_alpha, c.oai_limit, g);
+    } else {
+      kernels::SwiGlu(g, s.up.data() + r * n_ff, n_ff, g);
+    }
   }
   // The down projections' columns of this share: the whole rows when it is whole experts.
   const TensorView down =
@@ -163,6 +180,13 @@ void MoeFfn(ThreadPool* pool, std::vector<uint8_t>* matmul_scratch, const MoeCon
                            s.y.data() + static_cast<size_t>(eg.begin) * n_embd};
     }
     kernels::MatMulExpertsBatch({products.data(), count}, pool, matmul_scratch);
+  }
+  if (w.down_bias != nullptr && expert_cols.begin == 0) {
+    for (const ExpertGroup& eg : s.groups) {
+      for (int r = eg.begin; r < eg.begin + eg.count; ++r) {
+        kernels::Add(w.down_bias + static_cast<size_t>(eg.expert) * n_embd, n_embd, s.y.data() + static_cast<size_t>(r) * n_embd);
+      }
+    }
   }
   s.slot_out.assign(static_cast<size_t>(n_tokens) * k * n_embd, 0.0f);
   for (size_t r = 0; r < n_routed; ++r) {

@@ -27,6 +27,12 @@ struct MoeWeights {
   // ffn_gate_inp_shexp [n_embd] (Qwen3.5-MoE): the shared experts' output is scaled per token
   // by sigmoid(shared_gate · x); null: unscaled.
   const float* shared_gate = nullptr;
+  // gpt-oss's biases (null when absent). The down bias is added by the share that holds an
+  // expert's first column, so column shares still sum to the whole expert.
+  const float* router_bias = nullptr;     // ffn_gate_inp.bias [n_expert]
+  const float* gate_bias = nullptr;       // ffn_gate_exps.bias [n_expert][n_ff_exp]
+  const float* up_bias = nullptr;         // ffn_up_exps.bias [n_expert][n_ff_exp]
+  const float* down_bias = nullptr;       // ffn_down_exps.bias [n_expert][n_embd]
 };
 
 // The routing decision for one batch: per token, n_used (expert, weight) pairs in rank order.

@@ -24,6 +24,7 @@ struct TypeChoice {
   DType output;             // the LM head (token_embd when tied)
   bool k_mix = false;       // Q4_K_M: attn_v / ffn_down at Q6_K on the "more bits" layers
   uint32_t file_type = 0;   // general.file_type (llama_ftype)
+  DType experts = DType::kF32;  // routed experts: `base`, or MXFP4 for --type mxfp4
 };
 
 Result<TypeChoice> ChooseTypes(const std::string& name, bool pure) {
@@ -38,17 +39,19 @@ Result<TypeChoice> ChooseTypes(const std::string& name, bool pure) {
       {"q5_0", DType::kQ5_0, 8}, {"q5_1", DType::kQ5_1, 9},  {"q2_k", DType::kQ2_K, 10},
       {"q3_k", DType::kQ3_K, 12}, {"q4_k", DType::kQ4_K, 14}, {"q4_k_m", DType::kQ4_K, 15},
       {"q5_k", DType::kQ5_K, 16}, {"q6_k", DType::kQ6_K, 18},
+      {"mxfp4", DType::kF32, 38},  // MOSTLY_MXFP4_MOE: MXFP4 routed experts, the rest F32
   };
   for (const Row& r : kRows) {
     if (r.name != name) continue;
-    TypeChoice c{r.base, r.base, name == "q4_k_m" && !pure, r.ftype};
+    TypeChoice c{r.base, r.base, name == "q4_k_m" && !pure, r.ftype, r.base};
+    if (name == "mxfp4") c.experts = DType::kMXFP4;
     // llama-quantize keeps the LM head at Q6_K for the quantized mixtures (Q8_0 stays Q8_0).
     const bool plain = !Traits(r.base).quantized;
     if (!pure && !plain && r.base != DType::kQ8_0 && r.base != DType::kQ6_K) c.output = DType::kQ6_K;
     return c;
   }
   return InvalidArgument("unknown --type '" + name +
-                         "' (f32 f16 bf16 q8_0 q4_0 q4_1 q5_0 q5_1 q2_k q3_k q4_k q4_k_m q5_k q6_k)");
+                         "' (f32 f16 bf16 q8_0 q4_0 q4_1 q5_0 q5_1 q2_k q3_k q4_k q4_k_m q5_k q6_k mxfp4)");
 }
 
 // llama-quantize's rule for which layers of a Q4_K_M model get more bits.
@@ -118,6 +121,10 @@ bool HasQkNorm(const SynthModel& m) {
   return m.arch == "qwen3" || m.arch == "qwen3moe" || m.arch == "qwen35" || m.arch == "qwen35moe";
 }
 
+// gpt-oss: biases on every projection, the router and the experts; attention sinks; the norm
+// before the FFN is named post_attention_norm.
+bool IsGptOss(const SynthModel& m) { return m.arch == "gpt-oss"; }
+
 std::vector<TensorSpec> Tensors(const plan::ModelShape& s, const SynthModel& model,
                                 const TypeChoice& types, int n_vocab) {
   std::vector<TensorSpec> out;
@@ -143,8 +150,8 @@ std::vector<TensorSpec> Tensors(const plan::ModelShape& s, const SynthModel& mod
     const DType more = types.k_mix && UseMoreBits(l, s.n_layer) ? DType::kQ6_K : types.base;
     const float w = 1.0f / std::sqrt(static_cast<float>(e));
     vec(p + "attn_norm.weight", e, 1.0f, 0.02f);
-    // GLM's converter names the pre-FFN norm post_attention_norm.
-    vec(p + (glm || s.is_hybrid() ? "post_attention_norm.weight" : "ffn_norm.weight"), e, 1.0f, 0.02f);
+    // GLM's and gpt-oss's converters (and Qwen3.5's) name the pre-FFN norm post_attention_norm.
+    vec(p + (glm || s.is_hybrid() || IsGptOss(model) ? "post_attention_norm.weight" : "ffn_norm.weight"), e, 1.0f, 0.02f);
     if (l >= s.n_layer) {
       matrix(p + "nextn.eh_proj.weight", 2 * e, e, types.base, w);
       vec(p + "nextn.enorm.weight", e, 1.0f, 0.02f);
@@ -196,6 +203,13 @@ std::vector<TensorSpec> Tensors(const plan::ModelShape& s, const SynthModel& mod
         vec(p + "attn_q_norm.weight", q, 1.0f, 0.02f);
         vec(p + "attn_k_norm.weight", kv, 1.0f, 0.02f);
       }
+      if (IsGptOss(model)) {
+        vec(p + "attn_q.bias", q, 0.0f, 0.02f);
+        vec(p + "attn_k.bias", kv, 0.0f, 0.02f);
+        vec(p + "attn_v.bias", kv, 0.0f, 0.02f);
+        vec(p + "attn_output.bias", e, 0.0f, 0.02f);
+        vec(p + "attn_sinks.weight", s.n_head, 0.0f, 1.0f);
+      }
     }
     const bool moe = s.n_expert > 0 && l >= s.n_leading_dense;
     if (!moe) {
@@ -208,9 +222,16 @@ std::vector<TensorSpec> Tensors(const plan::ModelShape& s, const SynthModel& mod
     out.push_back({p + "ffn_gate_inp.weight", {e, s.n_expert}, DType::kF32, w});
     if (s.is_mla() || glm || minimax) vec(p + "exp_probs_b.bias", s.n_expert, 0.0f, 0.01f);
     const float wd = 1.0f / std::sqrt(static_cast<float>(s.n_ff_expert));
-    matrix(p + "ffn_gate_exps.weight", e, s.n_ff_expert, types.base, w, s.n_expert);
-    matrix(p + "ffn_up_exps.weight", e, s.n_ff_expert, types.base, w, s.n_expert);
-    matrix(p + "ffn_down_exps.weight", s.n_ff_expert, e, more, wd, s.n_expert);
+    const DType exps = types.experts, exps_down = types.experts == types.base ? more : types.experts;
+    matrix(p + "ffn_gate_exps.weight", e, s.n_ff_expert, exps, w, s.n_expert);
+    matrix(p + "ffn_up_exps.weight", e, s.n_ff_expert, exps, w, s.n_expert);
+    matrix(p + "ffn_down_exps.weight", s.n_ff_expert, e, exps_down, wd, s.n_expert);
+    if (IsGptOss(model)) {
+      vec(p + "ffn_gate_inp.bias", s.n_expert, 0.0f, 0.1f);
+      out.push_back({p + "ffn_gate_exps.bias", {s.n_ff_expert, s.n_expert}, DType::kF32, 0.02f});
+      out.push_back({p + "ffn_up_exps.bias", {s.n_ff_expert, s.n_expert}, DType::kF32, 0.02f});
+      out.push_back({p + "ffn_down_exps.bias", {e, s.n_expert}, DType::kF32, 0.02f});
+    }
     if (s.n_expert_shared > 0) {
       const int64_t f = static_cast<int64_t>(s.n_ff_expert) * s.n_expert_shared;
       matrix(p + "ffn_gate_shexp.weight", e, f, types.base, w);
@@ -288,6 +309,12 @@ void SetHyperparameters(const plan::ModelShape& s, const SynthModel& model, int 
     if (s.n_nextn_layer > 0) w->SetUint32(a + "nextn_predict_layers", static_cast<uint32_t>(s.n_nextn_layer));
   }
   if (model.arch == "minimax-m2") w->SetUint32(a + "expert_gating_func", 2);
+  if (model.n_swa > 0) {
+    w->SetUint32(a + "attention.sliding_window", static_cast<uint32_t>(model.n_swa));
+    w->SetString(a + "rope.scaling.type", "yarn");
+    w->SetFloat32(a + "rope.scaling.factor", model.yarn_factor);
+    w->SetUint32(a + "rope.scaling.original_context_length", static_cast<uint32_t>(model.yarn_orig_ctx));
+  }
   if (s.n_expert > 0) {
     w->SetUint32(a + "expert_count", static_cast<uint32_t>(s.n_expert));
     w->SetUint32(a + "expert_used_count", static_cast<uint32_t>(s.n_expert_used));

@@ -64,6 +64,18 @@ const std::vector<SynthModel>& SynthModels() {
       x.rope_base = 10000000.0f; x.rms_eps = 1e-6f; x.n_ctx = 262144;
       s.push_back(x);
     }
+    // openai/gpt-oss-120b and -20b (config.json): YaRN x32 over 4096, base 150000, a
+    // 128-position window on the even layers. The -mini shape keeps the 120B's layer structure
+    // with 12 layers and 32 experts; gpt-oss-test is tiny, with a window of 8 positions so
+    // that a short prompt crosses it (the golden test's model).
+    for (const char* name : {"gpt-oss-120b", "gpt-oss-20b", "gpt-oss-120b-mini", "gpt-oss-test"}) {
+      SynthModel x;
+      x.name = name; x.arch = "gpt-oss"; x.vocab = "ggml-vocab-gpt-2.gguf";
+      x.rope_base = 150000.0f; x.n_ctx = 131072;
+      x.yarn_factor = 32.0f; x.yarn_orig_ctx = 4096;
+      x.n_swa = std::string_view(name) == "gpt-oss-test" ? 8 : 128;
+      s.push_back(x);
+    }
     return s;
   }();
   return models;

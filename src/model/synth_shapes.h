@@ -27,6 +27,8 @@ struct SynthModel {
   // Dimensions rotated per head (glm4moe, minimax-m2: 64 of 128); 0: the whole head.
   int rope_dim = 0;
   float expert_weights_scale = 1.0f;  // glm4moe's routed_scaling_factor
+  // Sliding-window attention on every other layer (gpt-oss); 0: none.
+  int n_swa = 0;
 };
 
 const std::vector<SynthModel>& SynthModels();

@@ -308,6 +308,31 @@ std::vector<ModelShape> BuiltinShapes() {
   q35_small.n_ff = 3584;
   q35_small.tied_embeddings = true;
   out.push_back(q35_small);
+  // openai/gpt-oss-120b and -20b (config.json: hidden 2880, 64 query / 8 KV heads of 64, 128
+  // or 32 experts of 2880 columns, 4 active, o200k vocabulary): 116.8B / 5.1B active and
+  // 20.9B / 3.6B. Every layer is MoE (n_ff is the GGUF's feed_forward_length, unused).
+  constexpr int kGptOssVocab = 201088;
+  ModelShape oss = Dense("gpt-oss-120b", 36, 2880, 64, 8, 64, 2880, kGptOssVocab, false);
+  oss.n_expert = 128;
+  oss.n_expert_used = 4;
+  oss.n_ff_expert = 2880;
+  out.push_back(oss);
+  ModelShape oss20 = oss;
+  oss20.name = "gpt-oss-20b";
+  oss20.n_layer = 24;
+  oss20.n_expert = 32;
+  out.push_back(oss20);
+  ModelShape oss_mini = oss;
+  oss_mini.name = "gpt-oss-120b-mini";
+  oss_mini.n_layer = 12;
+  oss_mini.n_expert = 32;
+  out.push_back(oss_mini);
+  // A tiny gpt-oss for golden tests (GQA 8/2 of 32, 8 experts of 128, 2 active).
+  ModelShape oss_test = Dense("gpt-oss-test", 2, 256, 8, 2, 32, 128, 50257, false);  // gpt-2 vocabulary
+  oss_test.n_expert = 8;
+  oss_test.n_expert_used = 2;
+  oss_test.n_ff_expert = 128;
+  out.push_back(oss_test);
   return out;
 }
 

@@ -1,6 +1,6 @@
 // llama.cpp's logits for models at real head geometry that the tiny fixtures cannot show:
 // DeepSeek-V3's YaRN RoPE with its attention-scale correction and grouped expert selection
-// (8 groups, 4 used), Qwen3-30B-A3B's 8-of-32 routing, and Qwen3.5's DeltaNet/attention hybrid. `cohort synth` is deterministic,
+// (8 groups, 4 used), Qwen3-30B-A3B's 8-of-32 routing, Qwen3.5's DeltaNet/attention hybrid, and gpt-oss's window, sinks and MXFP4. `cohort synth` is deterministic,
 // so the test rebuilds the models tools/make-synth-goldens.sh gave llama.cpp and compares
 // teacher-forced logits, fed as llama.cpp was fed (a prompt batch, then one token at a time).
 #include <gtest/gtest.h>
@@ -112,5 +112,11 @@ TEST(SynthGolden, Qwen35HybridMatchesLlamaCpp) { CheckAgainstLlamaCpp("qwen3.5-0
 TEST(SynthGolden, Qwen35MoeMatchesLlamaCpp) {
   CheckAgainstLlamaCpp("qwen3.5-35b-a3b-mini-q8_0", /*recurrent_quantized=*/true);
 }
+// gpt-oss with an 8-position window: a 16-token prompt and 32 single-token steps cross it on
+// the sliding layer; sinks, biases, YaRN and the clamped SwiGLU; F32, and MXFP4 experts
+// (llama.cpp's repacked AVX2 order on x86).
+TEST(SynthGolden, GptOssF32AcrossTheWindowMatchesLlamaCpp) { CheckAgainstLlamaCpp("gpt-oss-test-f32"); }
+
+TEST(SynthGolden, GptOssMxfp4ExpertsMatchLlamaCpp) { CheckAgainstLlamaCpp("gpt-oss-test-mxfp4"); }
 
 }  // namespace

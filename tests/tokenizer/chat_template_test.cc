@@ -80,7 +80,10 @@ INSTANTIATE_TEST_SUITE_P(
                          "<｜end▁of▁sentence｜>"},
         RealTemplateCase{"Kimi-K2-Instruct", "[BOS]", "[EOS]"},
         RealTemplateCase{"mistralai-Mistral-Nemo-Instruct-2407", "<s>", "</s>"},
-        RealTemplateCase{"Mistral-Small-3.2-24B-Instruct-2506", "<s>", "</s>"}),
+        RealTemplateCase{"Mistral-Small-3.2-24B-Instruct-2506", "<s>", "</s>"},
+        // The harmony format: system block with the date, instructions as a developer
+        // message, assistant turns on the final channel.
+        RealTemplateCase{"openai-gpt-oss-120b", "<|startoftext|>", "<|return|>"}),
     [](const ::testing::TestParamInfo<RealTemplateCase>& info) {
       std::string name;
       for (char ch : std::string(info.param.file)) name += std::isalnum(static_cast<unsigned char>(ch)) ? ch : '_';

@@ -52,6 +52,7 @@ SPECIAL = {
     "Kimi-K2-Instruct": ("[BOS]", "[EOS]"),
     "mistralai-Mistral-Nemo-Instruct-2407": ("<s>", "</s>"),
     "Mistral-Small-3.2-24B-Instruct-2506": ("<s>", "</s>"),
+    "openai-gpt-oss-120b": ("<|startoftext|>", "<|return|>"),
 }
 
 
