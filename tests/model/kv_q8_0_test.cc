@@ -122,6 +122,8 @@ class KvQ8_0GoldenTest : public ::testing::TestWithParam<const char*> {
   Context ctx_{&pool_, nullptr};
 };
 
+// Built only into model_kv_q8_0_llamacpp_test (slow, tests/model/CMakeLists.txt says why).
+#if defined(COHORT_KV_Q8_0_AGAINST_LLAMACPP)
 TEST_P(KvQ8_0GoldenTest, MatchesLlamaCppWithAQ8_0Cache) {
   const std::string path = FixturePath("../kv-q8_0/" + std::string(GetParam()) + ".logits.f32");
   // The goldens come from a llama.cpp build (not part of cohort's build); until they are
@@ -136,6 +138,8 @@ TEST_P(KvQ8_0GoldenTest, MatchesLlamaCppWithAQ8_0Cache) {
   EXPECT_GE(d.rows_within, static_cast<int>(std::ceil(kQuantRowsFraction * d.rows)));
   EXPECT_GE(d.argmax_agree, static_cast<int>(std::ceil(kQuantRowsFraction * d.rows)));
 }
+
+#endif
 
 TEST_P(KvQ8_0GoldenTest, DiffersFromAnF32CacheOnlyByQuantization) {
   const std::vector<float> q8 = Run(DType::kQ8_0);
