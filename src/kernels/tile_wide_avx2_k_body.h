@@ -66,11 +66,10 @@ struct Q4KPackedX {
     for (int j = 0; j < 4; ++j) q[j] = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(b + 64 * j));
   }
   // As the AVX-512 kernel (tile_wide_x86.h): the next group with more than 1 token; at 1
-  // token the stream's next page and lines.
+  // token the lines kLinesAheadBytes on (no page-ahead: tile_wide_avx2_kernels.h says why).
   void Prefetch(int64_t i, int part, int parts) const {
     if constexpr (x86::kPrefetchPacked(T)) group_.PrefetchNextPart(i, part, parts);
     if constexpr (T == 1) {
-      if (part == 0) x86::PrefetchPageAhead(group_.Block(i), kBlockBytes);
       x86::PrefetchLinesAhead(group_.Block(i), kBlockBytes, part, parts);
     }
   }
@@ -260,11 +259,10 @@ COHORT_K_TARGET void WideQ6KPass(const uint8_t* w, int64_t w_stride, int r0, con
     for (int t = 0; t < T; ++t) y[t] = reinterpret_cast<const BlockQ8_K*>(act + t * act_stride) + i;
     for (int r = 0; r < R; ++r) {
       const uint8_t* row = kPacked ? w + layout.Block(r0 + r, i) : w + (r0 + r) * w_stride + off;
-      // As the AVX-512 kernel: packed single-token passes read their stripe as one stream
-      // (PrefetchPageAhead); otherwise the same bytes of the caller's next tile go to L2.
-      if (kPacked && T == 1) {
-        x86::PrefetchPageAhead(row, sizeof(BlockQ6_K));
-      } else {
+      // Packed single-token passes read their stripe as one stream and prefetch nothing (see
+      // tile_wide_avx2_kernels.h: no page-ahead prefetch on AVX2); otherwise the same bytes of
+      // the caller's next tile go to L2.
+      if (!(kPacked && T == 1)) {
         const uint8_t* next = kPacked ? row + w_stride : row + kWideRows * w_stride;
         for (int line = 0; line < 4; ++line) PrefetchL2(next + 64 * line);
       }

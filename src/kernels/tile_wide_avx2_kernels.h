@@ -96,6 +96,10 @@ class Q4_0Rows {
 
 // The group's Q4_0 blocks packed (PackRows, pack.h): block i is 16 scales, then the words q[c]
 // of all 16 rows, c = 0..3, 64 bytes each (rows 0..7 in the first 32): plain loads.
+// No page-ahead prefetch in the AVX2 single-token passes (x86::PrefetchPageAhead, which the
+// AVX-512 kernels keep, measured on their machine): on the AVX2 machine they were measured on
+// (AMD EPYC, 2 threads, cohort bench tg32, alternating) it cost 12-27%: 1B Q4_0 14.7 -> 17.4
+// tok/s without it, Q4_K_M 14.6 -> 17.9, the MoE mini 17.7 -> 19.5, Q8_0 9.2 -> 9.7.
 class Q4_0Packed {
  public:
   static constexpr int64_t kBlockBytes = kWideRows * static_cast<int64_t>(sizeof(BlockQ4_0));
@@ -107,7 +111,6 @@ class Q4_0Packed {
     const uint8_t* b = group_.Block(i);
     if (h == 0) {
       if constexpr (x86::kPrefetchPacked(T)) group_.PrefetchNextPart(i, 0, 1);
-      if constexpr (T == 1) x86::PrefetchPageAhead(b, kBlockBytes);
     }
     for (int c = 0; c < 4; ++c) q[c] = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(b + 32 + 64 * c + 32 * h));
     return _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(b + 16 * h)));
@@ -335,7 +338,6 @@ COHORT_TILE_TARGET void WideQ8_0(const uint8_t* w, int64_t w_stride, const uint8
         }
         for (int64_t j = 0; j < len; ++j) {
           if (pass == 0) {
-            if constexpr (T == 1 && Source::kPacked) x86::PrefetchPageAhead(quad.Quants(0, j), kQ8_0QuadRows * 32);
             if constexpr (Source::kPrefetchAlways) {
               rows.Prefetch(g, i0 + j);
             } else if constexpr (x86::kPrefetchPacked(T)) {
