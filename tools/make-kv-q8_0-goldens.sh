@@ -12,12 +12,7 @@ out="$root/tests/data/kv-q8_0"
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
 mkdir -p "$out"
-g++ -std=c++17 -O2 -fopenmp -I"$llama/src/include" -I"$llama/src/ggml/include" \
-  "$root/tools/llama_logits.cc" \
-  "$llama/build/src/libllama.a" "$llama/build/ggml/src/libggml.a" \
-  "$llama/build/ggml/src/libggml-cpu.a" "$llama/build/ggml/src/ggml-rpc/libggml-rpc.a" \
-  "$llama/build/ggml/src/libggml-base.a" \
-  -lpthread $(pkg-config --exists libibverbs && echo -libverbs) -o "$work/llama_logits"
+"$root/tools/build-llama-logits.sh" "$llama" "$work/llama_logits"
 names=("$@")
 [ ${#names[@]} -gt 0 ] || names=(tiny-llama-f32 tiny-llama-q4_0 tiny-qwen3-q8_0)
 for name in "${names[@]}"; do

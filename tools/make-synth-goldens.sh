@@ -15,12 +15,7 @@ work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
 mkdir -p "$out"
 
-g++ -std=c++17 -O2 -fopenmp -I"$llama/src/include" -I"$llama/src/ggml/include" \
-  "$root/tools/llama_logits.cc" \
-  "$llama/build/src/libllama.a" "$llama/build/ggml/src/libggml.a" \
-  "$llama/build/ggml/src/libggml-cpu.a" "$llama/build/ggml/src/ggml-rpc/libggml-rpc.a" \
-  "$llama/build/ggml/src/libggml-base.a" \
-  -lpthread $(pkg-config --exists libibverbs && echo -libverbs) -o "$work/llama_logits"
+"$root/tools/build-llama-logits.sh" "$llama" "$work/llama_logits"
 
 only="${1:-.}"  # a regex: make only the cases whose name matches
 
