@@ -14,24 +14,9 @@ namespace cohort::kernels::avx2 {
 #if defined(__x86_64__) || defined(__i386__)
 namespace {
 
-// Side data of a Q8_K row, as the AVX-512 kernel's (tile_wide_avx512_k.cc): per super-block 4
-// words, word k = the int16 pair (bsum pair 2k, bsum pair 2k + 1), bsum pair j = bsums[2j] +
-// bsums[2j + 1] (sub-block j); madd against the rows' (min 2k, min 2k + 1) pairs gives the
-// mins term.
-constexpr int kQ8KSideWords = 4;
-
-void SideQ8_K(const uint8_t* act_row, int64_t n, float* side) {
-  const auto* y = reinterpret_cast<const BlockQ8_K*>(act_row);
-  auto* out = reinterpret_cast<uint32_t*>(side);
-  for (int64_t i = 0; i < n / kQK_K; ++i) {
-    for (int k = 0; k < kQ8KSideWords; ++k) {
-      const int16_t* bs = y[i].bsums + 4 * k;
-      const auto lo = static_cast<uint16_t>(bs[0] + bs[1]);
-      const auto hi = static_cast<uint16_t>(bs[2] + bs[3]);
-      out[i * kQ8KSideWords + k] = lo | (static_cast<uint32_t>(hi) << 16);
-    }
-  }
-}
+// Q8_K side data: x86::SideQ8_K (tile_wide_x86.h), shared with the other ISA's K kernels.
+using x86::kQ8KSideWords;
+using x86::SideQ8_K;
 
 // A software prefetch into L2 (prefetches never fault, so reading past the matrix is safe).
 inline void PrefetchL2(const uint8_t* p) { _mm_prefetch(reinterpret_cast<const char*>(p), _MM_HINT_T1); }

@@ -19,23 +19,9 @@ namespace {
 using x86::HalfToFloat;
 using x86::LoadInt;
 
-// Side data of a Q8_K row: per super-block 4 words, word k = the int16 pair (bsum pair 2k,
-// bsum pair 2k + 1), where bsum pair j = bsums[2j] + bsums[2j + 1] covers sub-block j (32
-// elements): dpwssd against the rows' (min 2k, min 2k + 1) pairs gives the mins term.
-constexpr int kQ8KSideWords = 4;
-
-void SideQ8_K(const uint8_t* act_row, int64_t n, float* side) {
-  const auto* y = reinterpret_cast<const BlockQ8_K*>(act_row);
-  auto* out = reinterpret_cast<uint32_t*>(side);
-  for (int64_t i = 0; i < n / kQK_K; ++i) {
-    for (int k = 0; k < kQ8KSideWords; ++k) {
-      const int16_t* bs = y[i].bsums + 4 * k;
-      const auto lo = static_cast<uint16_t>(bs[0] + bs[1]);
-      const auto hi = static_cast<uint16_t>(bs[2] + bs[3]);
-      out[i * kQ8KSideWords + k] = lo | (static_cast<uint32_t>(hi) << 16);
-    }
-  }
-}
+// Q8_K side data: x86::SideQ8_K (tile_wide_x86.h), shared with the other ISA's K kernels.
+using x86::kQ8KSideWords;
+using x86::SideQ8_K;
 
 // Lanes of 4 bytes b0..b3 -> the int16 pairs (b0, b1) (half 0) or (b2, b3) (half 1).
 template <int kHalf>

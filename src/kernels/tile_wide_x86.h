@@ -151,6 +151,25 @@ inline void PrefetchLinesAhead(const uint8_t* run, int64_t bytes, int part, int 
   }
 }
 
+// Side data of a Q8_K activation row for the K-quant wide kernels of both x86 ISAs: per
+// super-block 4 words, word k = the int16 pair (bsum pair 2k, bsum pair 2k + 1), where bsum
+// pair j = bsums[2j] + bsums[2j + 1] covers sub-block j (32 elements); a madd (AVX2) or dpwssd
+// (AVX-512) against the rows' (min 2k, min 2k + 1) pairs gives the mins term.
+inline constexpr int kQ8KSideWords = 4;
+
+inline void SideQ8_K(const uint8_t* act_row, int64_t n, float* side) {
+  const auto* y = reinterpret_cast<const BlockQ8_K*>(act_row);
+  auto* out = reinterpret_cast<uint32_t*>(side);
+  for (int64_t i = 0; i < n / kQK_K; ++i) {
+    for (int k = 0; k < kQ8KSideWords; ++k) {
+      const int16_t* bs = y[i].bsums + 4 * k;
+      const auto lo = static_cast<uint16_t>(bs[0] + bs[1]);
+      const auto hi = static_cast<uint16_t>(bs[2] + bs[3]);
+      out[i * kQ8KSideWords + k] = lo | (static_cast<uint32_t>(hi) << 16);
+    }
+  }
+}
+
 template <int64_t kBlockBytes>
 class PackedGroup {
  public:
