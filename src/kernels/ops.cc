@@ -202,18 +202,40 @@ void AddScaledF16(const uint16_t* x, float s, int64_t n, float* y) {
   for (int64_t i = 0; i < n; ++i) y[i] += s * Fp16ToFp32(x[i]);
 }
 
-float Dot(const float* a, const float* b, int64_t n) {
-  // Double accumulation keeps long dot products (attention over thousands of positions,
-  // rows of thousands of floats) within float rounding of the exact value.
+// sum a[i] * b[i] in double, in the AVX2 kernel's order (ops_avx2.cc, DotDoubleLanes), so
+// that the scalar and AVX2 levels give the same bits: 16 values a step into 4 accumulators of
+// 4 lanes, the rest 4 at a time into the first, the accumulators added (0 + 1) + (2 + 3),
+// then the 4 lanes in turn. Double accumulation keeps long dot products (attention over
+// thousands of positions) within float rounding of the exact value.
+template <typename Load>
+float DotDoubleLanes(Load a, const float* b, int64_t n) {
+  double acc[4][4] = {};
+  int64_t i = 0;
+  for (; i + 16 <= n; i += 16) {
+    for (int k = 0; k < 4; ++k) {
+      for (int l = 0; l < 4; ++l) {
+        const int64_t e = i + 4 * k + l;
+        acc[k][l] = std::fma(a(e), static_cast<double>(b[e]), acc[k][l]);
+      }
+    }
+  }
+  for (; i < n; i += 4) {  // the last step zero-padded, as the kernel's masked load
+    for (int l = 0; l < 4; ++l) {
+      const bool in = i + l < n;
+      acc[0][l] = std::fma(in ? a(i + l) : 0.0, in ? static_cast<double>(b[i + l]) : 0.0, acc[0][l]);
+    }
+  }
   double sum = 0.0;
-  for (int64_t i = 0; i < n; ++i) sum += static_cast<double>(a[i]) * static_cast<double>(b[i]);
+  for (int l = 0; l < 4; ++l) sum += (acc[0][l] + acc[1][l]) + (acc[2][l] + acc[3][l]);
   return static_cast<float>(sum);
 }
 
+float Dot(const float* a, const float* b, int64_t n) {
+  return DotDoubleLanes([a](int64_t i) { return static_cast<double>(a[i]); }, b, n);
+}
+
 float DotF16(const uint16_t* a, const float* b, int64_t n) {
-  double sum = 0.0;
-  for (int64_t i = 0; i < n; ++i) sum += static_cast<double>(Fp16ToFp32(a[i])) * b[i];
-  return static_cast<float>(sum);
+  return DotDoubleLanes([a](int64_t i) { return static_cast<double>(Fp16ToFp32(a[i])); }, b, n);
 }
 
 }  // namespace ref

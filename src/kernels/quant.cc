@@ -205,11 +205,22 @@ float F32SgemmOrder(const void* w, const void* a, int64_t n) {
   return n % 16 == 0 ? DotSgemm(x, y, n) : DotGgml(x, y, n);
 }
 
+// ggml's F32 sums with fused multiply-adds: every level with an FMA unit, and every level of
+// an x86 build (the scalar one too: it reproduces the x86 kernels, quant_ref_x86.cc).
+bool F32InGgmlOrder(SimdLevel level) {
+#if defined(__x86_64__) || defined(__i386__)
+  (void)level;
+  return true;
+#else
+  return HasFmaUnit(level);
+#endif
+}
+
 }  // namespace
 
 VecDotFn GetVecDot(DType weight, SimdLevel level) {
   COHORT_CHECK(IsWeightType(weight));
-  if (weight == DType::kF32 && HasFmaUnit(level)) return F32VecDotOrder;
+  if (weight == DType::kF32 && F32InGgmlOrder(level)) return F32VecDotOrder;
   if (weight == DType::kMXFP4) {
     // AVX2 and up: the order of llama.cpp's repacked x86 kernels (quant_internal.h).
     if (HasAvx2(level)) return avx2::GetMxfp4VecDot();
@@ -224,6 +235,10 @@ VecDotFn GetVecDot(DType weight, SimdLevel level) {
   if (HasNeonDot(level)) {
     if (VecDotFn fn = neon::GetVecDot(weight)) return fn;
   }
+#if defined(__x86_64__) || defined(__i386__)
+  // x86 builds: the scalar level sums in the x86 kernels' order (quant_ref_x86.cc).
+  if (VecDotFn fn = ref::GetX86OrderVecDot(weight)) return fn;
+#endif
   VecDotFn fn = ref::IsKType(weight) ? ref::GetKVecDot(weight) : ref::GetLegacyVecDot(weight);
   COHORT_CHECK(fn != nullptr);
   return fn;
@@ -231,10 +246,13 @@ VecDotFn GetVecDot(DType weight, SimdLevel level) {
 
 VecDotFn GetVecDotGrouped(DType weight, SimdLevel level) {
   if (weight == DType::kQ4_K && HasAvx2(level)) return avx2::GetKVecDotGrouped(weight);
-  if (weight == DType::kF32 && HasFmaUnit(level)) return F32SgemmOrder;
+  if (weight == DType::kF32 && F32InGgmlOrder(level)) return F32SgemmOrder;
   if (HasNeonDot(level)) {
     if (VecDotFn fn = neon::GetVecDotGrouped(weight)) return fn;
   }
+#if defined(__x86_64__) || defined(__i386__)
+  if (weight == DType::kQ4_K) return ref::GetX86OrderVecDotGrouped(weight);
+#endif
   return GetVecDot(weight, level);
 }
 

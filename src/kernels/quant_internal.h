@@ -34,6 +34,25 @@ VecDotFn GetKVecDot(DType weight);  // nullptr if `weight` is not a K-quant
 
 bool IsKType(DType type);
 
+// One K-quant super-block in integer form: a quant per element (signed for Q3_K/Q6_K), an
+// integer scale and min per sub-block (16 of 16 elements, or 8 of 32 for Q4_K/Q5_K), and the
+// two fp16 super scales as floats.
+struct UnpackedK {
+  int8_t q[256];
+  int scale[16];
+  int min[16];
+  float d = 0;
+  float dmin = 0;
+};
+void UnpackK(DType type, const uint8_t* block, UnpackedK* u);
+
+// The vec-dots in the order of llama.cpp's x86 CPU backend (AVX2, and AVX-512, whose
+// builds take the same kernels for these types), in portable scalar code: quant_ref_x86.cc.
+// x86 builds run them at the scalar level, so that every x86 path gives the same bits and
+// the goldens (made by x86 llama.cpp) hold at each. nullptr for types it does not cover.
+VecDotFn GetX86OrderVecDot(DType weight);
+VecDotFn GetX86OrderVecDotGrouped(DType weight);  // Q4_K in the repacked-GEMM order
+
 // MXFP4 (32-element blocks, E8M0 scale): quant_ref_mxfp4.cc.
 void DequantizeMxfp4Row(const void* src, float* dst, int64_t n);
 void QuantizeMxfp4Row(const float* src, void* dst, int64_t n);

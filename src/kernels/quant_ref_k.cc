@@ -13,14 +13,9 @@
 namespace cohort::kernels::ref {
 namespace {
 
-// One super-block in integer form.
-struct Unpacked {
-  int8_t q[kQK_K];  // quant of each element (signed for Q3_K/Q6_K)
-  int scale[16];    // integer scale of each sub-block (signed for Q3_K/Q6_K)
-  int min[16];      // integer min of each sub-block (Q2_K, Q4_K, Q5_K only)
-  float d = 0;      // super scale (an fp16 value)
-  float dmin = 0;   // super scale of the mins (an fp16 value)
-};
+// One super-block in integer form (quant_internal.h).
+using Unpacked = UnpackedK;
+static_assert(sizeof(Unpacked::q) == kQK_K);
 
 struct KTypeInfo {
   int sub;       // elements per sub-block: 16 or 32
@@ -306,6 +301,8 @@ float VecDotK(const void* w, const void* a, int64_t n) {
 }
 
 }  // namespace
+
+void UnpackK(DType type, const uint8_t* block, UnpackedK* u) { Unpack(type, block, u); }
 
 bool IsKType(DType type) {
   switch (type) {

@@ -109,7 +109,8 @@ COHORT_TARGET_AVX512 float VecDotFloat(const void* w, const void* a, int64_t n) 
 VecDotFn GetVecDot(DType weight) {
   switch (weight) {
     case DType::kF32: return VecDotFloat<false>;
-    case DType::kF16: return VecDotFloat<true>;
+    // F16 takes the AVX2 kernel, whose order the scalar level reproduces (quant_ref_x86.cc);
+    // this one's differs, and F16 rows are bandwidth-bound at either width.
     case DType::kQ4_0: return VecDotQ4_0;
     case DType::kQ5_0: return VecDotQ5_0;
     case DType::kQ8_0: return VecDotQ8_0;
