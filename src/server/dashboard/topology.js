@@ -63,7 +63,7 @@ export function drawGraph(svg, members) {
     const p = pos.get(m.id);
     const label = `${m.name}, ${m.address}, ${m.state}${m.leader ? ", leader" : ""}`;
     return h("svg:g", {class: `node state-${m.state}`, "data-name": m.name, "data-state": m.state,
-                        "data-leader": m.leader ? "true" : "false", tabindex: 0, role: "img", "aria-label": label},
+                        "data-leader": m.leader ? "true" : "false", "data-key": `node-${m.name}`, tabindex: 0, role: "img", "aria-label": label},
       h("svg:circle", {cx: p.x, cy: p.y, r: kRadius}),
       m.leader ? h("svg:circle", {class: "leader-ring", cx: p.x, cy: p.y, r: kRadius + 5}) : null,
       h("svg:text", {x: p.x, y: p.y - 4, "text-anchor": "middle", class: "node-name"}, m.name),
@@ -73,7 +73,7 @@ export function drawGraph(svg, members) {
       h("svg:title", {}, label));
   });
   svg.setAttribute("viewBox", `0 0 ${kWidth} ${kHeight}`);
-  svg.replaceChildren(...edges, ...nodes);
+  replaceKeepingFocus(svg, edges, nodes);
   return links.length;
 }
 

@@ -28,11 +28,15 @@ function append(el, children) {
 
 // Replaces `container`'s children, keeping the keyboard focus on the element with the same
 // data-key (the page re-renders every second; focus must not jump away).
+// Nothing is replaced when the new children render the same, so an idle page does not churn
+// (a click between mousedown and mouseup on a replaced button would be lost).
 export function replaceKeepingFocus(container, ...children) {
+  const fresh = container.cloneNode(false);
+  append(fresh, children);
+  if (fresh.innerHTML === container.innerHTML) return;
   const active = document.activeElement;
   const key = active && container.contains(active) ? active.getAttribute("data-key") : null;
-  container.replaceChildren();
-  append(container, children);
+  container.replaceChildren(...fresh.childNodes);
   if (key) {
     const again = container.querySelector(`[data-key="${CSS.escape(key)}"]`);
     if (again) again.focus();
