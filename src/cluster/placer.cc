@@ -13,10 +13,12 @@ constexpr int kProposeTimeoutMs = 3000;
 constexpr uint64_t kUnplacedRetryMs = 10000;
 constexpr uint64_t kServiceWaitMs = 5000;
 
-// The slowest thing this node measured to a peer, or a LAN default before any measurement.
+// The first link the leader measured to a peer, or a LAN default before any measurement.
+// The leader's, not this node's: the leader places, and a preview on another node
+// (POST /v1/plan) must score with the link the placement will use.
 plan::LinkProfile LinkOf(const ClusterSnapshot& snap) {
   for (const MemberView& m : snap.members) {
-    if (!m.is_self) continue;
+    if (m.id != snap.leader) continue;
     for (const LinkMeasurement& l : m.links) {
       if (l.latency_s > 0 && l.bandwidth_Bps > 0) return ToLinkProfile("measured", l);
     }

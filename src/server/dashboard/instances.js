@@ -7,13 +7,17 @@ import {h, bytes, api, parseMetrics, replaceKeepingFocus} from "./util.js";
 // A bar: the range [begin, end) of `total`, as an SVG strip with a caption.
 function bar(range, total, caption) {
   if (!range || !(total > 0) || range[1] <= range[0]) return h("td", {class: "muted"}, "–");
-  const w = 120;
+  const w = 84;
   const x = (range[0] / total) * w, width = Math.max(1.5, ((range[1] - range[0]) / total) * w);
   return h("td", {class: "bar-cell"},
     h("svg:svg", {class: "bar", viewBox: `0 0 ${w} 10`, width: w, height: 10, "aria-hidden": "true"},
       h("svg:rect", {class: "bar-bg", x: 0, y: 0, width: w, height: 10}),
       h("svg:rect", {class: "bar-fg", x, y: 0, width, height: 10})),
     h("span", {class: "bar-caption"}, caption));
+}
+
+function memory(r) {
+  return h("td", {class: "num"}, `weights ${bytes(r.weight_bytes)}`, h("br", {}), `KV ${bytes(r.kv_bytes)}`);
 }
 
 function span(range) { return range ? `${range[0]}–${range[1]}` : "–"; }
@@ -30,8 +34,7 @@ function planTable(inst) {
     const r = ranks[0];
     rows.push(h("tr", {"data-node": r.name},
       h("td", {}, "0"), h("th", {scope: "row"}, r.name),
-      h("td", {colspan: 6}, "the whole model"),
-      h("td", {class: "num"}, bytes(r.weight_bytes)), h("td", {class: "num"}, bytes(r.kv_bytes))));
+      h("td", {colspan: 5}, "the whole model"), memory(r)));
   } else {
     const s = plan.shape;
     for (const stage of plan.stages) {
@@ -44,16 +47,15 @@ function planTable(inst) {
           bar(rk.ff_cols, s.n_ff, `ffn ${span(rk.ff_cols)}`),
           s.n_expert > 0 ? bar(rk.experts, s.n_expert, `experts ${span(rk.experts)}`) : h("td", {class: "muted"}, "dense"),
           bar(rk.output_rows, s.n_vocab, `vocab ${share(rk.output_rows, s.n_vocab)}`),
-          h("td", {class: "num"}, "weights " + bytes(r.weight_bytes)),
-          h("td", {class: "num"}, "KV " + bytes(r.kv_bytes))));
+          memory(r)));
       }
     }
   }
-  return h("table", {class: "plan", "data-instance": inst.id},
+  return h("div", {class: "scroll"}, h("table", {class: "plan", "data-instance": inst.id},
     h("caption", {}, `Plan ${inst.plan || ""} on ${ranks.length} node${ranks.length === 1 ? "" : "s"}`),
     h("thead", {}, h("tr", {},
-      ["Rank", "Node", "Layers", "Heads", "FFN", "Experts", "Vocabulary", "Weights", "KV"].map((c) => h("th", {scope: "col"}, c)))),
-    h("tbody", {}, rows));
+      ["Rank", "Node", "Layers", "Heads", "FFN", "Experts", "Vocabulary", "Memory"].map((c) => h("th", {scope: "col"}, c)))),
+    h("tbody", {}, rows)));
 }
 
 function figure(label, value) {

@@ -23,7 +23,8 @@ function candidateRows(preview) {
     of.sort((a, b) => (b.eligible - a.eligible) || (b.gen_tok_s - a.gen_tok_s));
     for (const c of of.slice(0, kPerKind)) {
       const memory = c.ranks.map((r) =>
-        h("li", {class: r.fits ? "" : "bad"}, `${r.name}: ${bytes(r.memory_bytes)} of ${bytes(r.usable_bytes)}`));
+        h("li", {class: r.fits ? "" : "bad", title: `${r.name} can hold ${bytes(r.usable_bytes)}`},
+          `${r.name} ${bytes(r.memory_bytes)}`, r.fits ? null : ` > ${bytes(r.usable_bytes)}`));
       rows.push(h("tr", {class: `${c.label === chosen ? "chosen" : ""} ${c.fits ? "" : "too-big"}`,
                          "data-kind": c.kind, "data-label": c.label},
         h("th", {scope: "row"}, c.label, c.label === chosen ? h("span", {class: "badge"}, "chosen") : null),
@@ -32,7 +33,7 @@ function candidateRows(preview) {
         h("td", {class: "num"}, `${c.gen_tok_s.toFixed(1)}`),
         h("td", {class: "num"}, `${c.gen_tok_s_batch.toFixed(1)}`),
         h("td", {class: "num"}, `${(c.ttft_s * 1000).toFixed(1)} ms`),
-        h("td", {}, c.fits ? (c.eligible ? "yes" : "yes (other node count)") : "no"),
+        h("td", {}, c.fits ? (c.eligible ? "yes" : "yes, not on the nodes asked") : "no"),
         h("td", {}, h("ul", {class: "memory"}, memory))));
     }
   }
@@ -51,7 +52,7 @@ function drawPreview(container, preview) {
     h("table", {class: "preview"},
       h("caption", {}, "The planner's prediction per layout"),
       h("thead", {}, h("tr", {},
-        ["Layout", "Kind", "Nodes", "tok/s (1 seq)", `tok/s (${preview.sequences} seq)`, "First token", "Fits", "Memory per node"]
+        ["Layout", "Kind", "Nodes", "tok/s (1 seq)", `tok/s (${preview.sequences} seq)`, "First token", "Fits", "Memory by rank"]
           .map((c) => h("th", {scope: "col"}, c)))),
       h("tbody", {}, candidateRows(preview))));
 }
