@@ -74,6 +74,7 @@ for i in $(seq 1 $N); do
 done
 
 mkdir -p "$ARTIFACTS"
+rm -f "$ARTIFACTS"/*.png  # only this run's screenshots
 status=0
 DASHBOARD_URL="http://$SUBNET.1:8080/" DASHBOARD_KEY="$KEY" DASHBOARD_MODEL="$MODEL" \
   DASHBOARD_VICTIM="n3" DASHBOARD_VICTIM_PID="${PIDS[3]}" DASHBOARD_ARTIFACTS="$ARTIFACTS" CHROMIUM="$CHROMIUM" \

@@ -25,7 +25,8 @@ function candidateRows(preview) {
       const memory = c.ranks.map((r) =>
         h("li", {class: r.fits ? "" : "bad", title: `${r.name} can hold ${bytes(r.usable_bytes)}`},
           `${r.name} ${bytes(r.memory_bytes)}`, r.fits ? null : ` > ${bytes(r.usable_bytes)}`));
-      rows.push(h("tr", {class: `${c.label === chosen ? "chosen" : ""} ${c.fits ? "" : "too-big"}`,
+      const cls = [c.label === chosen ? "chosen" : "", c.fits ? "" : "too-big", c.fits && !c.eligible ? "other-count" : ""];
+      rows.push(h("tr", {class: cls.join(" ").trim(), title: c.fits && !c.eligible ? "not the node count asked" : null,
                          "data-kind": c.kind, "data-label": c.label},
         h("th", {scope: "row"}, c.label, c.label === chosen ? h("span", {class: "badge"}, "chosen") : null),
         h("td", {}, c.kind),
@@ -33,7 +34,7 @@ function candidateRows(preview) {
         h("td", {class: "num"}, `${c.gen_tok_s.toFixed(1)}`),
         h("td", {class: "num"}, `${c.gen_tok_s_batch.toFixed(1)}`),
         h("td", {class: "num"}, `${(c.ttft_s * 1000).toFixed(1)} ms`),
-        h("td", {}, c.fits ? (c.eligible ? "yes" : "yes, not on the nodes asked") : "no"),
+        h("td", {}, c.fits ? "yes" : "no"),
         h("td", {}, h("ul", {class: "memory"}, memory))));
     }
   }
@@ -41,14 +42,20 @@ function candidateRows(preview) {
 }
 
 function drawPreview(container, preview) {
-  const summary = preview.choice
+  let summary = preview.choice
     ? `Placing would choose ${preview.choice.plan}: ${preview.choice.predicted_tok_s.toFixed(1)} tok/s predicted.`
     : `Nothing fits: ${preview.unplaced}`;
+  // The placer passes over a faster layout whose first rank would sit on a node without the
+  // file (its coordinator must read it); say so rather than look inconsistent.
+  const fastest = Math.max(0, ...preview.candidates.filter((c) => c.eligible).map((c) => c.gen_tok_s));
+  if (preview.choice && fastest > preview.choice.predicted_tok_s * 1.001) {
+    summary += " Faster layouts would put their first rank on a node that does not hold the file (yet).";
+  }
   replaceKeepingFocus(container,
     h("p", {class: preview.choice ? "" : "reason bad", id: "preview-summary"}, summary),
     h("p", {class: "muted"},
       `${preview.model} (${bytes(preview.file_bytes)}) on ${preview.live_nodes} live node(s); link ${preview.link.name}; ` +
-      `KV for ${preview.sequences} × ${preview.context_tokens} tokens.`),
+      `KV for ${preview.sequences} × ${preview.context_tokens} tokens. Greyed: too big, or not the node count asked.`),
     h("table", {class: "preview"},
       h("caption", {}, "The planner's prediction per layout"),
       h("thead", {}, h("tr", {},
