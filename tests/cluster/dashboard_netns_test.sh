@@ -4,7 +4,7 @@
 # driven by playwright-core (dashboard_test.mjs) against node 1's page:
 #   the key is entered, the page shows 3 nodes and their links; the demo model is predicted
 #   and placed from the page and its plan shows on 3 nodes; the chat panel streams a story;
-#   a node SIGKILLed turns dead on the page within 5 s.
+#   a node SIGKILLed turns dead on the page within 5 s; Rebalance and Remove work from its card.
 # A screenshot of each step goes to ARTIFACTS (third argument). Takes 20-40 s. Needs root,
 # chromium and playwright-core (npm ci); exits 77 (skipped) without them. Cleans up on exit.
 #

@@ -3,7 +3,7 @@
 // DASHBOARD_URL (node 1's page), DASHBOARD_KEY (its API key), DASHBOARD_MODEL (the GGUF
 // path), DASHBOARD_VICTIM / DASHBOARD_VICTIM_PID (the node to kill), DASHBOARD_ARTIFACTS
 // (where the screenshots go) and CHROMIUM. Each step checks what the page shows, not the
-// JSON behind it, and leaves a screenshot. Exits non-zero on the first failed step.
+// JSON behind it, and leaves a screenshot; at the end Rebalance and Remove are pressed. Exits non-zero on the first failed step.
 import assert from 'node:assert/strict';
 import path from 'node:path';
 import { chromium } from 'playwright-core';
@@ -111,6 +111,14 @@ try {
   await page.locator(`#nodes tr[data-name="${victim}"][data-state="dead"]`).waitFor({ timeout: 1000 });
   log(`${victim} shown dead ${ms} ms after SIGKILL`);
   await shot(page, 'node-dead');
+
+  // 5. Rebalance and Remove from the instance's card (Remove asks first; the dialog is accepted).
+  await page.locator('#instances .instance button', { hasText: 'Rebalance' }).click();
+  await page.locator('#status', { hasText: 'rebalancing stories260K' }).waitFor({ timeout: 5000 });
+  await page.locator('#instances .instance button', { hasText: 'Remove' }).click();
+  await page.locator('#status', { hasText: 'removed stories260K' }).waitFor({ timeout: 5000 });
+  await page.locator('#instances', { hasText: 'No instance yet' }).waitFor({ timeout: 5000 });
+  log('rebalanced and removed from the page');
   assert.deepEqual(pageErrors, [], 'no script error on the page');
   log('PASS');
 } catch (e) {
