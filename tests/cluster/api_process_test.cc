@@ -108,6 +108,10 @@ TEST(NodeApi, ChangesNeedTheKey) {
   auto read = http.Get("/v1/cluster");
   ASSERT_TRUE(read);
   EXPECT_EQ(read->status, 401);  // the node's view names its peers: not for strangers either
+  auto page = http.Get("/");     // the dashboard's page holds nothing secret; its data needs the key
+  ASSERT_TRUE(page);
+  EXPECT_EQ(page->status, 200);
+  EXPECT_NE(page->body.find("<title>cohort dashboard</title>"), std::string::npos);
 
   // Refused changes changed nothing; the key's holder changes the state.
   const httplib::Headers key = {{"Authorization", "Bearer sekrit"}};
