@@ -7,7 +7,8 @@
 #   nlohmann-json3-dev 3.11.2, libcli11-dev 2.1.2, libcpp-httplib-dev 0.11.4,
 #   libsodium-dev 1.0.18, clang 14 (libFuzzer), nodejs 18+/npm (test vectors, openai client),
 #   g++-aarch64-linux-gnu 12.2 and qemu-user 7.2 with arm64 libgtest-dev/libfmt-dev (the
-#   AArch64 kernels' cross build, run under emulation).
+#   AArch64 kernels' cross build, run under emulation), chromium 156 (headless, for the
+#   dashboard's browser test; driven by playwright-core from npm, no chromedriver).
 set -euo pipefail
 
 packages=(
@@ -15,7 +16,7 @@ packages=(
   libgtest-dev libpcre2-dev libfmt-dev nlohmann-json3-dev libcli11-dev
   libcpp-httplib-dev libsodium-dev
   clang libclang-rt-14-dev
-  iproute2
+  iproute2 chromium
   libopenmpi-dev openmpi-bin libucx-dev
   g++-aarch64-linux-gnu qemu-user libgtest-dev:arm64 libfmt-dev:arm64
 )

@@ -379,7 +379,13 @@ plan::NodeProfile BudgetProfile(const std::string& name, double memory_total_byt
   return p;
 }
 
-Status PlaceInstance(const PlacementInput& in, Instance* out) {
+namespace {
+int WantedNodes(const PlacementInput& in) {
+  return std::min<int>(in.nodes, static_cast<int>(in.candidates.size()));
+}
+}  // namespace
+
+Result<plan::PlanResult> PlanPlacement(const PlacementInput& in) {
   if (in.candidates.empty()) return Unavailable("no live node");
   if (std::none_of(in.candidates.begin(), in.candidates.end(),
                    [&](const PlacementNode& n) { return HasFile(n, in.model.sha256); })) {
@@ -398,9 +404,13 @@ Status PlaceInstance(const PlacementInput& in, Instance* out) {
   req.workload.context_tokens = std::max(1, in.context_tokens);
   req.workload.prompt_tokens = std::min(512, req.workload.context_tokens);
   req.layout = in.layout.empty() ? "auto" : in.layout;
-  COHORT_ASSIGN_OR_RETURN(plan::PlanResult plans, plan::PlanLayouts(req));
+  return plan::PlanLayouts(req);
+}
+
+Status PlaceInstance(const PlacementInput& in, Instance* out) {
+  COHORT_ASSIGN_OR_RETURN(plan::PlanResult plans, PlanPlacement(in));
   // "nodes" asks for that many; with fewer alive, as many as there are.
-  const int want_nodes = std::min<int>(in.nodes, static_cast<int>(in.candidates.size()));
+  const int want_nodes = WantedNodes(in);
   for (plan::Prediction& p : plans.candidates) {
     if (want_nodes > 0 && static_cast<int>(p.ranks.size()) != want_nodes) continue;
     if (!CoordinatorFirst(in, &p)) continue;

@@ -16,6 +16,7 @@
 #include "cluster/cluster_state.h"
 #include "plan/hardware.h"
 #include "plan/model_shape.h"
+#include "plan/planner.h"
 #include "plan/shard_plan.h"
 #include "core/status.h"
 
@@ -165,6 +166,9 @@ struct PlacementInput {
 // fills the placement fields of `instance`. Fails (kResourceExhausted, with the reason) when
 // nothing fits, kNotFound when no live node holds the file.
 Status PlaceInstance(const PlacementInput& input, Instance* instance);
+// Every layout the planner considers for `input` (fitting ones best first, the too-big ones,
+// the rejected ones), before the node-count and coordinator rules PlaceInstance applies.
+Result<plan::PlanResult> PlanPlacement(const PlacementInput& input);
 
 // A node's budget as the planner's profile: --max-memory when given (all of it usable),
 // otherwise what the node measured.

@@ -13,10 +13,12 @@ constexpr int kProposeTimeoutMs = 3000;
 constexpr uint64_t kUnplacedRetryMs = 10000;
 constexpr uint64_t kServiceWaitMs = 5000;
 
-// The slowest thing this node measured to a peer, or a LAN default before any measurement.
+// The first link the leader measured to a peer, or a LAN default before any measurement.
+// The leader's, not this node's: the leader places, and a preview on another node
+// (POST /v1/plan) must score with the link the placement will use.
 plan::LinkProfile LinkOf(const ClusterSnapshot& snap) {
   for (const MemberView& m : snap.members) {
-    if (!m.is_self) continue;
+    if (m.id != snap.leader) continue;
     for (const LinkMeasurement& l : m.links) {
       if (l.latency_s > 0 && l.bandwidth_Bps > 0) return ToLinkProfile("measured", l);
     }
@@ -80,21 +82,27 @@ std::optional<std::string> Placer::WhyPlace(const Instance& inst, const std::opt
   return std::nullopt;
 }
 
-Status Placer::PlaceOn(const ClusterSnapshot& snap, const Records& records, const LiveSet& live,
-                       Instance* next) {
-  auto m = records.models.find(next->model);
-  if (m == records.models.end()) return NotFound("model '" + next->model + "' is not registered");
+Result<PlacementInput> Placer::InputFor(const ClusterSnapshot& snap, const Records& records, const LiveSet& live,
+                                        const Instance& instance, const PlacerOptions& options) {
+  auto m = records.models.find(instance.model);
+  if (m == records.models.end()) return NotFound("model '" + instance.model + "' is not registered");
   const ModelEntry& model = m->second;
   PlacementInput in;
   in.model = model;
-  in.layout = next->layout;
-  in.nodes = next->nodes;
+  in.layout = instance.layout;
+  in.nodes = instance.nodes;
   const int model_ctx = std::min(model.n_ctx_train > 0 ? model.n_ctx_train : engine::kDefaultMaxContext,
                                  engine::kDefaultMaxContext);
-  in.context_tokens = options_.context_tokens > 0 ? options_.context_tokens : model_ctx;
-  in.sequences = options_.sequences;
+  in.context_tokens = options.context_tokens > 0 ? options.context_tokens : model_ctx;
+  in.sequences = options.sequences;
   in.candidates = live.candidates;
   in.link = LinkOf(snap);
+  return in;
+}
+
+Status Placer::PlaceOn(const ClusterSnapshot& snap, const Records& records, const LiveSet& live,
+                       Instance* next) {
+  COHORT_ASSIGN_OR_RETURN(PlacementInput in, InputFor(snap, records, live, *next, options_));
   return PlaceInstance(in, next);
 }
 

@@ -42,6 +42,11 @@ class Placer {
     std::string signature;
   };
   static LiveSet Live(const ClusterSnapshot& snap);
+  // What the planner is given to place `instance` now: its model's entry, the live nodes'
+  // budgets and the measured link. The leader's rounds and the dashboard's preview
+  // (POST /v1/plan) share it, so the preview shows what placing would choose.
+  static Result<PlacementInput> InputFor(const ClusterSnapshot& snap, const Records& records, const LiveSet& live,
+                                         const Instance& instance, const PlacerOptions& options);
 
  private:
   // Why `inst` should be (re)placed now, or nothing.

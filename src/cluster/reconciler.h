@@ -50,6 +50,8 @@ class Reconciler {
   void ProposeAtStart(const std::string& path, const std::string& layout, int nodes);
   // The instances served here (the HTTP front's local routes).
   const InstanceHost& host() const { return host_; }
+  // What the placer counts (KV slots and context), for a placement preview.
+  const PlacerOptions& placer_options() const { return options_.placer; }
 
  private:
   void Loop();

@@ -9,6 +9,8 @@
 #include <nlohmann/json.hpp>
 
 #include "server/api_response.h"
+#include "server/dashboard.h"
+#include "server/plan_preview.h"
 
 namespace cohort::server {
 namespace {
@@ -168,6 +170,9 @@ void AddClusterRoutes(HttpServer& server, cluster::ClusterNode& node, cluster::R
   http.Delete(R"(/v1/instances/([A-Za-z0-9._-]+))", [n](const httplib::Request& req, httplib::Response& res) {
     DeleteInstance(*n, req.matches[1].str(), res);
   });
+  http.Post("/v1/plan", [n, &reconciler, options](const httplib::Request& req, httplib::Response& res) {
+    PlanPreview(*n, reconciler, options.default_layout, options.default_nodes, req, res);
+  });
   http.Post(R"(/v1/instances/([A-Za-z0-9._-]+)/rebalance)", [n](const httplib::Request& req, httplib::Response& res) {
     Rebalance(*n, req.matches[1].str(), res);
   });
@@ -186,6 +191,7 @@ void AddClusterRoutes(HttpServer& server, cluster::ClusterNode& node, cluster::R
     SendJson(res, 200, {{"status", "ok"}, {"node", snap.self.Hex()}, {"leader", snap.leader.Hex()},
                         {"members", snap.members.size()}, {"instances_ready", ready}});
   });
+  MountDashboard(server);
 }
 
 }  // namespace cohort::server

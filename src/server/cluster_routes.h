@@ -1,6 +1,7 @@
 // The HTTP routes of a cluster node (`cohort serve --cluster`): the cluster and its instances
 // (GET /v1/cluster, GET/POST /v1/instances, GET/DELETE /v1/instances/ID, POST
-// /v1/instances/ID/rebalance, GET /v1/models, GET /health), and ClusterRouter, which sends an
+// /v1/instances/ID/rebalance, POST /v1/plan (plan_preview.h), GET /v1/models, GET /health,
+// and the dashboard at / (dashboard.h)), and ClusterRouter, which sends an
 // OpenAI request to the instance it names: served here when this node coordinates it, else
 // relayed to its coordinator. Any node answers any request.
 #pragma once

@@ -54,6 +54,9 @@ class HttpServer {
   void ServeInstances(InstanceRouter& router, bool single_model);
   // The route table, for the route sets of this layer (cluster_routes.h, node_routes.h).
   httplib::Server& routes() { return *http_; }
+  // `path` (exact) is answered without an API key, like ServerOptions::open_paths; before
+  // Start() only.
+  void AddOpenPath(const std::string& path) { options_.open_paths.push_back(path); }
 
   // Binds options.host:options.port (port 0: a free port) and returns the port.
   Result<int> Bind();

@@ -5,6 +5,8 @@
 
 #include <nlohmann/json.hpp>
 
+#include "server/dashboard.h"
+
 namespace cohort::server {
 
 void AddNodeRoutes(HttpServer& server, cluster::ClusterNode& node) {
@@ -19,6 +21,7 @@ void AddNodeRoutes(HttpServer& server, cluster::ClusterNode& node) {
     if (!version.ok()) return SendStatus(res, version.status());
     res.set_content(nlohmann::json{{"version", *version}}.dump(), "application/json");
   });
+  MountDashboard(server);
 }
 
 }  // namespace cohort::server

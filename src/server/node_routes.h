@@ -1,6 +1,6 @@
-// The routes of `cohort node` (membership only): GET /v1/cluster, the node's view, and POST
-// /v1/cluster/changes, a change to the agreed state. Registered on an HttpServer, so they
-// share its limits and its API-key check.
+// The routes of `cohort node` (membership only): GET /v1/cluster, the node's view, POST
+// /v1/cluster/changes, a change to the agreed state, and the dashboard at / (dashboard.h).
+// Registered on an HttpServer, so they share its limits and its API-key check.
 #pragma once
 
 #include "cluster/cluster_node.h"

@@ -1,7 +1,8 @@
 // The cluster's HTTP surfaces as real processes on loopback: `cohort node --api-key` refuses
 // changes to the agreed state without the key, and an instance placed through POST
 // /v1/instances on two `cohort serve --cluster` nodes runs exactly the ShardPlan the planner
-// scored — a plan whose routed experts are split by columns included — and answers.
+// scored — a plan whose routed experts are split by columns included — and answers; before
+// that, POST /v1/plan previews the same choice and the dashboard's files are served.
 #include <httplib.h>
 #include <netinet/in.h>
 #include <sys/socket.h>
@@ -107,6 +108,10 @@ TEST(NodeApi, ChangesNeedTheKey) {
   auto read = http.Get("/v1/cluster");
   ASSERT_TRUE(read);
   EXPECT_EQ(read->status, 401);  // the node's view names its peers: not for strangers either
+  auto page = http.Get("/");     // the dashboard's page holds nothing secret; its data needs the key
+  ASSERT_TRUE(page);
+  EXPECT_EQ(page->status, 200);
+  EXPECT_NE(page->body.find("<title>cohort dashboard</title>"), std::string::npos);
 
   // Refused changes changed nothing; the key's holder changes the state.
   const httplib::Headers key = {{"Authorization", "Bearer sekrit"}};
@@ -123,6 +128,47 @@ TEST(NodeApi, ChangesNeedTheKey) {
   auto bad = http.Post("/v1/cluster/changes", key, R"({"op":"nonsense"})", "application/json");
   ASSERT_TRUE(bad);
   EXPECT_EQ(bad->status, 400);
+}
+
+// The dashboard's page is open (it holds no secret), its data routes are not; POST /v1/plan
+// refuses bad input naming the field, and for a good one lists the planner's layouts with
+// figures per node and the one placing would choose, placing nothing. Returns the preview of
+// `model` as "tp:1,1" on 2 nodes.
+json ExpectPreviewAndDashboard(httplib::Client& http, const httplib::Headers& key, const std::string& model) {
+  auto page = http.Get("/");
+  EXPECT_TRUE(page && page->status == 200 && page->get_header_value("Content-Type").starts_with("text/html") &&
+              page->body.find("/dashboard/app.js") != std::string::npos);
+  auto script = http.Get("/dashboard/app.js");
+  EXPECT_TRUE(script && script->status == 200 &&
+              script->get_header_value("Content-Type").starts_with("text/javascript"));
+  auto missing = http.Get("/dashboard/nothing.js");
+  EXPECT_TRUE(missing && missing->status == 401);  // unknown paths still need the key
+  const json good = {{"model", model}, {"layout", "tp:1,1"}, {"nodes", 2}};
+  auto no_key = http.Post("/v1/plan", good.dump(), "application/json");
+  EXPECT_TRUE(no_key && no_key->status == 401);
+  const std::pair<json, std::string> bad[] = {
+      {json::object(), "model"}, {{{"model", 5}}, "model"}, {{{"model", model}, {"nodes", -1}}, "nodes"},
+      {{{"model", model}, {"layout", 3}}, "layout"}, {{{"model", model}, {"layout", "tp:1,x"}}, "layout"}};
+  for (const auto& [body, field] : bad) {
+    auto r = http.Post("/v1/plan", key, body.dump(), "application/json");
+    EXPECT_TRUE(r && r->status == 400 && r->body.find(field) != std::string::npos)
+        << body.dump() << " -> " << (r ? r->body : "no answer");
+  }
+  auto r = http.Post("/v1/plan", key, good.dump(), "application/json");
+  if (!r || r->status != 200) {
+    ADD_FAILURE() << "POST /v1/plan: " << (r ? r->body : "no answer");
+    return json::object();
+  }
+  const json preview = json::parse(r->body);
+  EXPECT_EQ(preview["live_nodes"], 2);
+  EXPECT_FALSE(preview["candidates"].empty());
+  for (const json& c : preview["candidates"]) {
+    EXPECT_GT(c["gen_tok_s"].get<double>(), 0) << c.dump();
+    for (const json& rank : c["ranks"]) EXPECT_GT(rank["weight_bytes"].get<double>(), 0) << c.dump();
+  }
+  auto instances = http.Get("/v1/instances", key);
+  EXPECT_TRUE(instances && json::parse(instances->body)["data"].empty()) << "a preview placed something";
+  return preview;
 }
 
 TEST(ClusterApi, ThePlannedPlanIsThePlanThatRuns) {
@@ -151,6 +197,7 @@ TEST(ClusterApi, ThePlannedPlanIsThePlanThatRuns) {
     if (c && c->status == 200 && json::parse(c->body)["members"].size() == 2) break;
     std::this_thread::sleep_for(std::chrono::milliseconds(100));
   }
+  const json preview = ExpectPreviewAndDashboard(http, key, model);
   const json request = {{"model", model}, {"layout", "tp:1,1"}, {"nodes", 2}, {"wait_s", 60}};
   auto placed = http.Post("/v1/instances", key, request.dump(), "application/json");
   ASSERT_TRUE(placed);
@@ -162,6 +209,8 @@ TEST(ClusterApi, ThePlannedPlanIsThePlanThatRuns) {
   EXPECT_EQ(instance["shard_plan"]["expert_split"], "columns") << instance["shard_plan"].dump(2);
   EXPECT_EQ(instance["running_plan"], instance["shard_plan"]);
   EXPECT_EQ(instance["ranks"].size(), 2u);
+  // The preview named the plan the leader then chose.
+  EXPECT_EQ(preview["choice"]["plan"], instance["plan"]) << preview.dump(2);
 
   // It answers through either node: the coordinator serves it from its own front, the other
   // relays to it.
