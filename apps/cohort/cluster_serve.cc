@@ -33,6 +33,7 @@ cluster::ReconcilerOptions ReconcilerOptionsOf(const ServeOptions& options, cons
   r.name = name;
   r.placer.context_tokens = options.ctx;
   r.placer.sequences = options.parallel;
+  if (options.cluster.flags.suspect_ms > 0) r.placer.failure_settle_ms = options.cluster.flags.suspect_ms;
   cluster::InstanceHostOptions& h = r.host;
   h.serving = ServingOptionsOf(options);
   h.worker_threads = options.dist.worker_threads > 0 ? options.dist.worker_threads : options.threads;

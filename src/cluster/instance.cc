@@ -8,6 +8,7 @@
 
 #include <fmt/format.h>
 
+#include "core/check.h"
 #include "plan/cost_model.h"
 #include "plan/planner.h"
 
@@ -103,35 +104,23 @@ plan::ShardPlan PlanFromJson(const json& j, const char* what) {
 
 bool HasFile(const PlacementNode& n, const std::string& sha) { return n.service.files.count(sha) > 0; }
 
-// Puts a file-holding node at rank 0 of a tensor-parallel prediction (ranks of one group are
-// interchangeable apart from rank 0 coordinating); false when that is not possible, or when
-// a node no longer fits the share of the rank it moved to (shares may be uneven).
-bool CoordinatorFirst(const PlacementInput& in, plan::Prediction* p) {
-  const std::string& sha = in.model.sha256;
-  auto& order = p->layout.node_of_rank;
-  if (HasFile(in.candidates[order[0]], sha)) return true;
-  if (p->layout.spec.stage_rank_weights.size() != 1) return false;
-  for (size_t r = 1; r < order.size(); ++r) {
-    if (!HasFile(in.candidates[order[r]], sha)) continue;
-    std::swap(order[0], order[r]);
-    // The ranks' costs describe rank positions; the nodes behind positions 0 and r swapped.
-    for (size_t i : {size_t{0}, r}) {
-      const plan::NodeProfile& node = in.candidates[order[i]].profile;
-      if (p->ranks[i].memory_bytes > node.usable_bytes()) return false;
-      p->ranks[i].node = order[i];
-      p->ranks[i].node_name = node.name;
-      p->ranks[i].usable_bytes = node.usable_bytes();
-    }
-    return true;
-  }
-  return false;
+// A layout of the node count asked for (all of them when fewer are live).
+bool OfWantedSize(const plan::Prediction& p, int want_nodes) {
+  return want_nodes <= 0 || static_cast<int>(p.ranks.size()) == want_nodes;
 }
 
-std::string WhyNothingFits(const PlacementInput& in, const plan::PlanResult& plans) {
+// Why no layout was placed, naming what stopped the closest one: a node's memory budget, a
+// shard plan the model's shape does not allow, or a node count no fitting layout has.
+std::string WhyNothingFits(const PlacementInput& in, const plan::PlanResult& plans, int want_nodes) {
+  std::string why = fmt::format("{} ({:.2f} MiB) fits on no {} layout of the {} live node(s)", in.model.name,
+                                in.model.file_bytes / kMiB, in.layout.empty() ? "auto" : in.layout,
+                                in.candidates.size());
+  if (want_nodes > 0) why += fmt::format(" with {} node(s)", want_nodes);
   // The layout that came closest: the smallest worst overflow of a node's budget.
   const plan::Prediction* closest = nullptr;
   double closest_over = 0;
   for (const plan::Prediction& p : plans.too_big) {
+    if (!OfWantedSize(p, want_nodes)) continue;
     double over = 0;
     for (const plan::RankCost& r : p.ranks) over = std::max(over, r.memory_bytes - r.usable_bytes);
     if (closest == nullptr || over < closest_over) {
@@ -139,19 +128,20 @@ std::string WhyNothingFits(const PlacementInput& in, const plan::PlanResult& pla
       closest_over = over;
     }
   }
-  std::string why = fmt::format("{} ({:.2f} MiB) fits on no layout of the {} live node(s)",
-                                in.model.name, in.model.file_bytes / kMiB, in.candidates.size());
-  if (in.nodes > 0) {
-    why += fmt::format(" with {} node(s)", std::min<int>(in.nodes, static_cast<int>(in.candidates.size())));
-  }
   if (closest != nullptr) {
     for (const plan::RankCost& r : closest->ranks) {
       if (r.fits()) continue;
-      why += fmt::format("; best try {}: node {} needs {:.2f} MiB, its budget is {:.2f} MiB",
-                         closest->layout.label, r.node_name, r.memory_bytes / kMiB, r.usable_bytes / kMiB);
-      break;
+      return why + fmt::format("; best try {}: node {} needs {:.2f} MiB, its budget is {:.2f} MiB",
+                               closest->layout.label, r.node_name, r.memory_bytes / kMiB, r.usable_bytes / kMiB);
     }
   }
+  if (!plans.rejected.empty()) {
+    return why + fmt::format("; {} has no valid shard plan: {}", plans.rejected.front().label,
+                             plans.rejected.front().reason);
+  }
+  std::string fitting;
+  for (const plan::Prediction& p : plans.candidates) fitting += (fitting.empty() ? "" : ", ") + p.layout.label;
+  if (!fitting.empty()) return why + "; the layouts that fit use other node counts: " + fitting;
   return why;
 }
 
@@ -394,7 +384,12 @@ Result<plan::PlanResult> PlanPlacement(const PlacementInput& in) {
   plan::PlanRequest req;
   req.model = in.model.shape;
   req.quant = in.model.quant;
-  for (const PlacementNode& n : in.candidates) req.cluster.nodes.push_back(n.profile);
+  // Rank 0 reads the file and streams every other rank its share, so every layout starts
+  // on a node holding it, whatever the measured speeds order first.
+  for (size_t i = 0; i < in.candidates.size(); ++i) {
+    req.cluster.nodes.push_back(in.candidates[i].profile);
+    if (HasFile(in.candidates[i], in.model.sha256)) req.first_rank_nodes.push_back(static_cast<int>(i));
+  }
   req.cluster.link = in.link;
   COHORT_ASSIGN_OR_RETURN(req.cluster.stack, plan::FindBuiltinStack("cohort"));
   // A node's budget holds its shard and its KV cache; the runtime's own buffers are small
@@ -412,9 +407,9 @@ Status PlaceInstance(const PlacementInput& in, Instance* out) {
   // "nodes" asks for that many; with fewer alive, as many as there are.
   const int want_nodes = WantedNodes(in);
   for (plan::Prediction& p : plans.candidates) {
-    if (want_nodes > 0 && static_cast<int>(p.ranks.size()) != want_nodes) continue;
-    if (!CoordinatorFirst(in, &p)) continue;
+    if (!OfWantedSize(p, want_nodes)) continue;
     const PlacementNode& coordinator = in.candidates[p.layout.node_of_rank[0]];
+    COHORT_CHECK(HasFile(coordinator, in.model.sha256));
     out->coordinator = coordinator.service.id;
     out->model_path = coordinator.service.files.at(in.model.sha256);
     out->model_sha256 = in.model.sha256;
@@ -430,7 +425,7 @@ Status PlaceInstance(const PlacementInput& in, Instance* out) {
     out->status = InstanceStatus::kPlaced;
     return Status::Ok();
   }
-  return ResourceExhausted(WhyNothingFits(in, plans));
+  return ResourceExhausted(WhyNothingFits(in, plans, want_nodes));
 }
 
 }  // namespace cohort::cluster

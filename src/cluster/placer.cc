@@ -66,15 +66,28 @@ std::optional<std::string> Placer::WhyPlace(const Instance& inst, const std::opt
       pending_since_ms_.erase(id);
       return inst.reason;
     }
-    case InstanceStatus::kPlaced:
+    case InstanceStatus::kPlaced: {
       for (const RankPlacement& r : inst.ranks) {
         if (live.present.count(r.node) == 0) return "node " + r.name + " left the cluster";
       }
-      if (run.has_value() && run->state == RunState::kFailed &&
-          now - last >= static_cast<uint64_t>(options_.replace_backoff_ms)) {
+      if (!run.has_value() || run->state != RunState::kFailed) {
+        failed_since_ms_.erase(id);
+        return std::nullopt;
+      }
+      if (!failed_since_ms_.count(id)) failed_since_ms_[id] = now;
+      // A rank on a node that is not alive (suspect): no need to wait for the membership.
+      bool rank_not_alive = false;
+      for (const RankPlacement& r : inst.ranks) {
+        rank_not_alive |= std::none_of(live.candidates.begin(), live.candidates.end(),
+                                       [&](const PlacementNode& n) { return n.service.id == r.node; });
+      }
+      const bool settled = rank_not_alive || now - failed_since_ms_[id] >= static_cast<uint64_t>(options_.failure_settle_ms);
+      if (settled && now - last >= static_cast<uint64_t>(options_.replace_backoff_ms)) {
+        failed_since_ms_.erase(id);
         return "the coordinator reported: " + run->error;
       }
       return std::nullopt;
+    }
     case InstanceStatus::kUnplaced:  // again when the live set changes, and now and then
       if (tried_on_[id] != live.signature || now - last >= kUnplacedRetryMs) return std::string("the live nodes changed");
       return std::nullopt;

@@ -22,6 +22,11 @@ struct PlacerOptions {
   int context_tokens = 0;          // KV per sequence the placement counts (0: the model's, <= 4096)
   int sequences = 4;               // KV slots the placement counts
   int replace_backoff_ms = 2000;   // between re-placements of one instance after a failure
+  // A coordinator reports a rank's death at once (its connection is reset), before the
+  // membership calls that node suspect: re-placing then would put a rank on the dead node
+  // again and wait out its setup timeout. A failure is acted on once it is this old (the
+  // suspect timeout), or at once when a rank's node is no longer alive.
+  int failure_settle_ms = 1500;
 };
 
 class Placer {
@@ -61,6 +66,7 @@ class Placer {
   std::map<std::string, uint64_t> last_try_ms_;
   std::map<std::string, std::string> tried_on_;
   std::map<std::string, uint64_t> pending_since_ms_;
+  std::map<std::string, uint64_t> failed_since_ms_;  // when a failure of its epoch was first seen
 };
 
 }  // namespace cohort::cluster

@@ -39,6 +39,17 @@ std::vector<int> NodesBySpeed(const ClusterSpec& c) {
   return order;
 }
 
+// `order` with the first node that may run rank 0 moved to its front (nothing moves when
+// any node may, or when none of `order` may: Predict's caller then sees rank 0 unchanged).
+std::vector<int> FirstRankFront(const PlanRequest& req, std::vector<int> order) {
+  const std::vector<int>& allowed = req.first_rank_nodes;
+  if (allowed.empty()) return order;
+  auto it = std::find_if(order.begin(), order.end(),
+                         [&](int n) { return std::find(allowed.begin(), allowed.end(), n) != allowed.end(); });
+  if (it != order.end()) std::rotate(order.begin(), it, it + 1);
+  return order;
+}
+
 bool Uniform(const ClusterSpec& c, const std::vector<int>& nodes) {
   for (int n : nodes) {
     if (c.nodes[n].memory_bandwidth_Bps != c.nodes[nodes[0]].memory_bandwidth_Bps ||
@@ -104,7 +115,7 @@ Result<std::vector<double>> ParseWeights(const std::string& text) {
 
 // "tp:2,1,1", "pp:3,1", "hybrid:2x2".
 Result<Layout> ExplicitLayout(const PlanRequest& req, const std::string& kind, const std::string& arg) {
-  const std::vector<int> order = NodesBySpeed(req.cluster);
+  const std::vector<int> order = FirstRankFront(req, NodesBySpeed(req.cluster));
   if (kind == "hybrid") {
     int s = 0, t = 0;
     char x = 0;
@@ -118,9 +129,12 @@ Result<Layout> ExplicitLayout(const PlanRequest& req, const std::string& kind, c
   }
   COHORT_ASSIGN_OR_RETURN(std::vector<double> w, ParseWeights(arg));
   if (w.size() > order.size()) return InvalidArgument(kind + ":" + arg + " names more ranks than nodes");
-  // Weights apply to the nodes in the order the spec lists them.
-  std::vector<int> nodes(w.size());
-  std::iota(nodes.begin(), nodes.end(), 0);
+  // Weights apply to the nodes in the order the spec lists them (a node that may run rank 0
+  // first, when the request names such nodes).
+  std::vector<int> listed(req.cluster.nodes.size());
+  std::iota(listed.begin(), listed.end(), 0);
+  listed = FirstRankFront(req, std::move(listed));
+  std::vector<int> nodes(listed.begin(), listed.begin() + static_cast<std::ptrdiff_t>(w.size()));
   if (kind == "tp") return Make("tp" + std::to_string(w.size()) + WeightsLabel(w), plan::LayoutSpec::TensorWeighted(w), nodes);
   if (kind == "pp") return Make("pp" + std::to_string(w.size()) + WeightsLabel(w), plan::LayoutSpec::PipelineWeighted(w), nodes);
   return InvalidArgument("unknown layout '" + kind + ":" + arg + "' (tp:W,.. pp:W,.. hybrid:SxT)");
@@ -247,7 +261,7 @@ Result<std::vector<Layout>> EnumerateLayouts(const PlanRequest& req) {
   if (kind != "auto" && kind != "single" && kind != "tp" && kind != "pp" && kind != "hybrid") {
     return InvalidArgument("unknown layout '" + kind + "' (auto, single, tp, pp, hybrid, tp:W,.., pp:W,.., hybrid:SxT)");
   }
-  const std::vector<int> order = NodesBySpeed(req.cluster);
+  const std::vector<int> order = FirstRankFront(req, NodesBySpeed(req.cluster));
   std::vector<Layout> out;
   // Bounded search: beyond 64 nodes per instance the per-layer collectives of any layout here
   // dominate, and enumerating every prefix would cost O(nodes^3).
@@ -263,6 +277,11 @@ Result<PlanResult> PlanLayouts(const PlanRequest& req) {
   COHORT_RETURN_IF_ERROR(req.model.Validate());
   COHORT_RETURN_IF_ERROR(req.cluster.Validate());
   COHORT_RETURN_IF_ERROR(req.workload.Validate());
+  for (int n : req.first_rank_nodes) {
+    if (n < 0 || n >= static_cast<int>(req.cluster.nodes.size())) {
+      return InvalidArgument("first_rank_nodes: node " + std::to_string(n) + " is not in the cluster spec");
+    }
+  }
   COHORT_ASSIGN_OR_RETURN(std::vector<Layout> layouts, EnumerateLayouts(req));
   PlanResult result;
   for (const Layout& layout : layouts) {

@@ -30,6 +30,11 @@ struct PlanRequest {
   // "auto" (everything below), "single", "tp", "pp", "hybrid", "tp:W1,W2,..", "pp:W1,W2,..",
   // "hybrid:SxT". Weighted forms use exactly as many nodes as weights.
   std::string layout = "auto";
+  // Indices into cluster.nodes that may run global rank 0 (stage 0's first rank, the
+  // coordinator); empty: any. A cluster placement names the nodes holding the model file,
+  // since rank 0 reads it and streams the others their shares. Every layout then starts
+  // with the fastest of them, followed by the rest fastest first.
+  std::vector<int> first_rank_nodes;
 };
 
 struct RejectedLayout {

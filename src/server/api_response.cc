@@ -163,6 +163,7 @@ std::string ChunkEvent(const ResponseMeta& meta, const engine::RequestOutput& ou
     body = Header(meta, "text_completion");
     choice["text"] = out.text;
   }
+  if (meta.token_ids) choice["token_ids"] = out.tokens;
   body["choices"] = json::array({std::move(choice)});
   return "data: " + Dump(body) + "\n\n";
 }

@@ -33,6 +33,9 @@ struct ResponseMeta {
   std::string model;
   Endpoint endpoint = Endpoint::kChat;
   bool logprobs = false;
+  // Each chunk also carries its sampled token ids ("token_ids" in the choice): asked for by a
+  // cluster node relaying a stream, so it can resume it from them (resuming_relay.h).
+  bool token_ids = false;
 };
 
 // "stop" for a stop string or an end-of-generation token, "length" for a limit.

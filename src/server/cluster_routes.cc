@@ -124,6 +124,9 @@ Result<RouteTarget> ClusterRouter::Route(const std::string& model) {
   }
   const std::string coordinator = target->instance.coordinator;
   RouteTarget route;
+  route.instance_id = target->instance.id;
+  route.epoch = target->instance.epoch;
+  route.api = target->run->api;
   if (coordinator == snap.self.Hex()) {
     route.local = host_.Find(target->instance.id, target->instance.epoch);
     if (route.local == nullptr) return Unavailable("instance " + target->instance.id + " stopped running here");

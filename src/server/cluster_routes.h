@@ -27,6 +27,7 @@ class ClusterRouter final : public InstanceRouter {
   // The instance with that id, else the first ready one of that model, else the first ready
   // instance at all (like a one-model server).
   Result<RouteTarget> Route(const std::string& model) override;
+  bool ResumesStreams() const override { return true; }
 
  private:
   // Why a relayed request should give up on `node` (id hex): the membership sees it suspect,

@@ -6,6 +6,7 @@
 
 #include <httplib.h>
 
+#include <algorithm>
 #include <chrono>
 #include <ctime>
 #include <random>
@@ -16,6 +17,7 @@
 #include "server/api_response.h"
 #include "server/connection_probe.h"
 #include "server/proxy.h"
+#include "server/resuming_relay.h"
 
 namespace cohort::server {
 namespace {
@@ -261,8 +263,18 @@ Result<std::vector<int32_t>> HttpServer::PromptTokens(engine::ServingInstance& i
 void HttpServer::HandleGenerate(Endpoint endpoint, const httplib::Request& req, httplib::Response& res) {
   // Only the model's name decides the route: the full parse needs the instance's limits.
   std::string model;
-  if (const auto body = nlohmann::json::parse(req.body, nullptr, false); body.is_object()) {
+  bool stream = false;
+  const auto body = nlohmann::json::parse(req.body, nullptr, false);
+  if (body.is_object()) {
     if (auto it = body.find("model"); it != body.end() && it->is_string()) model = it->get<std::string>();
+    if (auto it = body.find("stream"); it != body.end() && it->is_boolean()) stream = it->get<bool>();
+  }
+  // On a cluster the node the client reached keeps a stream, to resume it elsewhere when the
+  // node serving it is lost (resuming_relay.h).
+  if (stream && router_->ResumesStreams() && !req.has_header(kRelayedHeader)) {
+    ResumeOptions resume;
+    resume.read_timeout_s = options_.relay_timeout_s;
+    return RelayResumable(*router_, model, req, res, resume);
   }
   auto target = router_->Route(model);
   if (!target.ok()) return SendStatus(res, target.status());
@@ -273,13 +285,19 @@ void HttpServer::HandleGenerate(Endpoint endpoint, const httplib::Request& req, 
   ApiRequest& request = *parsed;
   Result<std::vector<int32_t>> prompt = PromptTokens(instance, request);
   if (!prompt.ok()) return SendStatus(res, prompt.status());
+  if (req.has_header(kRelayedHeader)) {  // a resumed stream: its tokens so far follow the prompt
+    Result<std::vector<int32_t>> resumed = ResumeTokensOf(body, instance.model().config().n_vocab);
+    if (!resumed.ok()) return SendStatus(res, resumed.status());
+    prompt->insert(prompt->end(), resumed->begin(), resumed->end());
+    request.options.max_tokens = std::max<int32_t>(0, request.options.max_tokens - static_cast<int32_t>(resumed->size()));
+  }
   engine::ScheduledRequest scheduled;
   scheduled.prompt = std::move(*prompt);
   scheduled.options = request.options;
   auto handle = instance.scheduler().Submit(std::move(scheduled));
   if (!handle.ok()) return SendStatus(res, handle.status());
   if (request.stream) {
-    Stream(instance, target->local, request, std::move(*handle), res);
+    Stream(instance, target->local, request, req.has_header(kTokenIdsHeader), std::move(*handle), res);
   } else {
     Wait(instance, request, req, **handle, res);
   }
@@ -328,7 +346,7 @@ void HttpServer::Wait(engine::ServingInstance& instance, const ApiRequest& reque
 }
 
 void HttpServer::Stream(engine::ServingInstance& instance, std::shared_ptr<engine::ServingInstance> keep,
-                        const ApiRequest& request, std::shared_ptr<engine::RequestHandle> handle,
+                        const ApiRequest& request, bool token_ids, std::shared_ptr<engine::RequestHandle> handle,
                         httplib::Response& res) {
   auto state = std::make_shared<StreamState>();
   state->instance = std::move(keep);
@@ -341,6 +359,7 @@ void HttpServer::Stream(engine::ServingInstance& instance, std::shared_ptr<engin
   meta.created = std::time(nullptr);
   meta.model = request.model.empty() ? instance.name() : request.model;
   meta.logprobs = request.logprobs;
+  meta.token_ids = token_ids;
   res.set_header("Cache-Control", "no-cache");
   res.set_chunked_content_provider(
       "text/event-stream",
@@ -370,7 +389,7 @@ void HttpServer::Stream(engine::ServingInstance& instance, std::shared_ptr<engin
           state->first = false;
           engine::RequestOutput body = out;
           body.done = false;
-          if (!body.text.empty() || !body.logprobs.empty()) events += ChunkEvent(state->meta, body, tok, false);
+          if (!body.text.empty() || !body.logprobs.empty() || (state->meta.token_ids && !body.tokens.empty())) events += ChunkEvent(state->meta, body, tok, false);
           if (out.done) {
             engine::RequestOutput last;
             last.done = true;

@@ -79,7 +79,8 @@ class HttpServer {
   void Relay(const RouteTarget& target, const httplib::Request& req, httplib::Response& res);
   Result<std::vector<int32_t>> PromptTokens(engine::ServingInstance& instance, const ApiRequest& request) const;
   void Stream(engine::ServingInstance& instance, std::shared_ptr<engine::ServingInstance> keep,
-              const ApiRequest& request, std::shared_ptr<engine::RequestHandle> handle, httplib::Response& res);
+              const ApiRequest& request, bool token_ids, std::shared_ptr<engine::RequestHandle> handle,
+              httplib::Response& res);
   // Collects a plain response; cancels the generation when the client hangs up meanwhile.
   void Wait(engine::ServingInstance& instance, const ApiRequest& request, const httplib::Request& req,
             engine::RequestHandle& handle, httplib::Response& res);

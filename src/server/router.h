@@ -4,6 +4,7 @@
 // (SingleInstanceRouter), or a cluster's instances (ClusterRouter, cluster_routes.h).
 #pragma once
 
+#include <cstdint>
 #include <functional>
 #include <memory>
 #include <string>
@@ -21,6 +22,11 @@ struct RouteTarget {
   // unset: only the read timeout ends a silent one).
   std::string upstream;
   std::function<std::string()> upstream_lost;
+  // A cluster instance's identity and the API (host:port) of the node serving it, local or
+  // not, so a broken stream can be resumed on the instance's next placement (epoch).
+  std::string instance_id;
+  uint64_t epoch = 0;
+  std::string api;
 };
 
 class InstanceRouter {
@@ -29,6 +35,9 @@ class InstanceRouter {
   // The target for a request naming `model` ("": the default instance); kNotFound when none
   // matches, kUnavailable when it is not ready.
   virtual Result<RouteTarget> Route(const std::string& model) = 0;
+  // Whether a stream broken by a lost node should wait for the instance to be placed again
+  // and resume there (a cluster), rather than end with an error.
+  virtual bool ResumesStreams() const { return false; }
 };
 
 // One instance, whatever the request names (as llama-server: the model field is echoed).
@@ -36,7 +45,11 @@ class SingleInstanceRouter final : public InstanceRouter {
  public:
   explicit SingleInstanceRouter(std::unique_ptr<engine::ServingInstance> instance)
       : instance_(std::move(instance)) {}
-  Result<RouteTarget> Route(const std::string&) override { return RouteTarget{instance_, "", {}}; }
+  Result<RouteTarget> Route(const std::string&) override {
+    RouteTarget t;
+    t.local = instance_;
+    return t;
+  }
   engine::ServingInstance& instance() { return *instance_; }
 
  private:

@@ -123,8 +123,61 @@ TEST(InstanceTest, BudgetNoNodeMeetsSpreadsOverThreeEachUnderFortyPercent) {
   // Two such nodes cannot hold it: the reason names the closest try.
   const Status s = PlaceInstance(Input({Node(1, true, budget), Node(2, true, budget)}, 0), &out);
   EXPECT_EQ(s.code(), StatusCode::kResourceExhausted);
-  EXPECT_NE(s.message().find("fits on no layout of the 2 live node(s)"), std::string::npos) << s.message();
+  EXPECT_NE(s.message().find("fits on no tp layout of the 2 live node(s)"), std::string::npos) << s.message();
   EXPECT_NE(s.message().find("its budget is"), std::string::npos) << s.message();
+}
+
+// A node measured at `bandwidth_Bps` (the planner orders nodes fastest first by it).
+PlacementNode MeasuredNode(int i, bool has_file, double bandwidth_Bps) {
+  PlacementNode n = Node(i, has_file, 0);
+  n.profile = BudgetProfile(n.service.name, 8e9, 4e9, bandwidth_Bps, 0, 0);
+  return n;
+}
+
+// The flake of `NODES=2 LAYOUT=pp scripts/run.sh`: the node holding the file (the one the
+// model was loaded through, before the others publish that they hold it too) measured
+// slower than a peer, so the planner ordered it after that peer, and pipeline and hybrid
+// layouts could not move it to rank 0. Every layout that fits must place with the holder as
+// rank 0 (stage 0), wherever the measured speeds order it.
+TEST(InstanceTest, PipelineAndHybridPlaceWithTheSlowestNodeHoldingTheFileAsRankZero) {
+  struct Case {
+    const char* layout;
+    int nodes;
+    int stages;
+  };
+  for (const Case c : {Case{"pp", 2, 2}, Case{"pp", 3, 3}, Case{"hybrid", 4, 2}, Case{"tp", 3, 1}}) {
+    for (int holder = 1; holder <= c.nodes; ++holder) {
+      std::vector<PlacementNode> nodes;
+      for (int i = 1; i <= c.nodes; ++i) {
+        // The holder is the slowest; the others' speeds differ, so no tie keeps list order.
+        nodes.push_back(MeasuredNode(i, i == holder, i == holder ? 5e9 : 10e9 + i * 1e9));
+      }
+      PlacementInput in = Input(nodes, c.nodes);
+      in.layout = c.layout;
+      Instance out;
+      const Status s = PlaceInstance(in, &out);
+      ASSERT_TRUE(s.ok()) << c.layout << " on " << c.nodes << ", holder n" << holder << ": " << s.ToString();
+      EXPECT_EQ(out.coordinator, nodes[holder - 1].service.id) << c.layout << " holder n" << holder;
+      ASSERT_EQ(out.ranks.size(), static_cast<size_t>(c.nodes));
+      EXPECT_EQ(out.ranks[0].node, out.coordinator);
+      EXPECT_EQ(out.plan.n_stages(), c.stages) << out.plan_label;
+      EXPECT_EQ(out.plan.n_ranks(), c.nodes);
+      EXPECT_TRUE(out.plan.Validate().ok());
+      EXPECT_EQ(out.model_path, "/models/n" + std::to_string(holder) + ".gguf");
+    }
+  }
+}
+
+// When nothing is placed for a reason other than memory, the reason says so and does not
+// blame a budget: a hybrid layout on 3 of 4 nodes does not exist (2x2 needs all four).
+TEST(InstanceTest, UnplacedReasonNamesANodeCountNotMemory) {
+  PlacementInput in = Input({Node(1, true, 0), Node(2, false, 0), Node(3, false, 0), Node(4, false, 0)}, 3);
+  in.layout = "hybrid";
+  Instance out;
+  const Status s = PlaceInstance(in, &out);
+  EXPECT_EQ(s.code(), StatusCode::kResourceExhausted);
+  EXPECT_NE(s.message().find("other node counts: hybrid2x2"), std::string::npos) << s.message();
+  EXPECT_EQ(s.message().find("budget"), std::string::npos) << s.message();
 }
 
 TEST(InstanceTest, ViewFollowsTheReportOfTheCurrentEpoch) {

@@ -1,0 +1,123 @@
+#!/usr/bin/env python3
+"""Streams that must survive a lost node, for resume_netns_test.sh (standard library only).
+
+  resume_streams.py stream OUT TOKENS URL...   one stream per URL (temperature 0, ignore_eos,
+      a token-id prompt of its own); creates OUT/flowing once every stream has 5 chunks, and
+      writes OUT/results.json when all have ended.
+  resume_streams.py check OUT TOKENS URL       every stream finished with finish_reason length
+      and TOKENS completion tokens, was resumed, and its text after the (last) resume equals an
+      undisturbed run through URL (the surviving placement) given the tokens streamed before
+      it: the prompt ids plus those tokens, TOKENS minus their count to generate.
+"""
+import http.client
+import json
+import os
+import sys
+import threading
+import time
+import urllib.parse
+
+
+def prompt_of(i):
+    return [1, 100 + 17 * i, 200 + 5 * i]  # BOS and two tokens of the 512 of stories260K
+
+
+def post(url, body, timeout):
+    u = urllib.parse.urlparse(url)
+    conn = http.client.HTTPConnection(u.hostname, u.port, timeout=timeout)
+    conn.request("POST", "/v1/completions", json.dumps(body), {"Content-Type": "application/json"})
+    return conn, conn.getresponse()
+
+
+def run_stream(i, url, tokens, out, chunks):
+    result = {"url": url, "prompt": prompt_of(i), "pieces": [], "finish_reason": None, "usage": None,
+              "resumes": [], "errors": [], "done": False, "status": None}
+    out[i] = result
+    try:
+        body = {"prompt": prompt_of(i), "max_tokens": tokens, "temperature": 0, "ignore_eos": True,
+                "stream": True, "stream_options": {"include_usage": True}}
+        conn, resp = post(url, body, 120)
+        result["status"] = resp.status
+        buf = b""
+        while True:
+            line = resp.readline()
+            if not line:
+                break
+            line = line.rstrip(b"\r\n")
+            if line.startswith(b": cohort-resumed "):
+                note = json.loads(line[len(b": cohort-resumed "):])
+                note["at_piece"] = len(result["pieces"])
+                result["resumes"].append(note)
+            elif line.startswith(b"data: "):
+                data = line[6:]
+                if data == b"[DONE]":
+                    result["done"] = True
+                    continue
+                j = json.loads(data)
+                if "error" in j:
+                    result["errors"].append(j["error"])
+                    continue
+                if j.get("usage"):
+                    result["usage"] = j["usage"]
+                for c in j.get("choices", []):
+                    result["pieces"].append(c.get("text", ""))
+                    chunks[i] += 1
+                    if c.get("finish_reason"):
+                        result["finish_reason"] = c["finish_reason"]
+        conn.close()
+    except Exception as e:  # reported, and the check fails on it
+        result["errors"].append({"message": repr(e)})
+
+
+def stream(out_dir, tokens, urls):
+    results = [None] * len(urls)
+    chunks = [0] * len(urls)
+    threads = [threading.Thread(target=run_stream, args=(i, u, tokens, results, chunks)) for i, u in enumerate(urls)]
+    for t in threads:
+        t.start()
+    flagged = False
+    while any(t.is_alive() for t in threads):
+        if not flagged and all(c >= 5 for c in chunks):
+            open(os.path.join(out_dir, "flowing"), "w").close()
+            flagged = True
+        time.sleep(0.02)
+    for t in threads:
+        t.join()
+    json.dump(results, open(os.path.join(out_dir, "results.json"), "w"))
+
+
+def check(out_dir, tokens, url):
+    results = json.load(open(os.path.join(out_dir, "results.json")))
+    bad = []
+    for i, r in enumerate(results):
+        name = f"stream {i} via {r['url']}"
+        usage = r["usage"] or {}
+        if r["errors"] or r["finish_reason"] != "length" or usage.get("completion_tokens") != tokens or not r["done"]:
+            bad.append(f"{name}: finish {r['finish_reason']}, usage {usage}, errors {r['errors']}")
+            continue
+        if not r["resumes"]:
+            bad.append(f"{name}: finished without a resume (the node was lost after it ended?)")
+            continue
+        last = r["resumes"][-1]
+        after = "".join(r["pieces"][last["at_piece"]:])
+        _, resp = post(url, {"prompt": r["prompt"] + last["tokens"], "max_tokens": tokens - last["after_tokens"],
+                             "temperature": 0, "ignore_eos": True}, 60)
+        ref = json.loads(resp.read())
+        want = ref["choices"][0]["text"] if "choices" in ref else None
+        pauses = ", ".join(f"{n['pause_ms']} ms after {n['after_tokens']} tokens (epoch {n['epoch']})" for n in r["resumes"])
+        if after != want:
+            bad.append(f"{name}: after the resume {after!r}, an undisturbed run gives {want!r} ({ref if want is None else ''})")
+        else:
+            print(f"resume_streams: {name}: {tokens} tokens, finish length; resumed {pauses}; "
+                  f"the text after it equals an undisturbed run ({len(after)} chars)")
+    for b in bad:
+        print("resume_streams: FAIL:", b)
+    return 1 if bad else 0
+
+
+if __name__ == "__main__":
+    mode, out_dir, n = sys.argv[1], sys.argv[2], int(sys.argv[3])
+    if mode == "stream":
+        stream(out_dir, n, sys.argv[4:])
+    else:
+        sys.exit(check(out_dir, n, sys.argv[4]))
