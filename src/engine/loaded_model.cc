@@ -105,4 +105,9 @@ Result<std::string> LoadedModel::RenderChat(const std::vector<tokenizer::ChatMes
   return text;
 }
 
+std::shared_ptr<const TokenVocab> LoadedModel::grammar_vocab() const {
+  std::call_once(grammar_vocab_once_, [this] { grammar_vocab_ = std::make_shared<const TokenVocab>(*tokenizer_); });
+  return grammar_vocab_;
+}
+
 }  // namespace cohort::engine
