@@ -51,6 +51,9 @@ struct GenerateOptions {
   // Constrained decoding: only text this grammar allows is generated, and the generation
   // ends (kEos) when the grammar is complete and allows nothing more. Null: unconstrained.
   std::shared_ptr<const Grammar> grammar;
+  // The completion's text shows control tokens as their text (tool-call markers such as
+  // "<|tool_call_begin|>", which the server parses out of the text).
+  bool render_special = false;
   Status Validate() const;
 };
 

@@ -67,7 +67,8 @@ class LoadedModel {
   // itself, so the prompt does not start with two BOS tokens.
   Result<std::string> RenderChat(const std::vector<tokenizer::ChatMessage>& messages,
                                  bool add_generation_prompt = true,
-                                 const tokenizer::ChatTemplate* override_template = nullptr) const;
+                                 const tokenizer::ChatTemplate* override_template = nullptr,
+                                 const std::string& tools_json = "") const;
 
  private:
   LoadedModel() = default;
