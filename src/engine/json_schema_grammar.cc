@@ -19,7 +19,7 @@ constexpr int64_t kMaxCount = 4096;
 // Primitive rules, by name. Whitespace and numbers are bounded so that a generation ends.
 const std::map<std::string, std::string>& PrimitiveBodies() {
   static const auto* bodies = new std::map<std::string, std::string>{
-      {"ws", "[ \\t\\n]{0,20}"},
+      {"ws", "(\" \" | \"\\n\" [ \\t]{0,20})?"},
       {"char", "[^\"\\\\\\x00-\\x1F] | \"\\\\\" ([\"\\\\/bfnrt] | \"u\" [0-9a-fA-F]{4})"},
       {"string", "\"\\\"\" char* \"\\\"\""},
       {"int", "\"0\" | [1-9] [0-9]{0,15}"},
