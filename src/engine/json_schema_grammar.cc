@@ -191,7 +191,8 @@ Result<json> JsonSchemaGrammar::MergeAllOf(const json& all, const std::string& p
 }
 
 Result<std::string> JsonSchemaGrammar::Visit(const json& schema, const std::string& path, int depth) {
-  if (depth > kMaxDepth) return Bad(path, "the schema nests deeper than 64 levels");
+  // Named at the schema's root: the path that deep is too long to be useful.
+  if (depth > kMaxDepth) return Bad(where_, "the schema nests deeper than 64 levels");
   if (schema.is_boolean()) {
     if (!schema.get<bool>()) return Bad(path, "the schema `false` matches nothing");
     return Primitive("value");
