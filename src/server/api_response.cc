@@ -75,7 +75,8 @@ json Header(const ResponseMeta& meta, const char* object) {
 
 // The parsed assistant message for a chat with tools, and its finish_reason.
 json ToolMessage(const ResponseMeta& meta, const engine::RequestOutput& out, bool delta, const char** finish) {
-  const AssistantOutput parsed = ParseAssistantOutput(meta.tool_format, out.text, meta.id.substr(meta.id.find('-') + 1));
+  AssistantOutput parsed = ParseAssistantOutput(meta.tool_format, out.text, meta.id.substr(meta.id.find('-') + 1));
+  if (!meta.parallel_tool_calls && parsed.tool_calls.size() > 1) parsed.tool_calls.resize(1);
   json message = json::object();
   if (!delta) message["role"] = "assistant";
   if (!parsed.content.empty() || !delta) {

@@ -38,6 +38,7 @@ struct ResponseMeta {
   // this format (and streamed as one piece at the end, since a call is known only whole).
   bool parse_tools = false;
   ToolFormat tool_format = ToolFormat::kHermes;
+  bool parallel_tool_calls = true;  // false: only the first call is returned
 };
 
 // "stop" for a stop string or an end-of-generation token, "length" for a limit.

@@ -298,6 +298,9 @@ void HttpServer::HandleGenerate(Endpoint endpoint, const httplib::Request& req, 
   Status tools = PrepareTools(instance, request);
   if (!tools.ok()) return SendStatus(res, tools);
   scheduled.options = request.options;
+  // The vocabulary's grammar tables are built on first use; here, on this request's thread,
+  // rather than on the engine thread, where it would stall every stream once.
+  if (scheduled.options.grammar != nullptr) (void)instance.model().grammar_vocab();
   auto handle = instance.scheduler().Submit(std::move(scheduled));
   if (!handle.ok()) return SendStatus(res, handle.status());
   if (request.stream) {
@@ -348,6 +351,7 @@ void HttpServer::Wait(engine::ServingInstance& instance, const ApiRequest& reque
   meta.logprobs = request.logprobs;
   meta.parse_tools = request.options.render_special;
   meta.tool_format = request.tool_format;
+  meta.parallel_tool_calls = request.parallel_tool_calls;
   res.set_content(CompletionJson(meta, total, instance.model().tokenizer()), kJson);
 }
 
@@ -367,6 +371,7 @@ void HttpServer::Stream(engine::ServingInstance& instance, std::shared_ptr<engin
   meta.logprobs = request.logprobs;
   meta.parse_tools = request.options.render_special;
   meta.tool_format = request.tool_format;
+  meta.parallel_tool_calls = request.parallel_tool_calls;
   res.set_header("Cache-Control", "no-cache");
   res.set_chunked_content_provider(
       "text/event-stream",
