@@ -116,10 +116,11 @@ Status Generator::DecodeLoop(const GenerateOptions& options, Sampler& sampler, S
   while (true) {
     const int32_t token =
         sampler.Sample(logits_, want_logprobs ? &logprobs : nullptr, options.top_logprobs);
-    sampler.Accept(token);
+    sampler.AcceptSampled(token);
     result.tokens.push_back(token);
     if (want_logprobs) result.logprobs.push_back(logprobs);
-    const std::optional<FinishReason> end = step.Push(token, out);
+    std::optional<FinishReason> end = step.Push(token, out);
+    if (!end && sampler.grammar_done()) end = FinishReason::kEos;
     // A cancel drops the held-back text, unless a stop string completed: the text is whole
     // then, so it is a stop. A cancel during Finish changes nothing: the generation is over.
     if (cancelled && end != FinishReason::kStop) {
@@ -161,6 +162,9 @@ Result<GenerateResult> Generator::Generate(std::span<const int32_t> prompt,
 
   Sampler sampler(EffectiveSampling(options, model_.tokenizer()), config.n_vocab);
   for (int32_t id : prompt) sampler.Accept(id);
+  if (options.grammar != nullptr) {
+    sampler.SetGrammar(std::make_unique<GrammarMatcher>(options.grammar, model_.grammar_vocab()));
+  }
   SequenceStep step(model_.tokenizer(), options, n_prompt, n_ctx);
 
   const auto prompt_start = Clock::now();

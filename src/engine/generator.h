@@ -15,6 +15,7 @@
 #include "core/context.h"
 #include "core/dtype.h"
 #include "core/status.h"
+#include "engine/grammar.h"
 #include "engine/loaded_model.h"
 #include "engine/sampling.h"
 #include "model/model.h"
@@ -47,6 +48,12 @@ struct GenerateOptions {
   // text (e.g. from a chat template) into those tokens.
   bool add_special = true;
   bool parse_special = true;
+  // Constrained decoding: only text this grammar allows is generated, and the generation
+  // ends (kEos) when the grammar is complete and allows nothing more. Null: unconstrained.
+  std::shared_ptr<const Grammar> grammar;
+  // The completion's text shows control tokens as their text (tool-call markers such as
+  // "<|tool_call_begin|>", which the server parses out of the text).
+  bool render_special = false;
   Status Validate() const;
 };
 

@@ -81,7 +81,8 @@ std::unique_ptr<LoadedModel> LoadedModel::FromParts(
 
 Result<std::string> LoadedModel::RenderChat(const std::vector<tokenizer::ChatMessage>& messages,
                                             bool add_generation_prompt,
-                                            const tokenizer::ChatTemplate* override_template) const {
+                                            const tokenizer::ChatTemplate* override_template,
+                                            const std::string& tools_json) const {
   const tokenizer::ChatTemplate* chat = override_template ? override_template : chat_template_.get();
   if (chat == nullptr) {
     return chat_template_status_.ok() ? NotFound("the model has no chat template")
@@ -90,6 +91,7 @@ Result<std::string> LoadedModel::RenderChat(const std::vector<tokenizer::ChatMes
   tokenizer::ChatTemplateInputs inputs;
   inputs.messages = messages;
   inputs.add_generation_prompt = add_generation_prompt;
+  inputs.tools_json = tools_json;
   const int32_t bos = tokenizer_->bos();
   const int32_t eos = tokenizer_->eos();
   if (bos >= 0) inputs.bos_token = tokenizer_->text(bos);
@@ -103,6 +105,20 @@ Result<std::string> LoadedModel::RenderChat(const std::vector<tokenizer::ChatMes
     text.erase(text.size() - e.size());
   }
   return text;
+}
+
+std::shared_ptr<const TokenVocab> LoadedModel::grammar_vocab() const {
+  // Control tokens a grammar may spell: the tool-call markers of the families whose calls
+  // the server forces (server/tool_calls.cc). Other control tokens never match a grammar.
+  static const std::vector<std::string> kMarkers = {
+      "<tool_call>", "</tool_call>", "<|python_tag|>", "[TOOL_CALLS]", "[ARGS]", "[CALL_ID]",
+      "<｜tool▁calls▁begin｜>", "<｜tool▁call▁begin｜>", "<｜tool▁sep｜>", "<｜tool▁call▁end｜>",
+      "<｜tool▁calls▁end｜>", "<|tool_calls_section_begin|>", "<|tool_call_begin|>",
+      "<|tool_call_argument_begin|>", "<|tool_call_end|>", "<|tool_calls_section_end|>",
+      "<arg_key>", "</arg_key>", "<arg_value>", "</arg_value>", "<|channel|>", "<|constrain|>",
+      "<|message|>", "<|start|>", "<|end|>"};
+  std::call_once(grammar_vocab_once_, [this] { grammar_vocab_ = std::make_shared<const TokenVocab>(*tokenizer_, kMarkers); });
+  return grammar_vocab_;
 }
 
 }  // namespace cohort::engine

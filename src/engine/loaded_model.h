@@ -5,10 +5,12 @@
 
 #include <functional>
 #include <memory>
+#include <mutex>
 #include <string>
 #include <vector>
 
 #include "core/status.h"
+#include "engine/grammar_matcher.h"
 #include "gguf/gguf.h"
 #include "model/model.h"
 #include "tokenizer/chat_template.h"
@@ -55,6 +57,9 @@ class LoadedModel {
   // False for a model built by LoadOptions::make_model (spread over ranks): the KV rows live
   // on the ranks, so the engine cannot copy them in this process (the prefix cache stays off).
   bool in_process() const { return in_process_; }
+  // The vocabulary's byte strings and trie for grammar-constrained sampling, built on first
+  // use (a 128K vocabulary takes tens of milliseconds) and then shared. Thread-safe.
+  std::shared_ptr<const TokenVocab> grammar_vocab() const;
 
   // Renders messages with `override_template`, or else the model's chat template (kNotFound
   // when there is none), passing the vocabulary's BOS/EOS texts as bos_token/eos_token. As in
@@ -62,7 +67,8 @@ class LoadedModel {
   // itself, so the prompt does not start with two BOS tokens.
   Result<std::string> RenderChat(const std::vector<tokenizer::ChatMessage>& messages,
                                  bool add_generation_prompt = true,
-                                 const tokenizer::ChatTemplate* override_template = nullptr) const;
+                                 const tokenizer::ChatTemplate* override_template = nullptr,
+                                 const std::string& tools_json = "") const;
 
  private:
   LoadedModel() = default;
@@ -76,6 +82,8 @@ class LoadedModel {
   std::unique_ptr<tokenizer::ChatTemplate> chat_template_;
   Status chat_template_status_;
   bool in_process_ = true;
+  mutable std::once_flag grammar_vocab_once_;
+  mutable std::shared_ptr<const TokenVocab> grammar_vocab_;
 };
 
 }  // namespace cohort::engine

@@ -307,28 +307,42 @@ int32_t Sampler::DrawFromAll(float temperature) {
   return id;
 }
 
+int32_t Sampler::Pick() {
+  if (params_.greedy()) return Argmax();
+  if (!Truncates()) {
+    const int32_t token = DrawFromAll(params_.temperature);
+    return token < 0 ? Argmax() : token;  // every token banned: nothing to draw from, keep determinism
+  }
+  FillCandidates();
+  if (candidates_.empty()) return Argmax();  // every token banned: nothing to draw from, keep determinism
+  TopK(static_cast<size_t>(params_.top_k));
+  TopP(params_.top_p);
+  MinP(params_.min_p);
+  return Draw(params_.temperature);
+}
+
+void Sampler::ApplyGrammarMask() {
+  const std::vector<uint64_t>& mask = grammar_->Mask();
+  for (int32_t id = 0; id < n_vocab_; ++id) {
+    if (((mask[static_cast<size_t>(id) >> 6] >> (id & 63)) & 1u) == 0) adjusted_[id] = kNegInf;
+  }
+}
+
 int32_t Sampler::Sample(std::span<const float> logits, Logprobs* logprobs, int top_n) {
   COHORT_CHECK_EQ(logits.size(), static_cast<size_t>(n_vocab_));
   ApplyBiasAndPenalties(logits);
-  int32_t token;
-  if (params_.greedy()) {
-    token = Argmax();
-  } else if (!Truncates()) {
-    token = DrawFromAll(params_.temperature);
-    if (token < 0) token = Argmax();  // every token banned: nothing to draw from, keep determinism
-  } else {
-    FillCandidates();
-    if (candidates_.empty()) {
-      token = Argmax();  // every token banned: nothing to draw from, keep determinism
-    } else {
-      TopK(static_cast<size_t>(params_.top_k));
-      TopP(params_.top_p);
-      MinP(params_.min_p);
-      token = Draw(params_.temperature);
-    }
+  int32_t token = Pick();
+  if (grammar_ != nullptr && !grammar_->Allows(token)) {
+    ApplyGrammarMask();
+    token = Pick();
   }
   if (logprobs != nullptr) ComputeLogprobs(logits, token, top_n, *logprobs);
   return token;
+}
+
+void Sampler::AcceptSampled(int32_t token) {
+  Accept(token);
+  if (grammar_ != nullptr) (void)grammar_->Accept(token);  // a refused token leaves only end-of-generation
 }
 
 }  // namespace cohort::engine

@@ -5,11 +5,13 @@
 
 #include <cstdint>
 #include <map>
+#include <memory>
 #include <random>
 #include <span>
 #include <vector>
 
 #include "core/status.h"
+#include "engine/grammar_matcher.h"
 
 namespace cohort::engine {
 
@@ -76,6 +78,16 @@ class Sampler {
 
   // Records a token of the sequence for the penalties (prompt and generated tokens alike).
   void Accept(int32_t token);
+  // Records a sampled token: Accept(), and moves the grammar (if any) past it.
+  void AcceptSampled(int32_t token);
+
+  // Constrains every later Sample() to the tokens `grammar` allows: the drawn token is
+  // checked first, and only when the grammar refuses it is the whole vocabulary masked and
+  // the token drawn again from what is left (the same distribution as masking first).
+  void SetGrammar(std::unique_ptr<GrammarMatcher> grammar) { grammar_ = std::move(grammar); }
+  GrammarMatcher* grammar() { return grammar_.get(); }
+  // The grammar is complete and allows nothing more: the generation should end.
+  bool grammar_done() const { return grammar_ != nullptr && grammar_->done(); }
   // Forgets the accepted tokens and restarts the RNG from the seed.
   void Reset();
 
@@ -93,6 +105,9 @@ class Sampler {
   };
 
   void ApplyBiasAndPenalties(std::span<const float> logits);
+  // The chain after bias and penalties, on adjusted_.
+  int32_t Pick();
+  void ApplyGrammarMask();
   int32_t Argmax() const;
   void FillCandidates();
   void TopK(size_t k);
@@ -120,6 +135,7 @@ class Sampler {
   size_t window_size_ = 0;
   std::vector<int32_t> penalized_;     // each token with counts_ > 0 once (plus stale ones)
   std::vector<uint8_t> listed_;        // [n_vocab] 1 when the token is in penalized_
+  std::unique_ptr<GrammarMatcher> grammar_;  // null: unconstrained
 };
 
 }  // namespace cohort::engine

@@ -267,6 +267,9 @@ void Scheduler::StartSlot(Slot& slot, Queued&& queued) {
   slot.sampler = std::make_unique<Sampler>(EffectiveSampling(slot.request.options, tok),
                                            model_.config().n_vocab);
   for (int32_t id : slot.request.prompt) slot.sampler->Accept(id);
+  if (slot.request.options.grammar != nullptr) {
+    slot.sampler->SetGrammar(std::make_unique<GrammarMatcher>(slot.request.options.grammar, model_.grammar_vocab()));
+  }
   slot.step.emplace(tok, slot.request.options, slot.n_prompt(), n_ctx_);
   slot.next_token = -1;
   slot.logits_row = -1;
@@ -372,7 +375,7 @@ void Scheduler::SampleSlot(Slot& slot, std::span<const float> logits) {
   const bool want_logprobs = options.top_logprobs >= 0;
   slot.logprobs = Logprobs{};
   slot.sampled = slot.sampler->Sample(logits, want_logprobs ? &slot.logprobs : nullptr, options.top_logprobs);
-  slot.sampler->Accept(slot.sampled);
+  slot.sampler->AcceptSampled(slot.sampled);
 }
 
 void Scheduler::StepSlot(Slot& slot) {
@@ -386,7 +389,8 @@ void Scheduler::StepSlot(Slot& slot) {
     ++stats_.completion_tokens;
   }
   const TextOut append = [&out](std::string_view text) { out.text.append(text); };
-  const std::optional<FinishReason> end = slot.step->Push(token, append);
+  std::optional<FinishReason> end = slot.step->Push(token, append);
+  if (!end && slot.sampler->grammar_done()) end = FinishReason::kEos;
   if (!end) {
     slot.next_token = token;
     out.prompt_tokens = slot.n_prompt();

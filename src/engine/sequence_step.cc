@@ -25,7 +25,7 @@ SequenceStep::SequenceStep(const tokenizer::Tokenizer& tok, const GenerateOption
     : tok_(tok),
       // The completion's text is its pieces as llama.cpp's server streams them: an SPM piece
       // keeps its leading space even right after BOS (" Once"), so prompt + text is the whole.
-      decoder_(tok),
+      decoder_(tok, options.render_special),
       stop_(options.stop),
       max_tokens_(options.max_tokens),
       ignore_eos_(options.ignore_eos),

@@ -2,11 +2,14 @@
 // (temperature and top_p 1, no top-k or min-p, completions' max_tokens 16).
 #include "server/api_request.h"
 
+#include <algorithm>
+#include <cctype>
 #include <cmath>
 #include <limits>
 
 #include <nlohmann/json.hpp>
 
+#include "engine/json_schema_grammar.h"
 #include "engine/stop.h"
 
 namespace cohort::server {
@@ -17,6 +20,8 @@ using nlohmann::json;
 constexpr size_t kMaxMessages = 4096;
 constexpr size_t kMaxOpenAiStops = 4;
 constexpr size_t kMaxLogitBias = 1024;
+constexpr size_t kMaxTools = 128;
+constexpr size_t kMaxToolCalls = 64;
 
 Status Bad(const std::string& param, const std::string& why) { return InvalidArgument(param + ": " + why); }
 
@@ -78,6 +83,50 @@ Result<std::string> Content(const json& message, size_t index) {
   return text;
 }
 
+Result<std::string> OptionalString(const json& m, const char* key, const std::string& param) {
+  auto it = m.find(key);
+  if (it == m.end() || it->is_null()) return std::string();
+  if (!it->is_string()) return Bad(param + "." + key, "must be a string");
+  return it->get<std::string>();
+}
+
+// An assistant's tool_calls, a tool result's tool_call_id and name, earlier reasoning.
+Status ParseToolFields(const json& m, const std::string& param, tokenizer::ChatMessage& message) {
+  COHORT_ASSIGN_OR_RETURN(message.tool_call_id, OptionalString(m, "tool_call_id", param));
+  COHORT_ASSIGN_OR_RETURN(message.name, OptionalString(m, "name", param));
+  COHORT_ASSIGN_OR_RETURN(message.reasoning_content, OptionalString(m, "reasoning_content", param));
+  if (message.role == "tool" && message.tool_call_id.empty()) return Bad(param + ".tool_call_id", "is required for a tool message");
+  auto calls = m.find("tool_calls");
+  if (calls == m.end() || calls->is_null()) return Status::Ok();
+  if (message.role != "assistant") return Bad(param + ".tool_calls", "only assistant messages carry tool_calls");
+  if (!calls->is_array()) return Bad(param + ".tool_calls", "must be an array");
+  if (calls->size() > kMaxToolCalls) return Bad(param + ".tool_calls", "at most 64 calls");
+  for (size_t k = 0; k < calls->size(); ++k) {
+    const json& call = (*calls)[k];
+    const std::string where = param + ".tool_calls[" + std::to_string(k) + "]";
+    if (!call.is_object() || !call.contains("function") || !call["function"].is_object()) {
+      return Bad(where + ".function", "is required (an object)");
+    }
+    const json& fn = call["function"];
+    if (!fn.contains("name") || !fn["name"].is_string()) return Bad(where + ".function.name", "is required (a string)");
+    tokenizer::ChatToolCall parsed;
+    parsed.name = fn["name"].get<std::string>();
+    COHORT_ASSIGN_OR_RETURN(parsed.id, OptionalString(call, "id", where));
+    auto args = fn.find("arguments");
+    if (args == fn.end() || args->is_null()) {
+      parsed.arguments = "{}";
+    } else if (args->is_string()) {
+      parsed.arguments = args->get<std::string>();
+    } else if (args->is_object()) {
+      parsed.arguments = args->dump();
+    } else {
+      return Bad(where + ".function.arguments", "must be a JSON string");
+    }
+    message.tool_calls.push_back(std::move(parsed));
+  }
+  return Status::Ok();
+}
+
 Status ParseMessages(const json& body, ApiRequest& out) {
   auto it = body.find("messages");
   if (it == body.end()) return Bad("messages", "is required");
@@ -97,7 +146,9 @@ Status ParseMessages(const json& body, ApiRequest& out) {
                                        "' (system, developer, user, assistant, tool)");
     }
     COHORT_ASSIGN_OR_RETURN(std::string content, Content(m, i));
-    out.messages.push_back({r, std::move(content)});
+    tokenizer::ChatMessage message{r, std::move(content)};
+    COHORT_RETURN_IF_ERROR(ParseToolFields(m, param, message));
+    out.messages.push_back(std::move(message));
   }
   return Status::Ok();
 }
@@ -234,8 +285,8 @@ Status ParseStreamAndFormat(const json& body, ApiRequest& out) {
     const std::string type = (*rf)["type"].get<std::string>();
     if (type == "json_object") {
       out.json_mode = true;
-    } else if (type != "text") {
-      return Bad("response_format", "type '" + type + "' is not supported (text, json_object)");
+    } else if (type != "text" && type != "json_schema") {
+      return Bad("response_format", "type '" + type + "' is not supported (text, json_object, json_schema)");
     }
   }
   auto model = body.find("model");
@@ -244,6 +295,100 @@ Status ParseStreamAndFormat(const json& body, ApiRequest& out) {
     out.model = model->get<std::string>();
   }
   return Status::Ok();
+}
+
+bool ValidToolName(const std::string& name) {
+  if (name.empty() || name.size() > 64) return false;
+  for (char ch : name) {
+    if (!std::isalnum(static_cast<unsigned char>(ch)) && ch != '_' && ch != '-' && ch != '.') return false;
+  }
+  return true;
+}
+
+Status ParseTools(const json& body, ApiRequest& out) {
+  auto tools = body.find("tools");
+  if (tools != body.end() && !tools->is_null()) {
+    if (!tools->is_array()) return Bad("tools", "must be an array");
+    if (tools->size() > kMaxTools) return Bad("tools", "at most " + std::to_string(kMaxTools) + " tools");
+    for (size_t i = 0; i < tools->size(); ++i) {
+      const json& t = (*tools)[i];
+      const std::string param = "tools[" + std::to_string(i) + "]";
+      if (!t.is_object()) return Bad(param, "must be an object");
+      if (!t.contains("type") || t["type"] != "function") return Bad(param + ".type", "must be \"function\"");
+      if (!t.contains("function") || !t["function"].is_object()) return Bad(param + ".function", "is required (an object)");
+      const json& fn = t["function"];
+      if (!fn.contains("name") || !fn["name"].is_string() || !ValidToolName(fn["name"].get<std::string>())) {
+        return Bad(param + ".function.name", "is required: 1-64 letters, digits, '_', '-' or '.'");
+      }
+      for (size_t j = 0; j < i; ++j) {
+        if (out.tools[j]["function"]["name"] == fn["name"]) return Bad(param + ".function.name", "names a tool twice");
+      }
+      if (fn.contains("description") && !fn["description"].is_string()) return Bad(param + ".function.description", "must be a string");
+      if (fn.contains("parameters")) {
+        if (!fn["parameters"].is_object()) return Bad(param + ".function.parameters", "must be a JSON Schema object");
+        // The schema must compile even when the call is not forced, so a bad one is found now.
+        auto gbnf = engine::JsonSchemaToGbnf(fn["parameters"], param + ".function.parameters", false);
+        if (!gbnf.ok()) return gbnf.status();
+        auto g = engine::Grammar::Parse(*gbnf);
+        if (!g.ok()) return Bad(param + ".function.parameters", g.status().message());
+      }
+      out.tools.push_back(t);
+    }
+  }
+  auto choice = body.find("tool_choice");
+  if (choice != body.end() && !choice->is_null()) {
+    if (choice->is_string()) {
+      const std::string c = choice->get<std::string>();
+      if (c == "auto") out.tool_choice = ToolChoice::kAuto;
+      else if (c == "none") out.tool_choice = ToolChoice::kNone;
+      else if (c == "required") out.tool_choice = ToolChoice::kRequired;
+      else return Bad("tool_choice", "must be \"auto\", \"none\", \"required\" or a named function");
+    } else if (choice->is_object() && choice->contains("function") && (*choice)["function"].is_object() &&
+               (*choice)["function"].contains("name") && (*choice)["function"]["name"].is_string()) {
+      out.tool_choice = ToolChoice::kNamed;
+      out.tool_choice_name = (*choice)["function"]["name"].get<std::string>();
+      const bool known = std::any_of(out.tools.begin(), out.tools.end(), [&](const json& t) {
+        return t["function"]["name"] == out.tool_choice_name;
+      });
+      if (!known) return Bad("tool_choice", "names function '" + out.tool_choice_name + "', which is not in tools");
+    } else {
+      return Bad("tool_choice", "must be \"auto\", \"none\", \"required\" or {\"type\": \"function\", \"function\": {\"name\": ...}}");
+    }
+    if ((out.tool_choice == ToolChoice::kRequired) && out.tools.empty()) return Bad("tool_choice", "required needs tools");
+  }
+  COHORT_ASSIGN_OR_RETURN(out.parallel_tool_calls, Bool(body, "parallel_tool_calls", true));
+  return Status::Ok();
+}
+
+Status CompileGrammar(const std::string& param, const std::string& gbnf, ApiRequest& out) {
+  auto g = engine::Grammar::Parse(gbnf);
+  if (!g.ok()) return Bad(param, g.status().message());
+  out.grammar_source = gbnf;
+  out.options.grammar = *g;
+  return Status::Ok();
+}
+
+// The `grammar` field (llama-server's GBNF) and response_format json_schema / json_object.
+Status ParseGrammar(const json& body, ApiRequest& out) {
+  auto g = body.find("grammar");
+  if (g != body.end() && !g->is_null()) {
+    if (!g->is_string()) return Bad("grammar", "must be a string of GBNF");
+    COHORT_RETURN_IF_ERROR(CompileGrammar("grammar", g->get<std::string>(), out));
+  }
+  auto rf = body.find("response_format");
+  if (rf == body.end() || rf->is_null()) return Status::Ok();
+  const std::string type = (*rf)["type"].get<std::string>();
+  if (type == "text") return Status::Ok();
+  if (out.options.grammar != nullptr) return Bad("response_format", "cannot be combined with grammar");
+  if (type == "json_object") return CompileGrammar("response_format", engine::JsonObjectGbnf(), out);
+  auto js = rf->find("json_schema");
+  if (js == rf->end() || !js->is_object()) return Bad("response_format.json_schema", "is required (an object with a schema)");
+  auto schema = js->find("schema");
+  if (schema == js->end()) return Bad("response_format.json_schema.schema", "is required");
+  if (js->contains("name") && !(*js)["name"].is_string()) return Bad("response_format.json_schema.name", "must be a string");
+  auto gbnf = engine::JsonSchemaToGbnf(*schema, "response_format.json_schema.schema", true);
+  if (!gbnf.ok()) return gbnf.status();
+  return CompileGrammar("response_format.json_schema.schema", *gbnf, out);
 }
 
 }  // namespace
@@ -260,17 +405,9 @@ Result<ApiRequest> ParseApiRequest(Endpoint endpoint, std::string_view body_text
     COHORT_RETURN_IF_ERROR(ParsePrompt(body, limits.n_vocab, out));
   }
   COHORT_RETURN_IF_ERROR(ParseStreamAndFormat(body, out));
-  if (out.json_mode) {
-    // JSON mode as plain instructions; like OpenAI, the conversation must ask for JSON itself.
-    bool mentions_json = false;
-    for (const auto& m : out.messages) mentions_json |= m.content.find("JSON") != std::string::npos ||
-                                                        m.content.find("json") != std::string::npos;
-    if (endpoint != Endpoint::kChat || !mentions_json) {
-      return Bad("response_format", "json_object needs a chat whose messages ask for JSON");
-    }
-    out.messages.insert(out.messages.begin(),
-                        {"system", "Respond only with a single valid JSON object, no other text."});
-  }
+  if (out.json_mode && endpoint != Endpoint::kChat) return Bad("response_format", "json_object is for chat completions");
+  COHORT_RETURN_IF_ERROR(ParseGrammar(body, out));
+  if (endpoint == Endpoint::kChat) COHORT_RETURN_IF_ERROR(ParseTools(body, out));
   COHORT_RETURN_IF_ERROR(ParseSampling(body, limits, out));
   COHORT_RETURN_IF_ERROR(ParseStop(body, out));
   COHORT_RETURN_IF_ERROR(ParseLengthAndLogprobs(body, endpoint, limits, out));

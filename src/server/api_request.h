@@ -8,13 +8,20 @@
 #include <string_view>
 #include <vector>
 
+#include <nlohmann/json.hpp>
+
 #include "core/status.h"
 #include "engine/generator.h"
+#include "server/tool_calls.h"
 #include "tokenizer/chat_template.h"
 
 namespace cohort::server {
 
 enum class Endpoint { kChat, kCompletion };
+
+// OpenAI's tool_choice: "auto", "none", "required", or {"type": "function", "function":
+// {"name": ...}} (kNamed).
+enum class ToolChoice { kAuto, kNone, kRequired, kNamed };
 
 struct ParseLimits {
   int32_t n_vocab = 0;
@@ -33,7 +40,18 @@ struct ApiRequest {
   bool include_usage = false;      // stream_options.include_usage
   bool logprobs = false;
   bool json_mode = false;          // response_format {"type": "json_object"}
-  engine::GenerateOptions options; // max_tokens, sampling, stop, top_logprobs
+  engine::GenerateOptions options; // max_tokens, sampling, stop, top_logprobs, grammar
+  // Grammar-constrained output: the `grammar` field (GBNF) or response_format json_schema /
+  // json_object, compiled into options.grammar. The GBNF text is kept for the tool grammar.
+  std::string grammar_source;
+  // OpenAI function tools, validated: each {"type": "function", "function": {"name",
+  // "description"?, "parameters"?}}. Other front ends (Anthropic, Responses) map their tools
+  // onto this shape. Empty: no tools.
+  nlohmann::json tools = nlohmann::json::array();
+  ToolChoice tool_choice = ToolChoice::kAuto;
+  std::string tool_choice_name;    // kNamed: the function
+  bool parallel_tool_calls = true;
+  ToolFormat tool_format = ToolFormat::kHermes;  // set by the server from the chat template
 };
 
 // The parameter a failed parse complains about travels in the message: "param: why".

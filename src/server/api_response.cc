@@ -73,7 +73,46 @@ json Header(const ResponseMeta& meta, const char* object) {
   return {{"id", meta.id}, {"object", object}, {"created", meta.created}, {"model", meta.model}};
 }
 
+// The parsed assistant message for a chat with tools, and its finish_reason.
+json ToolMessage(const ResponseMeta& meta, const engine::RequestOutput& out, bool delta, const char** finish) {
+  AssistantOutput parsed = ParseAssistantOutput(meta.tool_format, out.text, meta.id.substr(meta.id.find('-') + 1));
+  if (!meta.parallel_tool_calls && parsed.tool_calls.size() > 1) parsed.tool_calls.resize(1);
+  json message = json::object();
+  if (!delta) message["role"] = "assistant";
+  if (!parsed.content.empty() || !delta) {
+    message["content"] = parsed.content.empty() && !parsed.tool_calls.empty() ? json(nullptr) : json(parsed.content);
+  }
+  if (!parsed.reasoning.empty()) message["reasoning_content"] = parsed.reasoning;
+  *finish = OpenAiFinishReason(out.finish_reason);
+  if (parsed.tool_calls.empty()) return message;
+  json calls = json::array();
+  for (size_t i = 0; i < parsed.tool_calls.size(); ++i) {
+    const ParsedToolCall& call = parsed.tool_calls[i];
+    json c = {{"id", call.id}, {"type", "function"}, {"function", {{"name", call.name}, {"arguments", call.arguments}}}};
+    if (delta) c["index"] = i;
+    calls.push_back(std::move(c));
+  }
+  message["tool_calls"] = std::move(calls);
+  // A call cut off by max_tokens is still "length"; a complete one ends the turn.
+  if (out.finish_reason != engine::FinishReason::kLength) *finish = "tool_calls";
+  return message;
+}
+
 }  // namespace
+
+std::string ToolChunkEvents(const ResponseMeta& meta, const engine::RequestOutput& out) {
+  const char* finish = "stop";
+  json delta = ToolMessage(meta, out, true, &finish);
+  std::string events;
+  if (!delta.empty()) {
+    json body = Header(meta, "chat.completion.chunk");
+    body["choices"] = json::array({{{"index", 0}, {"delta", std::move(delta)}, {"logprobs", nullptr}, {"finish_reason", nullptr}}});
+    events += "data: " + Dump(body) + "\n\n";
+  }
+  json last = Header(meta, "chat.completion.chunk");
+  last["choices"] = json::array({{{"index", 0}, {"delta", json::object()}, {"logprobs", nullptr}, {"finish_reason", finish}}});
+  return events + "data: " + Dump(last) + "\n\n";
+}
 
 ApiError HttpErrorOf(const Status& status) {
   ApiError e;
@@ -138,7 +177,13 @@ std::string CompletionJson(const ResponseMeta& meta, const engine::RequestOutput
   json body;
   if (meta.endpoint == Endpoint::kChat) {
     body = Header(meta, "chat.completion");
-    choice["message"] = {{"role", "assistant"}, {"content", out.text}};
+    if (meta.parse_tools) {
+      const char* finish = "stop";
+      choice["message"] = ToolMessage(meta, out, false, &finish);
+      choice["finish_reason"] = finish;
+    } else {
+      choice["message"] = {{"role", "assistant"}, {"content", out.text}};
+    }
   } else {
     body = Header(meta, "text_completion");
     choice["text"] = out.text;

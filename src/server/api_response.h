@@ -10,6 +10,7 @@
 #include "engine/generator.h"
 #include "engine/scheduler.h"
 #include "server/api_request.h"
+#include "server/tool_calls.h"
 #include "tokenizer/tokenizer.h"
 
 namespace cohort::server {
@@ -36,6 +37,11 @@ struct ResponseMeta {
   // Each chunk also carries its sampled token ids ("token_ids" in the choice): asked for by a
   // cluster node relaying a stream, so it can resume it from them (resuming_relay.h).
   bool token_ids = false;
+  // Chat with tools: the text is parsed into content, reasoning_content and tool_calls in
+  // this format (and streamed as one piece at the end, since a call is known only whole).
+  bool parse_tools = false;
+  ToolFormat tool_format = ToolFormat::kHermes;
+  bool parallel_tool_calls = true;  // false: only the first call is returned
 };
 
 // "stop" for a stop string or an end-of-generation token, "length" for a limit.
@@ -49,6 +55,10 @@ std::string CompletionJson(const ResponseMeta& meta, const engine::RequestOutput
 // adds the assistant role (chat). finish_reason is set when `output.done`.
 std::string ChunkEvent(const ResponseMeta& meta, const engine::RequestOutput& output,
                        const tokenizer::Tokenizer& tok, bool first);
+// The streamed end of a chat with tools: the parsed message as one delta (content,
+// reasoning_content, tool_calls with index, id, type, name and the whole arguments), then
+// the chunk with finish_reason ("tool_calls" when there are calls).
+std::string ToolChunkEvents(const ResponseMeta& meta, const engine::RequestOutput& output);
 // The usage-only chunk of stream_options.include_usage.
 std::string UsageEvent(const ResponseMeta& meta, int32_t prompt_tokens, int32_t completion_tokens,
                        int32_t cached_tokens = 0);

@@ -71,6 +71,7 @@ struct StreamState {
   bool first = true;
   bool saw_token = false;
   Clock::time_point start;
+  engine::RequestOutput tool_text;  // a chat with tools: everything so far
 };
 
 }  // namespace
@@ -244,7 +245,9 @@ Result<std::vector<int32_t>> HttpServer::PromptTokens(engine::ServingInstance& i
       return InvalidArgument("this model has no chat template: use /v1/completions, or start the server "
                              "with --chat-template");
     }
-    COHORT_ASSIGN_OR_RETURN(std::string text, model.RenderChat(request.messages, true, tmpl));
+    const bool tools = !request.tools.empty() && request.tool_choice != ToolChoice::kNone;
+    COHORT_ASSIGN_OR_RETURN(std::string text,
+                            model.RenderChat(request.messages, true, tmpl, tools ? request.tools.dump() : std::string()));
     ids = model.tokenizer().Encode(text, true, true);
   } else if (!request.prompt_tokens.empty()) {
     ids = request.prompt_tokens;
@@ -258,6 +261,23 @@ Result<std::vector<int32_t>> HttpServer::PromptTokens(engine::ServingInstance& i
   }
   if (ids.empty()) return InvalidArgument("prompt: has no tokens");
   return ids;
+}
+
+Status HttpServer::PrepareTools(engine::ServingInstance& instance, ApiRequest& request) const {
+  if (request.endpoint != Endpoint::kChat || request.tools.empty() || request.tool_choice == ToolChoice::kNone) {
+    return Status::Ok();
+  }
+  const tokenizer::ChatTemplate* tmpl = instance.chat_template();
+  request.tool_format = DetectToolFormat(tmpl != nullptr ? tmpl->source() : "");
+  request.options.render_special = true;  // the markers must reach the parser
+  if (request.tool_choice == ToolChoice::kAuto) return Status::Ok();
+  if (request.options.grammar != nullptr) return InvalidArgument("tool_choice: a forced tool call cannot be combined with grammar or response_format");
+  COHORT_ASSIGN_OR_RETURN(std::string gbnf, ForcedToolCallGrammar(request.tool_format, request.tools,
+                                                                   request.tool_choice == ToolChoice::kNamed ? request.tool_choice_name : ""));
+  auto grammar = engine::Grammar::Parse(gbnf);
+  if (!grammar.ok()) return InvalidArgument("tools: " + grammar.status().message());
+  request.options.grammar = *grammar;
+  return Status::Ok();
 }
 
 void HttpServer::HandleGenerate(Endpoint endpoint, const httplib::Request& req, httplib::Response& res) {
@@ -293,7 +313,12 @@ void HttpServer::HandleGenerate(Endpoint endpoint, const httplib::Request& req, 
   }
   engine::ScheduledRequest scheduled;
   scheduled.prompt = std::move(*prompt);
+  Status tools = PrepareTools(instance, request);
+  if (!tools.ok()) return SendStatus(res, tools);
   scheduled.options = request.options;
+  // The vocabulary's grammar tables are built on first use; here, on this request's thread,
+  // rather than on the engine thread, where it would stall every stream once.
+  if (scheduled.options.grammar != nullptr) (void)instance.model().grammar_vocab();
   auto handle = instance.scheduler().Submit(std::move(scheduled));
   if (!handle.ok()) return SendStatus(res, handle.status());
   if (request.stream) {
@@ -342,6 +367,9 @@ void HttpServer::Wait(engine::ServingInstance& instance, const ApiRequest& reque
   meta.created = std::time(nullptr);
   meta.model = request.model.empty() ? instance.name() : request.model;
   meta.logprobs = request.logprobs;
+  meta.parse_tools = request.options.render_special;
+  meta.tool_format = request.tool_format;
+  meta.parallel_tool_calls = request.parallel_tool_calls;
   res.set_content(CompletionJson(meta, total, instance.model().tokenizer()), kJson);
 }
 
@@ -360,6 +388,9 @@ void HttpServer::Stream(engine::ServingInstance& instance, std::shared_ptr<engin
   meta.model = request.model.empty() ? instance.name() : request.model;
   meta.logprobs = request.logprobs;
   meta.token_ids = token_ids;
+  meta.parse_tools = request.options.render_special;
+  meta.tool_format = request.tool_format;
+  meta.parallel_tool_calls = request.parallel_tool_calls;
   res.set_header("Cache-Control", "no-cache");
   res.set_chunked_content_provider(
       "text/event-stream",
@@ -387,6 +418,25 @@ void HttpServer::Stream(engine::ServingInstance& instance, std::shared_ptr<engin
             events += ChunkEvent(state->meta, engine::RequestOutput{}, tok, true);
           }
           state->first = false;
+          if (state->meta.parse_tools) {
+            // A call is known only whole: the text waits, and goes out parsed at the end.
+            state->tool_text.Append(std::move(out));
+            if (state->tool_text.done) {
+              events += ToolChunkEvents(state->meta, state->tool_text);
+              if (state->include_usage) {
+                events += UsageEvent(state->meta, state->tool_text.prompt_tokens, state->tool_text.completion_tokens,
+                                     state->tool_text.cached_tokens);
+              }
+              events += "data: [DONE]\n\n";
+            }
+            const bool finished = state->tool_text.done;
+            if (!events.empty() && !sink.write(events.data(), events.size())) {
+              state->handle->Cancel();
+              return false;
+            }
+            if (finished) sink.done();
+            return true;
+          }
           engine::RequestOutput body = out;
           body.done = false;
           if (!body.text.empty() || !body.logprobs.empty() || (state->meta.token_ids && !body.tokens.empty())) events += ChunkEvent(state->meta, body, tok, false);

@@ -77,6 +77,9 @@ class HttpServer {
   // Relays `req` to `target.upstream`, or answers 503 when `req` was relayed to this node
   // already, so two nodes with different views of the state never relay in a circle.
   void Relay(const RouteTarget& target, const httplib::Request& req, httplib::Response& res);
+  // A chat with tools: the family's format, special tokens rendered for the parser, and for
+  // tool_choice required or named the grammar that forces the call.
+  Status PrepareTools(engine::ServingInstance& instance, ApiRequest& request) const;
   Result<std::vector<int32_t>> PromptTokens(engine::ServingInstance& instance, const ApiRequest& request) const;
   void Stream(engine::ServingInstance& instance, std::shared_ptr<engine::ServingInstance> keep,
               const ApiRequest& request, bool token_ids, std::shared_ptr<engine::RequestHandle> handle,

@@ -4,6 +4,8 @@
 #include "tokenizer/chat_template.h"
 
 #include <ctime>
+
+#include <nlohmann/json.hpp>
 #include <utility>
 
 #include "tokenizer/jinja_builtins.h"
@@ -14,6 +16,7 @@ namespace cohort::tokenizer {
 
 struct ChatTemplate::Program {
   jinja::Body body;
+  std::string source;
 };
 
 namespace {
@@ -65,6 +68,61 @@ constexpr BuiltinTemplate kBuiltins[] = {
      "{%- endfor -%}"},
 };
 
+// JSON -> the interpreter's values (objects keep their key order: ordered_json).
+jinja::Value FromJson(const nlohmann::ordered_json& j) {
+  using jinja::Value;
+  switch (j.type()) {
+    case nlohmann::ordered_json::value_t::null: return Value::None();
+    case nlohmann::ordered_json::value_t::boolean: return Value::Bool(j.get<bool>());
+    case nlohmann::ordered_json::value_t::number_integer:
+    case nlohmann::ordered_json::value_t::number_unsigned: return Value::Int(j.get<int64_t>());
+    case nlohmann::ordered_json::value_t::number_float: return Value::Float(j.get<double>());
+    case nlohmann::ordered_json::value_t::string: return Value::Str(j.get<std::string>());
+    case nlohmann::ordered_json::value_t::array: {
+      jinja::List items;
+      for (const auto& e : j) items.push_back(FromJson(e));
+      return Value::MakeList(std::move(items));
+    }
+    case nlohmann::ordered_json::value_t::object: {
+      Value d = Value::MakeDict();
+      for (auto& [k, v] : j.items()) d.dict->Set(k, FromJson(v));
+      return d;
+    }
+    default: return Value::None();
+  }
+}
+
+jinja::Value MessageValue(const ChatMessage& m) {
+  using jinja::Value;
+  Value message = Value::MakeDict();
+  message.dict->Set("role", Value::Str(m.role));
+  message.dict->Set("content", Value::Str(m.content));
+  if (!m.tool_calls.empty()) {
+    jinja::List calls;
+    for (const ChatToolCall& call : m.tool_calls) {
+      Value function = Value::MakeDict();
+      function.dict->Set("name", Value::Str(call.name));
+      // Templates read arguments as a dict (`arguments | tojson`, `arguments.items()`), as
+      // llama.cpp hands them; text that is not JSON stays text.
+      const auto args = nlohmann::ordered_json::parse(call.arguments, nullptr, false);
+      function.dict->Set("arguments", args.is_discarded() ? Value::Str(call.arguments) : FromJson(args));
+      Value c = Value::MakeDict();
+      c.dict->Set("id", Value::Str(call.id));
+      c.dict->Set("type", Value::Str("function"));
+      c.dict->Set("function", function);
+      // Some templates (Kimi K2, GLM) also read the name and arguments at the top level.
+      c.dict->Set("name", Value::Str(call.name));
+      c.dict->Set("arguments", *function.dict->Find("arguments"));
+      calls.push_back(std::move(c));
+    }
+    message.dict->Set("tool_calls", Value::MakeList(std::move(calls)));
+  }
+  if (!m.tool_call_id.empty()) message.dict->Set("tool_call_id", Value::Str(m.tool_call_id));
+  if (!m.name.empty()) message.dict->Set("name", Value::Str(m.name));
+  if (!m.reasoning_content.empty()) message.dict->Set("reasoning_content", Value::Str(m.reasoning_content));
+  return message;
+}
+
 std::string FormatLocalTime(int64_t unix_s, const char* format) {
   std::time_t t = static_cast<std::time_t>(unix_s);
   std::tm local{};
@@ -86,6 +144,7 @@ Result<ChatTemplate> ChatTemplate::Parse(const std::string& source) {
   if (!body.ok()) return body.status().Annotate("chat template");
   auto program = std::make_unique<Program>();
   program->body = std::move(body).value();
+  program->source = source;
   return ChatTemplate(std::move(program));
 }
 
@@ -104,6 +163,8 @@ std::vector<std::string> ChatTemplate::BuiltinNames() {
   return names;
 }
 
+const std::string& ChatTemplate::source() const { return program_->source; }
+
 Result<std::string> ChatTemplate::Apply(const ChatTemplateInputs& inputs) const {
   using jinja::Value;
   COHORT_CHECK(program_ != nullptr);
@@ -112,13 +173,13 @@ Result<std::string> ChatTemplate::Apply(const ChatTemplateInputs& inputs) const 
   jinja::AddGlobalFunctions(interp, now);
 
   jinja::List messages;
-  for (const ChatMessage& m : inputs.messages) {
-    Value message = Value::MakeDict();
-    message.dict->Set("role", Value::Str(m.role));
-    message.dict->Set("content", Value::Str(m.content));
-    messages.push_back(std::move(message));
-  }
+  for (const ChatMessage& m : inputs.messages) messages.push_back(MessageValue(m));
   interp.SetGlobal("messages", Value::MakeList(std::move(messages)));
+  if (!inputs.tools_json.empty()) {
+    const auto tools = nlohmann::ordered_json::parse(inputs.tools_json, nullptr, false);
+    if (tools.is_discarded() || !tools.is_array()) return InvalidArgument("chat template: tools must be a JSON array");
+    interp.SetGlobal("tools", FromJson(tools));
+  }
   interp.SetGlobal("bos_token", Value::Str(inputs.bos_token));
   interp.SetGlobal("eos_token", Value::Str(inputs.eos_token));
   interp.SetGlobal("enable_thinking", Value::Bool(inputs.enable_thinking));

@@ -21,7 +21,7 @@ std::atomic<bool> g_count_allocations{false};
 std::atomic<int> g_allocations{0};
 }  // namespace
 
-void* operator new(std::size_t size) {
+[[gnu::noinline]] void* operator new(std::size_t size) {
   if (g_count_allocations.load(std::memory_order_relaxed)) ++g_allocations;
   if (void* p = std::malloc(size == 0 ? 1 : size)) return p;
   throw std::bad_alloc();

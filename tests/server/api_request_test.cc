@@ -109,8 +109,29 @@ TEST(ApiRequestTest, MalformedInputIsInvalidArgumentNamingTheField) {
       {Endpoint::kChat, R"({"messages":[{"role":"user","content":"x"}],"stream":"yes"})", "stream"},
       {Endpoint::kChat, R"({"messages":[{"role":"user","content":"x"}],"logit_bias":{"abc":1}})", "logit_bias"},
       {Endpoint::kChat, R"({"messages":[{"role":"user","content":"x"}],"logit_bias":{"9999":1}})", "logit_bias"},
-      {Endpoint::kChat, R"({"messages":[{"role":"user","content":"x"}],"response_format":{"type":"json_schema"}})", "response_format"},
-      {Endpoint::kChat, R"({"messages":[{"role":"user","content":"x"}],"response_format":{"type":"json_object"}})", "response_format"},
+      {Endpoint::kChat, R"({"messages":[{"role":"user","content":"x"}],"response_format":{"type":"json_schema"}})", "response_format.json_schema"},
+      {Endpoint::kChat, R"({"messages":[{"role":"user","content":"x"}],"response_format":{"type":"json_schema","json_schema":{"schema":{"type":"string","pattern":"a+"}}}})", "response_format.json_schema.schema.pattern"},
+      {Endpoint::kChat, R"({"messages":[{"role":"user","content":"x"}],"response_format":{"type":"json_schema","json_schema":{"schema":{"$ref":"#"}}}})", "response_format.json_schema.schema"},
+      {Endpoint::kChat, R"({"messages":[{"role":"user","content":"x"}],"response_format":{"type":"json_schema","json_schema":{"schema":{"type":"nope"}}}})", "response_format.json_schema.schema.type"},
+      {Endpoint::kChat, R"({"messages":[{"role":"user","content":"x"}],"response_format":{"type":"xml"}})", "response_format"},
+      {Endpoint::kChat, R"({"messages":[{"role":"user","content":"x"}],"grammar":"root ::= root"})", "grammar"},
+      {Endpoint::kChat, R"({"messages":[{"role":"user","content":"x"}],"grammar":"root ::= \"a"})", "grammar"},
+      {Endpoint::kChat, R"({"messages":[{"role":"user","content":"x"}],"grammar":5})", "grammar"},
+      {Endpoint::kChat, R"({"messages":[{"role":"user","content":"x"}],"tools":{}})", "tools"},
+      {Endpoint::kChat, R"({"messages":[{"role":"user","content":"x"}],"tools":[{"type":"function"}]})", "tools[0].function"},
+      {Endpoint::kChat, R"({"messages":[{"role":"user","content":"x"}],"tools":[{"type":"code","function":{"name":"f"}}]})", "tools[0].type"},
+      {Endpoint::kChat, R"({"messages":[{"role":"user","content":"x"}],"tools":[{"type":"function","function":{"name":"a b"}}]})", "tools[0].function.name"},
+      {Endpoint::kChat, R"({"messages":[{"role":"user","content":"x"}],"tools":[{"type":"function","function":{"name":"f","parameters":7}}]})", "tools[0].function.parameters"},
+      {Endpoint::kChat, R"({"messages":[{"role":"user","content":"x"}],"tools":[{"type":"function","function":{"name":"f","parameters":{"$ref":"#"}}}]})", "tools[0].function.parameters"},
+      {Endpoint::kChat, R"({"messages":[{"role":"user","content":"x"}],"tools":[{"type":"function","function":{"name":"f"}},{"type":"function","function":{"name":"f"}}]})", "tools[1].function.name"},
+      {Endpoint::kChat, R"({"messages":[{"role":"user","content":"x"}],"tool_choice":"required"})", "tool_choice"},
+      {Endpoint::kChat, R"({"messages":[{"role":"user","content":"x"}],"tools":[{"type":"function","function":{"name":"f"}}],"tool_choice":"always"})", "tool_choice"},
+      {Endpoint::kChat, R"({"messages":[{"role":"user","content":"x"}],"tools":[{"type":"function","function":{"name":"f"}}],"tool_choice":{"type":"function","function":{"name":"g"}}})", "tool_choice"},
+      {Endpoint::kChat, R"({"messages":[{"role":"user","content":"x"}],"parallel_tool_calls":"yes"})", "parallel_tool_calls"},
+      {Endpoint::kChat, R"({"messages":[{"role":"tool","content":"x"}]})", "messages[0].tool_call_id"},
+      {Endpoint::kChat, R"({"messages":[{"role":"assistant","tool_calls":[{"function":{"arguments":"{}"}}]}]})", "messages[0].tool_calls[0].function.name"},
+      {Endpoint::kChat, R"({"messages":[{"role":"user","content":"x","tool_calls":[]}]})", "messages[0].tool_calls"},
+      {Endpoint::kChat, R"({"messages":[{"role":"assistant","tool_calls":[{"function":{"name":"f","arguments":5}}]}]})", "messages[0].tool_calls[0].function.arguments"},
       {Endpoint::kChat, R"({"messages":[{"role":"user","content":"x"}],"model":7})", "model"},
       {Endpoint::kCompletion, R"({})", "prompt"},
       {Endpoint::kCompletion, R"({"prompt":[1,-2]})", "prompt"},
@@ -133,12 +154,32 @@ TEST(ApiRequestTest, MalformedInputIsInvalidArgumentNamingTheField) {
   }
 }
 
-TEST(ApiRequestTest, JsonModeAddsInstructions) {
-  auto r = Chat(R"({"messages":[{"role":"user","content":"give me JSON"}],"response_format":{"type":"json_object"}})");
-  ASSERT_TRUE(r.ok());
-  ASSERT_EQ(r->messages.size(), 2u);
-  EXPECT_EQ(r->messages[0].role, "system");
+TEST(ApiRequestTest, JsonModeIsGrammarEnforced) {
+  auto r = Chat(R"({"messages":[{"role":"user","content":"give me an object"}],"response_format":{"type":"json_object"}})");
+  ASSERT_TRUE(r.ok()) << r.status().ToString();
+  EXPECT_EQ(r->messages.size(), 1u);  // no instruction is added: the grammar enforces it
   EXPECT_TRUE(r->json_mode);
+  EXPECT_NE(r->options.grammar, nullptr);
+  auto s = Chat(R"({"messages":[{"role":"user","content":"x"}],"response_format":{"type":"json_schema","json_schema":{"name":"n","strict":true,"schema":{"type":"object","properties":{"a":{"type":"integer"}},"required":["a"]}}}})");
+  ASSERT_TRUE(s.ok()) << s.status().ToString();
+  EXPECT_NE(s->options.grammar, nullptr);
+}
+
+TEST(ApiRequestTest, ToolsAndToolMessages) {
+  auto r = Chat(R"({"messages":[{"role":"user","content":"w?"},
+      {"role":"assistant","content":null,"tool_calls":[{"id":"c1","type":"function","function":{"name":"f","arguments":"{\"a\":1}"}}]},
+      {"role":"tool","tool_call_id":"c1","content":"ok"}],
+    "tools":[{"type":"function","function":{"name":"f","parameters":{"type":"object","properties":{"a":{"type":"integer"}}}}}],
+    "tool_choice":{"type":"function","function":{"name":"f"}},"parallel_tool_calls":false})");
+  ASSERT_TRUE(r.ok()) << r.status().ToString();
+  EXPECT_EQ(r->tools.size(), 1u);
+  EXPECT_EQ(r->tool_choice, ToolChoice::kNamed);
+  EXPECT_EQ(r->tool_choice_name, "f");
+  EXPECT_FALSE(r->parallel_tool_calls);
+  ASSERT_EQ(r->messages.size(), 3u);
+  ASSERT_EQ(r->messages[1].tool_calls.size(), 1u);
+  EXPECT_EQ(r->messages[1].tool_calls[0].arguments, "{\"a\":1}");
+  EXPECT_EQ(r->messages[2].tool_call_id, "c1");
 }
 
 TEST(ApiResponseTest, StatusToHttp) {
