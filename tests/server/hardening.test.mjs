@@ -47,6 +47,9 @@ function freshRequest(port, { method = 'GET', path: p = '/health', body, headers
 
 test('64 simultaneous clients: no resets, each served or told 429/503', async () => {
   const s = await serve(['--parallel', '4', '--max-queue', '8', '--ctx', '256']);
+  // The kernel's view of the listening socket: Send-Q is its backlog (cpp-httplib's own is 5).
+  const listening = execFileSync('ss', ['-ltnH', `sport = :${s.port}`]).toString().trim().split(/\s+/);
+  assert.ok(Number(listening[2]) >= 512, `listen backlog ${listening[2]}`);
   for (const route of ['health', 'completions']) {
     const body = JSON.stringify({ prompt: 'Once upon a time', max_tokens: 16, temperature: 0 });
     const replies = await Promise.all(Array.from({ length: 64 }, () => route === 'health'
