@@ -75,6 +75,11 @@ int ClusterServeCommand(const ServeOptions& options) {
   if (public_host == "0.0.0.0" || public_host.empty()) {
     return Fail(InvalidArgument("--listen " + co.flags.listen + " is no address peers can reach: give --advertise HOST:PORT"));
   }
+  // Nodes relay requests to each other's API over plain HTTP (proxy.cc): a TLS-only API
+  // would break every relay. Refused until the relay speaks TLS (docs/SECURITY.md).
+  if (!options.tls_cert.empty()) {
+    return Fail(Unsupported("--tls-cert with --cluster: the relay between nodes does not speak TLS yet"));
+  }
   auto c = ClusterOptionsOf(co.flags);
   if (!c.ok()) return Fail(c.status());
   // A request relayed to a coordinator cut off the network ends once the coordinator is

@@ -14,6 +14,7 @@
 #include "gguf/gguf.h"
 #include "parallel/control_channel.h"
 #include "parallel/file_digest.h"
+#include "parallel/job_limits.h"
 #include "parallel/launch.h"
 #include "parallel/model_plan.h"
 
@@ -235,6 +236,26 @@ TEST(WorkerServiceHostile, OneCoordinatorCannotHoldEverySlot) {
   held.clear();
   std::this_thread::sleep_for(std::chrono::milliseconds(200));
   ExpectServesAJob(svc.service->address());
+}
+
+// The go message's addresses, checked alone: every rank, not only rank 0.
+TEST(JobLimits, AddressesMustBeTheCoordinatorsAndMembers) {
+  const auto members = [](const std::string& h) { return h == "10.0.0.1" || h == "10.0.0.2" || h == "10.0.0.3"; };
+  const std::vector<std::string> good = {"10.0.0.1:5000", "10.0.0.2:5001", "10.0.0.3:5002"};
+  EXPECT_TRUE(parallel::ValidateAddresses(good, 1, 3, "10.0.0.1", "10.0.0.2:5001", members).ok());
+  // Rank 2 pointed at a host outside the cluster (the port-scan attack).
+  auto outside = good;
+  outside[2] = "192.168.1.1:22";
+  EXPECT_NE(parallel::ValidateAddresses(outside, 1, 3, "10.0.0.1", "10.0.0.2:5001", members).message().find("rank 2"),
+            std::string::npos);
+  // Without membership (a standalone worker) only rank 0 and this rank are checked.
+  EXPECT_TRUE(parallel::ValidateAddresses(outside, 1, 3, "10.0.0.1", "10.0.0.2:5001", nullptr).ok());
+  auto moved = good;
+  moved[1] = "10.0.0.2:6000";
+  EXPECT_FALSE(parallel::ValidateAddresses(moved, 1, 3, "10.0.0.1", "10.0.0.2:5001", members).ok());
+  EXPECT_FALSE(parallel::ValidateAddresses({good[0]}, 1, 3, "10.0.0.1", "10.0.0.2:5001", members).ok());
+  EXPECT_FALSE(parallel::ValidateAddresses({"nonsense", good[1], good[2]}, 1, 3, "10.0.0.1", "10.0.0.2:5001",
+                                           members).ok());
 }
 
 }  // namespace
