@@ -68,7 +68,8 @@ Result<std::string> ModelRegistry::RequestedFile(const std::string& requested) c
   // The command line's files, by the path given there or by their file name (or stem).
   for (const std::string& given : options_.command_line) {
     const std::filesystem::path g(given);
-    if (requested == given || requested == g.filename().string() || requested == g.stem().string()) {
+    const bool same_file = asked.is_absolute() && !Canonical(given).empty() && Canonical(given) == Canonical(requested);
+    if (requested == given || requested == g.filename().string() || requested == g.stem().string() || same_file) {
       const std::string c = Canonical(given);
       if (c.empty()) return NotFound("model: the file given on the command line is gone");
       COHORT_RETURN_IF_ERROR(CheckGgufFile(c));
@@ -165,6 +166,11 @@ Result<ModelEntry> ModelRegistry::Resolve(const std::string& path_or_name) {
 std::map<std::string, std::string> ModelRegistry::HeldFiles(const Records& records) {
   std::map<std::string, std::string> files;
   for (const auto& [name, entry] : records.models) {
+    // The path comes from the agreed state, which any member can write: only a file this node
+    // offers, of the registered size, is hashed (not a /proc file or a device another member named).
+    struct stat st {};
+    if (::stat(entry.path.c_str(), &st) != 0 || !S_ISREG(st.st_mode) || st.st_size != entry.file_bytes) continue;
+    if (!RequestedFile(entry.path).ok()) continue;
     auto sha = Sha256Of(entry.path);
     if (sha.ok() && *sha == entry.sha256) files[entry.sha256] = entry.path;
   }
