@@ -3,7 +3,6 @@
 
 #include <algorithm>
 #include <cctype>
-#include <thread>
 
 #include <fmt/format.h>
 
@@ -42,18 +41,12 @@ bool IsShmName(const std::string& s) {
 
 }  // namespace
 
-int JobLimits::ThreadsMax() const {
-  if (threads_max > 0) return threads_max;
-  const int hw = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
-  return std::min(1024, 4 * hw);
-}
-
 Status ValidateJob(const json& job, const JobLimits& limits) {
   if (!job.is_object()) return InvalidArgument("the job is not a JSON object");
   COHORT_RETURN_IF_ERROR(CheckInt(job, "n_ranks", 2, limits.n_ranks_max));
   const int64_t n_ranks = job["n_ranks"].get<int64_t>();
   COHORT_RETURN_IF_ERROR(CheckInt(job, "rank", 1, n_ranks - 1));
-  COHORT_RETURN_IF_ERROR(CheckInt(job, "threads", 1, limits.ThreadsMax()));
+  COHORT_RETURN_IF_ERROR(CheckInt(job, "threads", 1, limits.threads_max));
   COHORT_RETURN_IF_ERROR(CheckString(job, "model", limits.model_path_bytes_max));
   COHORT_RETURN_IF_ERROR(CheckString(job, "model_sha256", 64));
   COHORT_RETURN_IF_ERROR(CheckInt(job, "model_bytes", 1, int64_t{1} << 42));

@@ -22,16 +22,15 @@
 namespace cohort::parallel {
 
 struct JobLimits {
-  int threads_max = 0;                      // 0: 4 x this machine's hardware threads, at most 1024
+  // A coordinator may have many more cores than its workers (their -t defaults to its own),
+  // so the bound is absolute, not this machine's core count.
+  int threads_max = 1024;
   int n_ranks_max = 256;
   int64_t timeout_ms_max = 3600000;         // setup and collective bounds: an hour
   int64_t idle_timeout_ms_max = 120000;     // a silent coordinator is left after at most 2 min
   int64_t transfer_timeout_ms_max = 6 * 3600000;
   size_t model_path_bytes_max = 4096;
   size_t plan_bytes_max = 4 << 20;
-
-  // The effective thread bound (threads_max, or the default above).
-  int ThreadsMax() const;
 };
 
 // Every field of a job (session.cc's MakeJob) present, of its type and inside `limits`; the
