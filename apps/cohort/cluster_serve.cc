@@ -56,6 +56,9 @@ void AddClusterServeOptions(CLI::App* cmd, ClusterServeOptions* o) {
   cmd->add_option("--comm-timeout-ms", o->comm_timeout_ms, "cluster: a collective's bound (a cut link)")->check(CLI::Range(100, 600000));
   cmd->add_option("--forward-timeout", o->forward_timeout_s, "cluster: seconds a relayed request waits on a silent coordinator")->check(CLI::Range(1, 3600));
   cmd->add_option("--worker-slots", o->worker_slots, "cluster: worker jobs at once")->check(CLI::Range(1, 64));
+  cmd->add_option("--worker-slots-per-coordinator", o->worker_slots_per_coordinator,
+                  "cluster: worker jobs one coordinator node may hold (0: slots - 1)")
+      ->check(CLI::Range(0, 64));
   cmd->add_option("--models-dir", o->models_dir,
                   "cluster: the API (POST /v1/instances) loads the GGUF files under it, by name (and -m's file)");
   cmd->add_option("--cache-max", o->cache_max, "cluster: bound on the streamed shares kept (bytes; K/M/G; LRU evicted)");
@@ -101,6 +104,7 @@ int ClusterServeCommand(const ServeOptions& options) {
   cluster::WorkerServiceOptions w;
   w.listen = co.worker_listen.empty() ? public_host + ":0" : co.worker_listen;
   w.slots = co.worker_slots;
+  w.slots_per_coordinator = co.worker_slots_per_coordinator;
   w.cache_dir = !co.cache_dir.empty() ? co.cache_dir : (co.flags.state_dir.empty() ? "" : co.flags.state_dir + "/cache");
   w.known_files = [&registry] { return registry.KnownFiles(); };
   w.cache_bytes_max = static_cast<uint64_t>(cache_max);
