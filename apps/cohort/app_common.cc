@@ -67,15 +67,22 @@ sigset_t BlockStopSignals() {
   sigemptyset(&signals);
   sigaddset(&signals, SIGINT);
   sigaddset(&signals, SIGTERM);
+  sigaddset(&signals, SIGHUP);
   pthread_sigmask(SIG_BLOCK, &signals, nullptr);
   signal(SIGPIPE, SIG_IGN);
   return signals;
 }
 
-void WaitForStop(const sigset_t& signals, const std::function<bool()>& running) {
+void WaitForStop(const sigset_t& signals, const std::function<bool()>& running,
+                 const std::function<void()>& on_hangup) {
   const timespec poll{0, 200 * 1000 * 1000};
   while (running()) {
-    if (sigtimedwait(&signals, nullptr, &poll) > 0) return;
+    const int sig = sigtimedwait(&signals, nullptr, &poll);
+    if (sig == SIGHUP && on_hangup) {
+      on_hangup();
+      continue;
+    }
+    if (sig > 0) return;
   }
 }
 

@@ -48,6 +48,8 @@ Result<cluster::ClusterOptions> ClusterOptionsOf(const ClusterFlags& flags);
 // is ignored: a client that hangs up is an error code, not the end of the process.
 sigset_t BlockStopSignals();
 // Returns once one of `signals` arrives, or once `running` says false (checked every 200 ms).
-void WaitForStop(const sigset_t& signals, const std::function<bool()>& running);
+// SIGHUP calls `on_hangup` (reload keys) where one is given, and otherwise stops too.
+void WaitForStop(const sigset_t& signals, const std::function<bool()>& running,
+                 const std::function<void()>& on_hangup = nullptr);
 
 }  // namespace cohort::app

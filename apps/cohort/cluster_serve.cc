@@ -4,6 +4,7 @@
 #include "cluster_serve.h"
 
 #include <cstdio>
+#include <set>
 
 #include <CLI/CLI.hpp>
 
@@ -56,6 +57,12 @@ void AddClusterServeOptions(CLI::App* cmd, ClusterServeOptions* o) {
   cmd->add_option("--comm-timeout-ms", o->comm_timeout_ms, "cluster: a collective's bound (a cut link)")->check(CLI::Range(100, 600000));
   cmd->add_option("--forward-timeout", o->forward_timeout_s, "cluster: seconds a relayed request waits on a silent coordinator")->check(CLI::Range(1, 3600));
   cmd->add_option("--worker-slots", o->worker_slots, "cluster: worker jobs at once")->check(CLI::Range(1, 64));
+  cmd->add_option("--worker-slots-per-coordinator", o->worker_slots_per_coordinator,
+                  "cluster: worker jobs one coordinator node may hold (0: slots - 1)")
+      ->check(CLI::Range(0, 64));
+  cmd->add_option("--models-dir", o->models_dir,
+                  "cluster: the API (POST /v1/instances) loads the GGUF files under it, by name (and -m's file)");
+  cmd->add_option("--cache-max", o->cache_max, "cluster: bound on the streamed shares kept (bytes; K/M/G; LRU evicted)");
 }
 
 int ClusterServeCommand(const ServeOptions& options) {
@@ -65,10 +72,17 @@ int ClusterServeCommand(const ServeOptions& options) {
 
   const int64_t max_memory = ParseByteSize(co.max_memory);
   if (max_memory < 0) return Fail(InvalidArgument("--max-memory: '" + co.max_memory + "' is not a size"));
+  const int64_t cache_max = ParseByteSize(co.cache_max);
+  if (cache_max < 0) return Fail(InvalidArgument("--cache-max: '" + co.cache_max + "' is not a size"));
   const std::string public_host = HostOf(co.flags.advertise.empty() ? co.flags.listen : co.flags.advertise);
   // Peers connect to this node's worker service and API at this host.
   if (public_host == "0.0.0.0" || public_host.empty()) {
     return Fail(InvalidArgument("--listen " + co.flags.listen + " is no address peers can reach: give --advertise HOST:PORT"));
+  }
+  // Nodes relay requests to each other's API over plain HTTP (proxy.cc): a TLS-only API
+  // would break every relay. Refused until the relay speaks TLS (docs/SECURITY.md).
+  if (!options.tls_cert.empty()) {
+    return Fail(Unsupported("--tls-cert with --cluster: the relay between nodes does not speak TLS yet"));
   }
   auto c = ClusterOptionsOf(co.flags);
   if (!c.ok()) return Fail(c.status());
@@ -83,13 +97,24 @@ int ClusterServeCommand(const ServeOptions& options) {
   if (!started.ok()) return Fail(started.status());
   cluster::ClusterNode& node = **started;
   const std::string name = node.Snapshot().members.front().name;
-  cluster::ModelRegistry registry(node, log);
+  cluster::ModelRegistryOptions models;
+  models.models_dir = co.models_dir;
+  if (co.model_flag != nullptr && co.model_flag->count() > 0) models.command_line.push_back(options.model);
+  cluster::ModelRegistry registry(node, log, models);
 
   cluster::WorkerServiceOptions w;
   w.listen = co.worker_listen.empty() ? public_host + ":0" : co.worker_listen;
   w.slots = co.worker_slots;
+  w.slots_per_coordinator = co.worker_slots_per_coordinator;
   w.cache_dir = !co.cache_dir.empty() ? co.cache_dir : (co.flags.state_dir.empty() ? "" : co.flags.state_dir + "/cache");
   w.known_files = [&registry] { return registry.KnownFiles(); };
+  w.cache_bytes_max = static_cast<uint64_t>(cache_max);
+  // Jobs come only from the cluster's members and name only their hosts.
+  w.member_hosts = [&node] {
+    std::set<std::string> hosts;
+    for (const cluster::MemberView& m : node.Snapshot().members) hosts.insert(HostOf(m.address));
+    return hosts;
+  };
   auto workers = cluster::WorkerService::Bind(w, log);
   if (!workers.ok()) return Fail(workers.status());
 
@@ -119,7 +144,9 @@ int ClusterServeCommand(const ServeOptions& options) {
     reconciler.ProposeAtStart(options.model, options.dist.layout, co.nodes);
   }
 
-  WaitForStop(stop_signals, [] { return true; });
+  WaitForStop(stop_signals, [] { return true; }, [&] {
+    if (Status st = http.ReloadKeys(); !st.ok()) log.Error("SIGHUP: keys kept as they were: {}", st.ToString());
+  });
   (void)http.Stop();
   reconciler.Stop();
   node.Stop();

@@ -35,6 +35,9 @@ struct ClusterServeOptions {
   int comm_timeout_ms = 3000;             // a collective waiting on a cut link fails after this
   int forward_timeout_s = 30;             // a coordinator silent this long ends a relayed request
   int worker_slots = 4;                   // jobs this node's worker service runs at once
+  int worker_slots_per_coordinator = 0;   // of them, one node's at most (0: slots - 1, at least 1)
+  std::string models_dir;                 // the API offers the GGUF files under it, by name
+  std::string cache_max = "32G";          // bound on the streamed shares kept (LRU); "0": none
   const CLI::Option* model_flag = nullptr;  // -m, to tell a given model from the default
 };
 

@@ -59,7 +59,9 @@ CLI::App* AddNodeCommand(CLI::App& app, NodeOptions* o) {
   AddClusterFlags(cmd, &o->cluster, "");
   cmd->add_option("--multicast-group", o->cluster.multicast_group, "beacon group GROUP:PORT");
   cmd->add_option("--http", o->http, "HOST:PORT for GET /v1/cluster (port 0: any, printed)");
-  cmd->add_option("--api-key", o->api_keys, "accepted Bearer key on the HTTP routes (repeatable; none: open)");
+  cmd->add_option("--api-key", o->api_keys,
+                  "accepted Bearer key on the HTTP routes (repeatable; needed beyond loopback)");
+  cmd->add_option("--api-key-file", o->api_key_file, "accepted keys, 'NAME KEY' per line (reloaded on SIGHUP)");
   return cmd;
 }
 
@@ -69,6 +71,7 @@ int NodeCommand(const NodeOptions& o) {
   if (!c.ok()) return Fail(c.status());
   server::ServerOptions http_options;
   http_options.api_keys = o.api_keys;
+  http_options.api_key_file = o.api_key_file;
   http_options.open_paths = {};
   http_options.max_body_bytes = 64 << 10;
   http_options.timeout_s = 5;
@@ -77,6 +80,11 @@ int NodeCommand(const NodeOptions& o) {
     auto addr = comm::SocketAddress::Parse(o.http);
     if (!addr.ok()) return Fail(addr.status().Annotate("--http"));
     http_options.host = o.http.substr(0, o.http.rfind(':'));
+    // POST /v1/cluster/changes rewrites the cluster's state: never open to the network.
+    if (http_options.host.rfind("127.", 0) != 0 && http_options.host != "localhost" && o.api_keys.empty() &&
+        o.api_key_file.empty()) {
+      return Fail(InvalidArgument("--http " + o.http + " is reachable beyond this host: give --api-key or --api-key-file"));
+    }
     http_options.port = addr->port();
   }
 
@@ -102,7 +110,9 @@ int NodeCommand(const NodeOptions& o) {
   }
   printer.Announce("cohort node: " + node.id().Hex() + " listening on " + node.address() + ", " + http_line);
 
-  WaitForStop(stop_signals, [] { return true; });
+  WaitForStop(stop_signals, [] { return true; }, [&] {
+    if (Status st = http.ReloadKeys(); !st.ok()) log.Error("SIGHUP: keys kept as they were: {}", st.ToString());
+  });
   (void)http.Stop();
   node.Stop();
   PrintLine("cohort node: stopped");

@@ -28,6 +28,7 @@ struct NodeOptions {
   ClusterFlags cluster = NodeClusterDefaults();
   std::string http = "127.0.0.1:7980";  // its HTTP routes; "": none, port 0: any free port
   std::vector<std::string> api_keys;    // accepted Bearer keys on the HTTP routes (none: open)
+  std::string api_key_file;             // "NAME KEY" per line, reloaded on SIGHUP
   bool verbose = false;                 // main fills in
 };
 

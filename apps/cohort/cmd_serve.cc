@@ -28,6 +28,13 @@ CLI::App* AddServeCommand(CLI::App& app, ServeOptions* o) {
   cmd->add_option("--host", o->host, "address to listen on");
   cmd->add_option("--port", o->port, "port (0: any free port)")->check(CLI::Range(0, 65535));
   cmd->add_option("--api-key", o->api_keys, "accepted Bearer key (repeatable; none: no authentication)");
+  cmd->add_option("--api-key-file", o->api_key_file, "accepted keys, 'NAME KEY' per line (reloaded on SIGHUP)");
+  cmd->add_option("--rate-limit", o->rate_limit, "requests per second per API key (0: none)")->check(CLI::Range(0.0, 1e6));
+  cmd->add_option("--rate-burst", o->rate_burst, "requests at once per API key (default: the rate)")->check(CLI::Range(0.0, 1e6));
+  cmd->add_option("--tls-cert", o->tls_cert, "PEM certificate chain: serve the API over HTTPS only");
+  cmd->add_option("--tls-key", o->tls_key, "PEM private key of --tls-cert");
+  cmd->add_option("--request-timeout", o->request_timeout_s, "seconds a request's headers and body may take to arrive")
+      ->check(CLI::Range(1, 3600));
   cmd->add_option("--parallel", o->parallel, "requests generating at once (KV cache slots)")->check(CLI::Range(1, 1024));
   cmd->add_option("-c,--ctx", o->ctx, "context per slot in tokens (default: the model's, at most 4096)")->check(CLI::Range(0, 1 << 24));
   cmd->add_option("--max-queue", o->max_queue, "requests waiting for a slot before 429")->check(CLI::Range(0, 1 << 20));
@@ -74,6 +81,12 @@ server::ServerOptions HttpOptionsOf(const ServeOptions& options) {
   http.max_tokens_limit = options.max_tokens;
   http.timeout_s = options.timeout_s;
   http.http_threads = options.http_threads;
+  http.api_key_file = options.api_key_file;
+  http.rate_limit.per_second = options.rate_limit;
+  http.rate_limit.burst = options.rate_burst;
+  http.front.tls_cert = options.tls_cert;
+  http.front.tls_key = options.tls_key;
+  http.front.request_deadline_s = options.request_timeout_s;
   return http;
 }
 
@@ -96,12 +109,14 @@ int ServeCommand(const ServeOptions& options) {
   server.ServeInstances(router, /*single_model=*/true);
   auto port = server.Bind();
   if (!port.ok()) return Fail(port.status());
-  std::fprintf(stderr, "cohort serve: %s (%d slots x %d tokens) listening on http://%s:%d\n", name.c_str(),
-               sched.n_parallel, sched.n_ctx, options.host.c_str(), *port);
+  std::fprintf(stderr, "cohort serve: %s (%d slots x %d tokens) listening on %s://%s:%d\n", name.c_str(),
+               sched.n_parallel, sched.n_ctx, server.tls() ? "https" : "http", options.host.c_str(), *port);
   std::fflush(stderr);
 
   server.Start();
-  WaitForStop(stop_signals, [&] { return server.serving(); });
+  WaitForStop(stop_signals, [&] { return server.serving(); }, [&] {
+    if (Status st = server.ReloadKeys(); !st.ok()) log.Error("SIGHUP: keys kept as they were: {}", st.ToString());
+  });
   const Status served = server.Stop();
   if (!served.ok()) return Fail(served);
   std::fprintf(stderr, "cohort serve: stopped\n");

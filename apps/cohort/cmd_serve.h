@@ -16,6 +16,11 @@ struct ServeOptions {
   std::string host = "127.0.0.1";
   int port = 8080;                // 0: any free port (printed at start)
   std::vector<std::string> api_keys;
+  std::string api_key_file;       // "NAME KEY" per line, reloaded on SIGHUP
+  double rate_limit = 0;          // requests per second per key (0: none)
+  double rate_burst = 0;          // requests at once per key (0: max(1, rate_limit))
+  std::string tls_cert, tls_key;  // PEM files: the API speaks only HTTPS
+  int request_timeout_s = 30;     // a request's line, headers and body must arrive within this
   int parallel = 4;               // sequence slots generating at once
   int ctx = 0;                    // context per slot (0: min(model's, 4096))
   int max_queue = 64;             // waiting requests before 429

@@ -19,6 +19,7 @@
 #include <CLI/CLI.hpp>
 
 #include "comm/tcp_transport.h"
+#include "core/byte_size.h"
 #include "core/log.h"
 #include "engine/loaded_model.h"
 #include "parallel/launch.h"
@@ -193,11 +194,17 @@ CLI::App* AddWorkerCommand(CLI::App& app, WorkerOptions* o) {
   cmd->add_option("--cache-dir", o->cache_dir,
                   "where streamed model shares and file digests are kept (default: ~/.cache/cohort)");
   cmd->add_option("--models-dir", o->models_dir, "also look for a job's model file (by name) here");
+  cmd->add_option("--cache-max", o->cache_max, "bound on the streamed shares kept (bytes; K/M/G; LRU evicted)");
   return cmd;
 }
 
 int WorkerCommand(const WorkerOptions& options, bool verbose) {
   Logger log(verbose ? LogLevel::kInfo : LogLevel::kWarn, stderr, "worker");
+  const int64_t cache_max = ParseByteSize(options.cache_max);
+  if (cache_max < 0) {
+    std::fprintf(stderr, "cohort worker: --cache-max: '%s' is not a size\n", options.cache_max.c_str());
+    return 1;
+  }
   auto listener = comm::TcpListener::Bind(options.listen);
   if (!listener.ok()) {
     std::fprintf(stderr, "cohort worker: %s\n", listener.status().ToString().c_str());
@@ -206,6 +213,7 @@ int WorkerCommand(const WorkerOptions& options, bool verbose) {
   parallel::WorkerEnvironment env;
   env.cache_dir = options.cache_dir.empty() ? DefaultCacheDir() : options.cache_dir;
   env.models_dir = options.models_dir;
+  env.cache_bytes_max = static_cast<uint64_t>(cache_max);
   std::printf("%s%s\n", kListeningPrefix, (*listener)->address().c_str());
   std::fflush(stdout);
   for (;;) {

@@ -78,6 +78,7 @@ struct WorkerOptions {
   // Streamed model shares and remembered file digests; default DefaultCacheDir().
   std::string cache_dir;
   std::string models_dir;  // where else to look for a job's model file, by file name
+  std::string cache_max = "32G";  // bound on the streamed shares kept (LRU); "0": none
 };
 
 // $XDG_CACHE_HOME/cohort, else $HOME/.cache/cohort, else "" (nothing cached).

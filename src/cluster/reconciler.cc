@@ -59,6 +59,15 @@ Result<ModelEntry> Reconciler::ResolveModel(const std::string& path_or_name) {
   return entry;
 }
 
+Result<ModelEntry> Reconciler::ResolveRequestedModel(const std::string& requested) {
+  auto file = registry_.RequestedFile(requested);
+  if (file.ok()) return ResolveModel(*file);
+  if (file.status().code() != StatusCode::kNotFound) return file.status();
+  const Records records = Records::Of(node_.Snapshot().state);
+  if (auto it = records.models.find(requested); it != records.models.end()) return it->second;
+  return file.status();
+}
+
 void Reconciler::ProposeAtStart(const std::string& path, const std::string& layout, int nodes) {
   COHORT_CHECK(!startup_thread_.joinable());
   startup_thread_ = std::thread([this, path, layout, nodes] {

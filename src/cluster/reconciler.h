@@ -44,6 +44,9 @@ class Reconciler {
   // ModelRegistry::Resolve, then waits until the agreed state lists this node as a holder of
   // the file, so a placement proposed next finds one.
   Result<ModelEntry> ResolveModel(const std::string& path_or_name);
+  // What a client names (untrusted): a file this node offers (ModelRegistry::RequestedFile),
+  // else a model the cluster knows by name.
+  Result<ModelEntry> ResolveRequestedModel(const std::string& requested);
   // `path`'s model becomes an instance with `layout` on `nodes` nodes (the same id from every
   // node that names it), retried for a while since the cluster may still be forming. Runs on
   // a thread of its own, ended by Stop().

@@ -10,6 +10,9 @@ namespace cohort::cluster {
 Status WorkerServiceOptions::Validate() const {
   if (listen.empty()) return InvalidArgument("the worker service needs a listen address");
   if (slots < 1 || slots > 64) return InvalidArgument("worker slots must be in [1, 64]");
+  if (slots_per_coordinator < 0 || slots_per_coordinator > slots) {
+    return InvalidArgument("worker slots per coordinator must be in [0, slots]");
+  }
   return Status::Ok();
 }
 
@@ -35,6 +38,12 @@ void WorkerService::Run() {
     env.cache_dir = options_.cache_dir;
     if (options_.known_files) env.known_files = options_.known_files();
     env.running = &running_;
+    env.peer_slots = &peer_slots_;
+    env.cache_bytes_max = options_.cache_bytes_max;
+    if (options_.member_hosts) {
+      // Asked when the job comes, not when the slot began waiting: members come and go.
+      env.allowed_host = [this](const std::string& host) { return options_.member_hosts().count(host) > 0; };
+    }
     const Status st = parallel::ServeOneJob(listener_->fd(), env, &log_);
     if (!st.ok() && !stop_) log_.Info("worker job ended: {}", st.ToString());
   }

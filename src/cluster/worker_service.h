@@ -1,14 +1,19 @@
 // WorkerService: a cluster node's worker port. `slots` threads each take one job at a time
 // (parallel::ServeOneJob) from the same listener, so a job stuck on a peer cut off the
 // network does not keep new ones out. Shares of models this node lacks are streamed from the
-// coordinator into the cache directory; the node's verified model files are used directly.
+// coordinator into the cache directory (bounded, least recently used shares evicted); the
+// node's verified model files are used directly. Jobs are hostile input (job_limits.h): every
+// field bounded, only cluster members' hosts admitted and connected to, a share of the slots
+// per coordinator.
 // The service owns its threads: Stop() wakes the idle ones, shuts down the connections of the
 // running jobs (their coordinators see the worker leave), and joins them all.
 #pragma once
 
+#include <algorithm>
 #include <atomic>
 #include <functional>
 #include <map>
+#include <set>
 #include <memory>
 #include <string>
 #include <thread>
@@ -17,6 +22,7 @@
 #include "comm/tcp_transport.h"
 #include "core/log.h"
 #include "core/status.h"
+#include "parallel/job_limits.h"
 #include "parallel/running_jobs.h"
 
 namespace cohort::cluster {
@@ -27,6 +33,13 @@ struct WorkerServiceOptions {
   std::string cache_dir;  // streamed shares and digests ("": local files only)
   // The model files this node holds and has verified (sha256 -> path), asked per job.
   std::function<std::map<std::string, std::string>()> known_files;
+  // Jobs one coordinator host may hold at once; 0: slots - 1 (at least 1), so one peer
+  // cannot take every slot.
+  int slots_per_coordinator = 0;
+  // The hosts of the cluster's members, asked per job: a job from another host, or one naming
+  // a data address on another host, is refused. Unset: any host (a standalone worker).
+  std::function<std::set<std::string>()> member_hosts;
+  uint64_t cache_bytes_max = 0;  // streamed shares kept, LRU-evicted beyond it; 0: no bound
   Status Validate() const;
 };
 
@@ -44,13 +57,18 @@ class WorkerService {
   void Stop();
 
  private:
-  WorkerService(const WorkerServiceOptions& options, Logger& log) : options_(options), log_(log) {}
+  WorkerService(const WorkerServiceOptions& options, Logger& log)
+      : options_(options),
+        log_(log),
+        peer_slots_(options.slots_per_coordinator > 0 ? options.slots_per_coordinator
+                                                      : std::max(1, options.slots - 1)) {}
   void Run();
 
   WorkerServiceOptions options_;
   Logger& log_;
   std::unique_ptr<comm::TcpListener> listener_;
   parallel::RunningJobs running_;
+  parallel::PeerSlots peer_slots_;
   std::atomic<bool> stop_{false};
   std::vector<std::thread> threads_;
 };

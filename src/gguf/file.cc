@@ -25,7 +25,9 @@ int64_t TensorInfo::n_rows() const {
 }
 
 Result<std::unique_ptr<File>> File::Open(const std::string& path, const ReadLimits& limits) {
-  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  // O_NONBLOCK: a FIFO (or a device) named as the model must not block this open() forever
+  // (`cohort serve -m FIFO` did, with its stop signals blocked); it is refused below.
+  const int fd = ::open(path.c_str(), O_RDONLY | O_NONBLOCK | O_CLOEXEC);
   if (fd < 0) {
     const int err = errno;
     if (err == ENOENT) return NotFound(path + ": no such file");

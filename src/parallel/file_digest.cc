@@ -54,8 +54,11 @@ bool IsSha256Hex(const std::string& text) {
 }
 
 Result<std::string> Sha256OfFile(const std::string& path) {
-  Fd f{::open(path.c_str(), O_RDONLY | O_CLOEXEC)};
+  // Non-blocking, and regular files only: a FIFO or a device would block or never end.
+  Fd f{::open(path.c_str(), O_RDONLY | O_NONBLOCK | O_CLOEXEC)};
   if (f.fd < 0) return IoError(fmt::format("{}: open failed: {}", path, std::strerror(errno)));
+  struct stat st {};
+  if (::fstat(f.fd, &st) != 0 || !S_ISREG(st.st_mode)) return InvalidArgument(path + ": not a regular file");
   crypto_hash_sha256_state state;
   crypto_hash_sha256_init(&state);
   std::vector<uint8_t> buf(kReadBytes);

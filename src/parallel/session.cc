@@ -307,7 +307,7 @@ Result<std::unique_ptr<gguf::File>> OpenJobModel(ControlChannel& channel, const 
     if (entry.ok() && entry->sha256 == sha256) return gguf::File::Open(candidate);
     if (log != nullptr) log->Warn("{} is not the job's model (sha256 differs); not using it", candidate);
   }
-  ShareRequest request{env.cache_dir, sha256, bytes, plan, rank};
+  ShareRequest request{env.cache_dir, sha256, bytes, plan, rank, env.cache_bytes_max};
   TransferOptions transfer;
   transfer.stall_timeout = std::chrono::milliseconds(job.at("setup_timeout_ms").get<int64_t>());
   transfer.total_timeout = std::chrono::milliseconds(job.at("transfer_timeout_ms").get<int64_t>());
@@ -318,13 +318,18 @@ Result<std::unique_ptr<gguf::File>> OpenJobModel(ControlChannel& channel, const 
 // Everything of one job after its first message; errors go back to the coordinator.
 // *serving is set once the job's executor runs (a failure after that is not the setup's).
 Status RunJob(ControlChannel& channel, const nlohmann::json& job, const WorkerEnvironment& env,
-              Logger* log, bool* serving) {
+              const std::string& coordinator_host, Logger* log, bool* serving) {
   if (job.value("version", 0) != kJobVersion) {
     return InvalidArgument(fmt::format("job version {} (this worker speaks {})",
                                        job.value("version", 0), kJobVersion));
   }
+  COHORT_RETURN_IF_ERROR(ValidateJob(job, env.limits));
   const int rank = job.at("rank").get<int>();
   COHORT_ASSIGN_OR_RETURN(plan::ShardPlan plan, plan::ShardPlan::FromJson(job.at("plan").get<std::string>()));
+  if (plan.n_ranks() != job.at("n_ranks").get<int>()) {
+    return InvalidArgument(fmt::format("the job's plan has {} ranks, its n_ranks {}", plan.n_ranks(),
+                                       job.at("n_ranks").get<int>()));
+  }
   const std::string path = job.at("model").get<std::string>();
   COHORT_ASSIGN_OR_RETURN(auto file, OpenJobModel(channel, job, plan, rank, env, log));
   const std::chrono::milliseconds setup(job.at("setup_timeout_ms").get<int64_t>());
@@ -342,11 +347,12 @@ Status RunJob(ControlChannel& channel, const nlohmann::json& job, const WorkerEn
   COHORT_RETURN_IF_ERROR(channel.Send(reply, deadline));
   COHORT_ASSIGN_OR_RETURN(nlohmann::json go, channel.Receive(deadline));
   const auto addresses = go.at("addresses").get<std::vector<std::string>>();
+  COHORT_RETURN_IF_ERROR(ValidateAddresses(addresses, rank, plan.n_ranks(), coordinator_host,
+                                           reply.value("data_address", std::string()), env.allowed_host));
   COHORT_ASSIGN_OR_RETURN(auto transport, ConnectData(job, rank, addresses, std::move(listener)));
   comm::Transport* data = transport.get();
   comm::Communicator world(std::move(transport), CommOptionsOf(job));
   const std::chrono::milliseconds idle(job.at("idle_timeout_ms").get<int64_t>());
-  if (idle.count() <= 0) return InvalidArgument("the job's idle timeout is not positive");
   COHORT_ASSIGN_OR_RETURN(auto executor,
                           Executor::Create(std::move(model), plan, world, ExecutorOptionsOf(idle)));
   *serving = true;
@@ -377,6 +383,42 @@ int64_t PeakResidentBytes() {
   return kb * 1024;
 }
 
+namespace {
+
+constexpr auto kJobMessageWait = std::chrono::seconds(10);
+
+// The IPv4 address of the peer of a connected socket.
+Result<std::string> PeerHost(int fd) {
+  sockaddr_in addr{};
+  socklen_t len = sizeof(addr);
+  if (::getpeername(fd, reinterpret_cast<sockaddr*>(&addr), &len) != 0) {
+    return IoError(std::string("getpeername: ") + std::strerror(errno));
+  }
+  char text[INET_ADDRSTRLEN];
+  ::inet_ntop(AF_INET, &addr.sin_addr, text, sizeof(text));
+  return std::string(text);
+}
+
+struct Admission {
+  std::string host;
+  std::unique_ptr<PeerSlots::Ticket> ticket;  // null without a PeerSlots
+};
+
+// A coordinator may run a job here: a member where membership is known, and within its slots.
+Result<Admission> AdmitCoordinator(ControlChannel& channel, const WorkerEnvironment& env) {
+  Admission a;
+  COHORT_ASSIGN_OR_RETURN(a.host, PeerHost(channel.fd()));
+  if (env.allowed_host && !env.allowed_host(a.host)) {
+    return InvalidArgument(a.host + " is not a member of this worker's cluster: job refused");
+  }
+  if (env.peer_slots != nullptr) {
+    COHORT_ASSIGN_OR_RETURN(a.ticket, env.peer_slots->Enter(a.host));
+  }
+  return a;
+}
+
+}  // namespace
+
 Status ServeOneJob(int listen_fd, Logger* log) { return ServeOneJob(listen_fd, WorkerEnvironment{}, log); }
 
 Status ServeOneJob(int listen_fd, const WorkerEnvironment& env, Logger* log) {
@@ -394,12 +436,20 @@ Status ServeOneJob(int listen_fd, const WorkerEnvironment& env, Logger* log) {
   COHORT_RETURN_IF_ERROR(comm::SetNonBlocking(fd));
   ControlChannel channel(fd);
   const RunningJobs::Registration interruptible(env.running, channel.fd(), nullptr);
-  auto job = channel.Receive(comm::DeadlineAfter(std::chrono::seconds(60)));
+  auto admitted = AdmitCoordinator(channel, env);
+  if (!admitted.ok()) {
+    (void)channel.Send({{"error", admitted.status().ToString()}}, comm::DeadlineAfter(std::chrono::seconds(1)));
+    // Read what the peer sends meanwhile, so our close does not reset the answer away.
+    channel.DrainUntilClosed(comm::DeadlineAfter(std::chrono::milliseconds(500)));
+    return admitted.status();
+  }
+  // A peer that connects and says nothing holds a slot this long at most.
+  auto job = channel.Receive(comm::DeadlineAfter(kJobMessageWait));
   if (!job.ok()) return job.status().Annotate("reading the job");
   Status st;
   bool serving = false;
   try {
-    st = RunJob(channel, *job, env, log, &serving);
+    st = RunJob(channel, *job, env, admitted->host, log, &serving);
   } catch (const nlohmann::json::exception& e) {
     st = Corrupt(std::string("malformed job: ") + e.what());
   }

@@ -11,6 +11,7 @@
 #pragma once
 
 #include <chrono>
+#include <functional>
 #include <map>
 #include <memory>
 #include <string>
@@ -22,6 +23,7 @@
 #include "core/status.h"
 #include "parallel/control_channel.h"
 #include "parallel/executor.h"
+#include "parallel/job_limits.h"
 #include "parallel/running_jobs.h"
 #include "parallel/shard_transfer.h"
 
@@ -112,6 +114,15 @@ struct WorkerEnvironment {
   // (RunningJobs::Interrupt). Null: the job ends only when its coordinator stops it or falls
   // silent.
   RunningJobs* running = nullptr;
+  // Bounds on every field of a job (job_limits.h).
+  JobLimits limits;
+  // Where set, a coordinator host this returns false for is refused at the door, and so is a
+  // job that names a data address on such a host (a cluster node: its members).
+  std::function<bool(const std::string& host)> allowed_host;
+  // Where set, jobs held at once per coordinator host (a service with several slots).
+  PeerSlots* peer_slots = nullptr;
+  // Streamed shares kept in cache_dir, in bytes (least recently used evicted); 0: no bound.
+  uint64_t cache_bytes_max = 0;
 };
 
 // A worker's side: waits on `listen_fd` for a coordinator, runs its job to the end, returns

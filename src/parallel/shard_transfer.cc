@@ -16,6 +16,7 @@
 #include <fmt/format.h>
 
 #include "gguf/gguf.h"
+#include "parallel/share_cache.h"
 
 namespace cohort::parallel {
 namespace {
@@ -241,8 +242,10 @@ Status ServeShareFetch(ControlChannel& channel, const gguf::File& file, const pl
                        int rank, const TransferOptions& options) {
   if (file.path().empty()) return InvalidArgument("the coordinator's model was not opened from a file");
   COHORT_ASSIGN_OR_RETURN(std::vector<ByteRange> ranges, ShardByteRanges(file, plan, rank));
+  COHORT_ASSIGN_OR_RETURN(const std::string share_sha256, ShareSha256(file.path(), ranges));
   const comm::Deadline deadline = comm::DeadlineAfter(options.stall_timeout);
   COHORT_RETURN_IF_ERROR(channel.Send({{"ranges_digest", HexOf(RangesDigest(ranges))},
+                                       {"share_sha256", share_sha256},
                                        {"bytes", TotalBytes(ranges)},
                                        {"n_ranges", ranges.size()}},
                                       deadline));
@@ -253,9 +256,9 @@ Status ServeShareFetch(ControlChannel& channel, const gguf::File& file, const pl
 
 namespace {
 
-// Opens a sparse copy and checks it holds the share the coordinator offered.
+// Opens a sparse copy and checks it holds the share the coordinator offered, byte for byte.
 Result<std::unique_ptr<gguf::File>> OpenShare(const std::string& path, const ShareRequest& req,
-                                              const std::string& ranges_digest,
+                                              const std::string& ranges_digest, const std::string& share_sha256,
                                               const std::vector<ByteRange>* received) {
   COHORT_ASSIGN_OR_RETURN(auto file, gguf::File::Open(path));
   if (file->file_size() != req.file_bytes) return Corrupt(path + " has the wrong size");
@@ -266,10 +269,31 @@ Result<std::unique_ptr<gguf::File>> OpenShare(const std::string& path, const Sha
   if (received != nullptr && !Covers(*received, need)) {
     return Corrupt("the share transfer left out bytes the share needs");
   }
+  COHORT_ASSIGN_OR_RETURN(const std::string got, ShareSha256(path, need));
+  if (got != share_sha256) return Corrupt("the share's bytes are not the coordinator's (sha256 differs)");
   return file;
 }
 
 }  // namespace
+
+Result<std::string> ShareSha256(const std::string& path, std::span<const ByteRange> ranges) {
+  Fd f{::open(path.c_str(), O_RDONLY | O_CLOEXEC)};
+  if (f.fd < 0) return IoError(fmt::format("{}: open failed: {}", path, std::strerror(errno)));
+  crypto_hash_sha256_state state;
+  crypto_hash_sha256_init(&state);
+  std::vector<uint8_t> buf(4 << 20);
+  for (const ByteRange& r : ranges) {
+    for (uint64_t done = 0; done < r.length;) {
+      const uint64_t n = std::min<uint64_t>(buf.size(), r.length - done);
+      COHORT_RETURN_IF_ERROR(PreadAll(f.fd, buf.data(), r.offset + done, n));
+      crypto_hash_sha256_update(&state, buf.data(), n);
+      done += n;
+    }
+  }
+  Sha256Digest d;
+  crypto_hash_sha256_final(&state, d.data());
+  return HexOf(d);
+}
 
 Result<std::unique_ptr<gguf::File>> FetchShare(ControlChannel& channel, const ShareRequest& req,
                                                const TransferOptions& options) {
@@ -285,16 +309,19 @@ Result<std::unique_ptr<gguf::File>> FetchShare(ControlChannel& channel, const Sh
   COHORT_ASSIGN_OR_RETURN(nlohmann::json offer, channel.Receive(deadline));
   const std::string ranges_digest = offer.value("ranges_digest", std::string());
   const uint64_t share_bytes = offer.value("bytes", uint64_t{0});
-  if (!IsSha256Hex(ranges_digest) || share_bytes > req.file_bytes) {
+  const std::string share_sha256 = offer.value("share_sha256", std::string());
+  if (!IsSha256Hex(ranges_digest) || !IsSha256Hex(share_sha256) || share_bytes > req.file_bytes) {
     return Corrupt("the coordinator's share offer is malformed");
   }
   std::error_code ec;
   std::filesystem::create_directories(req.cache_dir, ec);
   const std::string path = fmt::format("{}/{}-{}.gguf", req.cache_dir, req.sha256, ranges_digest.substr(0, 16));
-  if (auto cached = OpenShare(path, req, ranges_digest, nullptr); cached.ok()) {
+  if (auto cached = OpenShare(path, req, ranges_digest, share_sha256, nullptr); cached.ok()) {
+    TouchShare(path);
     COHORT_RETURN_IF_ERROR(channel.Send({{"send", false}}, deadline));
     return cached;
   }
+  COHORT_RETURN_IF_ERROR(MakeRoomInShareCache(req.cache_dir, share_bytes, req.cache_bytes_max));
   struct statvfs vfs {};
   if (::statvfs(req.cache_dir.c_str(), &vfs) == 0 &&
       static_cast<uint64_t>(vfs.f_bavail) * vfs.f_frsize < share_bytes) {
@@ -312,7 +339,7 @@ Result<std::unique_ptr<gguf::File>> FetchShare(ControlChannel& channel, const Sh
     COHORT_RETURN_IF_ERROR(channel.Send({{"send", true}}, deadline));
     return ReceiveRanges(channel, f.fd, req.file_bytes, options);
   }();
-  auto file = received.ok() ? OpenShare(partial, req, ranges_digest, &*received)
+  auto file = received.ok() ? OpenShare(partial, req, ranges_digest, share_sha256, &*received)
                             : Result<std::unique_ptr<gguf::File>>(received.status());
   if (file.ok() && ::fdatasync(f.fd) == 0 && ::rename(partial.c_str(), path.c_str()) == 0) return file;
   ::unlink(partial.c_str());

@@ -5,7 +5,7 @@
 // needs, and opens that file with the normal GGUF loader. Only the share is ever stored.
 //
 // Protocol, after the job (W = worker, C = coordinator; JSON unless said otherwise):
-//   W: {"fetch": true}       C: {"ranges_digest": hex, "bytes": n, "n_ranges": k}
+//   W: {"fetch": true}       C: {"ranges_digest": hex, "share_sha256": hex, "bytes": n, "n_ranges": k}
 //   W: {"send": true|false}  (false: its cache already holds that share)
 //   C: binary frames, the last one flagged, then W replies to the job as a local worker does.
 // Frame (little-endian): magic u32, version u16, flags u16 (1: last), n_ranges u32, pad u32,
@@ -61,10 +61,16 @@ struct ShareRequest {
   uint64_t file_bytes = 0;
   plan::ShardPlan plan;
   int rank = 0;
+  uint64_t cache_bytes_max = 0;  // the cache's bound (share_cache.h); 0: none
 };
 // Worker: fetches its share (or finds it in the cache) and opens it. The file in the cache is
 // named by the model's digest and the share's range digest, so a later job with the same share
-// reuses it.
+// reuses it. The share's bytes, cached or just received, are used only when their SHA-256 is
+// the one the coordinator computed from its copy of the model (share_sha256): a share another
+// job left in the cache under the same model digest is not trusted for its name.
+// The SHA-256 (hex) of the bytes `ranges` of the file at `path`, in order.
+Result<std::string> ShareSha256(const std::string& path, std::span<const ByteRange> ranges);
+
 Result<std::unique_ptr<gguf::File>> FetchShare(ControlChannel& channel, const ShareRequest& request,
                                                const TransferOptions& options);
 

@@ -46,7 +46,7 @@ void CreateInstance(cluster::ClusterNode& node, cluster::Reconciler& reconciler,
   if (!body.is_object() || !body.contains("model") || !body["model"].is_string()) {
     return SendStatus(res, InvalidArgument("body must be a JSON object with \"model\": a GGUF path or a model name"));
   }
-  auto model = reconciler.ResolveModel(body["model"].get<std::string>());
+  auto model = reconciler.ResolveRequestedModel(body["model"].get<std::string>());
   if (!model.ok()) return SendStatus(res, model.status());
   cluster::Instance instance;
   const json id = body.value("id", json(model->name));

@@ -8,13 +8,16 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cmath>
 #include <ctime>
 #include <random>
 
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
+#include "server/api_keys.h"
 #include "server/api_response.h"
+#include "server/http_front.h"
 #include "server/connection_probe.h"
 #include "server/proxy.h"
 #include "server/resuming_relay.h"
@@ -104,10 +107,14 @@ bool Authorize(const std::vector<std::string>& keys, const httplib::Request& req
 }
 
 HttpServer::HttpServer(const ServerOptions& options, Logger& log)
-    : options_(options),
-      log_(log),
-      http_(std::make_unique<httplib::Server>()),
-      seed_state_(std::random_device{}()) {
+    : options_(options), log_(log), seed_state_(std::random_device{}()) {
+  // What cannot load here (a key file, TLS files) makes Bind() fail: no server runs without them.
+  auto keys = ApiKeys::Load(options_.api_keys, options_.api_key_file, options_.rate_limit);
+  if (!keys.ok()) init_ = keys.status();
+  keys_ = keys.ok() ? std::move(*keys) : ApiKeys::Load({}, "", {}).value();
+  auto front = HardenedServer::Create(options_.front);
+  if (!front.ok() && init_.ok()) init_ = front.status();
+  http_ = front.ok() ? std::move(*front) : HardenedServer::Create(FrontOptions{}).value();
   const int threads = options_.http_threads;
   http_->new_task_queue = [threads] { return new httplib::ThreadPool(static_cast<size_t>(threads)); };
   http_->set_payload_max_length(options_.max_body_bytes);
@@ -126,6 +133,9 @@ HttpServer::HttpServer(const ServerOptions& options, Logger& log)
   });
   http_->set_logger([this](const httplib::Request& req, const httplib::Response& res) {
     metrics_.CountResponse(req.path, res.status);
+    // By the key's name: the key itself is never written anywhere.
+    const auto name = keys_->Match(req.get_header_value("Authorization"));
+    log_.Info("http {} {} {} key={}", req.method, req.path, res.status, name.value_or("-"));
   });
   // One check for every route but the open ones, before routing: an unknown path says no
   // more than a known one to a caller without a key.
@@ -133,24 +143,74 @@ HttpServer::HttpServer(const ServerOptions& options, Logger& log)
     for (const std::string& open : options_.open_paths) {
       if (req.path == open) return httplib::Server::HandlerResponse::Unhandled;
     }
-    return Authorize(options_.api_keys, req, res) ? httplib::Server::HandlerResponse::Unhandled
-                                                  : httplib::Server::HandlerResponse::Handled;
+    return Admit(req, res) ? httplib::Server::HandlerResponse::Unhandled : httplib::Server::HandlerResponse::Handled;
   });
 }
+
+namespace {
+
+// A request answered before its body was read: its connection is not reused, or the unread
+// body would be taken for the next request.
+void RefuseUnread(const httplib::Request& req, httplib::Response& res) {
+  if (!req.has_header("Content-Length") && !req.has_header("Transfer-Encoding")) return;
+  res.set_header("Connection", "close");
+  HardenedServer::CloseAfterThisResponse();
+}
+
+}  // namespace
+
+bool HttpServer::Admit(const httplib::Request& req, httplib::Response& res) {
+  std::string who = "address " + req.remote_addr;  // the caller, where no keys are set
+  if (!keys_->open()) {
+    const std::string header = req.get_header_value("Authorization");
+    const auto name = keys_->Match(header);
+    if (!name.has_value()) {
+      ApiError e;
+      e.http_status = 401;
+      e.type = "invalid_request_error";
+      e.code = "invalid_api_key";
+      e.message = header.empty() ? "missing API key: send 'Authorization: Bearer KEY'" : "invalid API key";
+      SendError(res, e);
+      RefuseUnread(req, res);
+      return false;
+    }
+    who = "key " + *name;
+  }
+  double retry_s = 0;
+  if (keys_->Admit(who, &retry_s)) return true;
+  ApiError e;
+  e.http_status = 429;
+  e.type = "rate_limit_error";
+  e.code = "rate_limit_exceeded";
+  e.message = "rate limit reached for this key; retry later";
+  res.set_header("Retry-After", std::to_string(static_cast<int64_t>(std::ceil(retry_s))));
+  SendError(res, e);
+  RefuseUnread(req, res);
+  return false;
+}
+
+Status HttpServer::ReloadKeys() {
+  const Status st = keys_->Reload();
+  if (st.ok()) log_.Info("API keys reloaded: {} keys", keys_->size());
+  return st;
+}
+
+bool HttpServer::tls() const { return http_->tls(); }
 
 HttpServer::~HttpServer() { (void)Stop(); }
 
 Result<int> HttpServer::Bind() {
+  COHORT_RETURN_IF_ERROR(init_);
   COHORT_RETURN_IF_ERROR(options_.Validate());
+  int port = options_.port;
   if (options_.port == 0) {
-    const int port = http_->bind_to_any_port(options_.host);
+    port = http_->bind_to_any_port(options_.host);
     if (port <= 0) return IoError("cannot bind " + options_.host);
-    return port;
-  }
-  if (!http_->bind_to_port(options_.host, options_.port)) {
+  } else if (!http_->bind_to_port(options_.host, options_.port)) {
     return IoError(fmt::format("cannot bind {}:{}", options_.host, options_.port));
   }
-  return options_.port;
+  COHORT_RETURN_IF_ERROR(http_->RaiseBacklog());
+  return port;
 }
 
 Status HttpServer::Serve() {

@@ -1,5 +1,7 @@
 // HttpServer: the one HTTP front of a process, over cpp-httplib. It bounds every request
-// (body size, socket timeouts, connections), checks API keys once for every route (Authorize),
+// (body size, socket timeouts, a deadline per request, connections, a listen backlog sized for
+// bursts: http_front.h), speaks TLS when given a certificate, checks API keys once for every
+// route (ApiKeys: named keys, per-key rate limits; requests are logged by key name),
 // maps errors to OpenAI's error JSON, and counts responses for /metrics. The OpenAI routes —
 // /v1/chat/completions and /v1/completions (plain and SSE-streamed), /metrics, and for one
 // model /v1/models and /health — serve the instances an InstanceRouter finds: a local
@@ -31,6 +33,8 @@ struct Response;
 namespace cohort::server {
 
 struct ApiError;
+class ApiKeys;
+class HardenedServer;
 
 // The one API-key check: true when `keys` is empty or `req` carries "Authorization: Bearer
 // KEY" with one of them (compared in constant time); otherwise writes the 401 into `res`.
@@ -58,8 +62,12 @@ class HttpServer {
   // Start() only.
   void AddOpenPath(const std::string& path) { options_.open_paths.push_back(path); }
 
-  // Binds options.host:options.port (port 0: a free port) and returns the port.
+  // Binds options.host:options.port (port 0: a free port) and returns the port; fails first
+  // on a key file or TLS files that did not load.
   Result<int> Bind();
+  // Reads --api-key-file again (SIGHUP); on an error the keys stay as they were.
+  Status ReloadKeys();
+  bool tls() const;
   // Serves until Stop() (from any thread).
   Status Serve();
   // Serves on a thread of its own; Stop() ends and joins it.
@@ -93,7 +101,12 @@ class HttpServer {
   Logger& log_;
   InstanceRouter* router_ = nullptr;
   Metrics metrics_;
-  std::unique_ptr<httplib::Server> http_;
+  // Answers 401 (no or a wrong key) or 429 (the key's rate spent) into `res`; false then.
+  bool Admit(const httplib::Request& req, httplib::Response& res);
+
+  Status init_;                      // what the constructor could not load (keys, TLS)
+  std::unique_ptr<ApiKeys> keys_;
+  std::unique_ptr<HardenedServer> http_;
   std::atomic<uint64_t> next_id_{1};
   std::atomic<uint64_t> seed_state_;
   std::thread serve_thread_;  // Start()

@@ -8,16 +8,21 @@
 #include <vector>
 
 #include "core/status.h"
+#include "server/api_keys.h"
+#include "server/http_front.h"
 
 namespace cohort::server {
 
 struct ServerOptions {
   std::string host = "127.0.0.1";
   int port = 8080;                       // 0: any free port (Bind() says which)
-  std::vector<std::string> api_keys;     // empty: no authentication
+  std::vector<std::string> api_keys;     // empty (and no key file): no authentication
+  std::string api_key_file;              // "NAME KEY" per line (api_keys.h); reloaded by ReloadKeys()
+  RateLimit rate_limit;                  // per key (per client address without keys)
+  FrontOptions front;                    // listen backlog, request deadline, TLS
   // Paths answered without a key (exact match); every other path, unknown ones included,
-  // needs one when api_keys is set.
-  std::vector<std::string> open_paths = {"/health", "/metrics"};
+  // needs one when keys are set.
+  std::vector<std::string> open_paths = {"/health"};
   int relay_timeout_s = 30;              // a node a request was relayed to, silent this long, ends it
   size_t max_body_bytes = 1 << 20;       // larger request bodies get 413
   int32_t max_prompt_tokens = 0;         // 0: the slot's context minus one
@@ -34,6 +39,7 @@ struct ServerOptions {
     if (http_threads < 2 || http_threads > 4096) return InvalidArgument("http_threads must be in [2, 4096]");
     if (timeout_s < 1 || timeout_s > 3600) return InvalidArgument("timeout_s must be in [1, 3600]");
     if (relay_timeout_s < 1 || relay_timeout_s > 3600) return InvalidArgument("relay_timeout_s must be in [1, 3600]");
+    COHORT_RETURN_IF_ERROR(front.Validate());
     for (const std::string& key : api_keys) {
       if (key.empty()) return InvalidArgument("an API key must not be empty");
     }

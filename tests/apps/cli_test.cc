@@ -3,7 +3,10 @@
 // bad input gets a clear error and a non-zero exit.
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
+#include <sys/stat.h>
 #include <sys/wait.h>
+
+#include <chrono>
 
 #include <cmath>
 #include <cstdio>
@@ -93,6 +96,22 @@ TEST(CliRun, MissingAndCorruptModelsFailClearly) {
   Output t = Cohort("run -m " + truncated + " -p hi");
   EXPECT_EQ(t.exit_code, 1);
   EXPECT_NE(t.err.find("corrupt"), std::string::npos) << t.err;
+}
+
+// A FIFO named as the model (issue 23): `serve` blocked in open() forever, with SIGINT and
+// SIGTERM blocked. Now it is refused at once (`timeout` would kill a hang: exit 124).
+TEST(CliServe, FifoModelIsRefusedAtOnce) {
+  const std::string fifo = (TempDir() / "model.fifo").string();
+  std::filesystem::remove(fifo);
+  ASSERT_EQ(::mkfifo(fifo.c_str(), 0600), 0);
+  const auto start = std::chrono::steady_clock::now();
+  const std::string err = (TempDir() / "fifo.err").string();
+  const int status = std::system(("timeout 10 " + kCohort + " -t 1 serve --port 0 -m " + fifo + " 2>" + err).c_str());
+  ASSERT_TRUE(WIFEXITED(status));
+  EXPECT_EQ(WEXITSTATUS(status), 1) << ReadFile(err);
+  EXPECT_NE(ReadFile(err).find("not a regular file"), std::string::npos) << ReadFile(err);
+  EXPECT_LT(std::chrono::steady_clock::now() - start, std::chrono::seconds(5));
+  std::filesystem::remove(fifo);
 }
 
 TEST(CliRun, ContextLimitIsAClearError) {

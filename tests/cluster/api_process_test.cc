@@ -181,7 +181,8 @@ TEST(ClusterApi, ThePlannedPlanIsThePlanThatRuns) {
   auto serve = [&](int self, int peer, const std::string& name) {
     return Child::Start({CohortBinary(), "-t", "1", "serve", "--cluster", "--listen", "127.0.0.1:" + std::to_string(self),
                          "--peers", "127.0.0.1:" + std::to_string(peer), "--port", "0", "--secret", "s",
-                         "--no-multicast", "--no-benchmarks", "--state-dir", dir + "/" + name, "--api-key", "k"},
+                         "--no-multicast", "--no-benchmarks", "--state-dir", dir + "/" + name, "--api-key", "k",
+                         "--models-dir", std::string(COHORT_TEST_DATA) + "/fixtures/models"},
                         dir + "/" + name + ".err");
   };
   Child na = serve(a, b, "a");

@@ -79,7 +79,7 @@ start_node() {
   [ -n "${HIDE[$i]:-}" ] && hide="mount -t tmpfs none ${HIDE[$i]} &&"
   ip netns exec "ci$TAG-$i" sh -c "$hide exec \"\$0\" \"\$@\"" "$COHORT" -v -t 1 serve --cluster --listen "$SUBNET.$i:7946" \
     --host "$SUBNET.$i" --port 8080 --peers "${PEERS%,}" --no-multicast --secret "instance test" \
-    --state-dir "$WORK/state-$i" --name "n$i" --no-benchmarks --heartbeat-ms 250 --suspect-ms 1000 \
+    --state-dir "$WORK/state-$i" --models-dir "${MODELS_DIR:-$(dirname "$MODEL")}" --name "n$i" --no-benchmarks --heartbeat-ms 250 --suspect-ms 1000 \
     --dead-ms 2500 --comm-timeout-ms 2500 --link-latency-us 2000 -c 128 "${EXTRA[@]}" \
     >> "$WORK/n$i.log" 2>&1 &
   PIDS[$i]=$!
@@ -304,6 +304,7 @@ mkdir -p "$WORK/only-n1"
 cp "$MODEL" "$WORK/only-n1/"
 HIDE[2]="$WORK/only-n1"
 HIDE[3]="$WORK/only-n1"
+MODELS_DIR="$WORK/only-n1"  # the API offers only what is under it
 for i in $(seq 1 $N); do start_node "$i"; done
 wait_members 1 3
 curl -s --max-time 40 "$(api 1)/v1/instances" \

@@ -11,6 +11,8 @@
 #
 # usage: netns_test.sh PATH/TO/cohort
 set -euo pipefail
+# `cohort node` serves its HTTP routes beyond loopback only behind a key.
+API_KEY="netns-test-key"
 
 COHORT=$(readlink -f "$1")
 if [ "$(id -u)" -ne 0 ]; then
@@ -57,7 +59,7 @@ setup_network() {
 # start_node MODE I [SECRET]: MODE is "multicast" or "peers"; sets NODE_PID.
 start_node() {
   local mode=$1 i=$2 secret=${3:-"netns test secret"}
-  local args=(node --listen "$SUBNET.$i:7946" --http "$SUBNET.$i:7980" --secret "$secret"
+  local args=(node --listen "$SUBNET.$i:7946" --http "$SUBNET.$i:7980" --api-key "$API_KEY" --secret "$secret"
               --state-dir "$WORK/$mode-$i" --name "n$i" --heartbeat-ms 100 --suspect-ms 1000
               --dead-ms 2500 --no-benchmarks)
   if [ "$mode" = peers ]; then
@@ -92,7 +94,7 @@ stop_nodes() {
 check_agreement() {
   local nodes=$1 placement=${2:-}
   for i in $nodes; do
-    curl -s --max-time 2 "http://$SUBNET.$i:7980/v1/cluster" > "$WORK/view-$i.json" || echo '{}' > "$WORK/view-$i.json"
+    curl -s --max-time 2 -H "Authorization: Bearer $API_KEY" "http://$SUBNET.$i:7980/v1/cluster" > "$WORK/view-$i.json" || echo '{}' > "$WORK/view-$i.json"
   done
   python3 - "$WORK" "$nodes" "$placement" <<'PY'
 import json, sys
@@ -172,7 +174,7 @@ PY
 
 propose_placement() {  # propose_placement NODE KEY
   local answer
-  answer=$(curl -s --max-time 5 -X POST -d '{"op":"put_placement","key":"'"$2"'","value":{"model":"stories","ranks":4}}' \
+  answer=$(curl -s --max-time 5 -H "Authorization: Bearer $API_KEY" -X POST -d '{"op":"put_placement","key":"'"$2"'","value":{"model":"stories","ranks":4}}' \
            "http://$SUBNET.$1:7980/v1/cluster/changes")
   echo "netns_test: proposed $2 on node $1: $answer"
 }
@@ -183,7 +185,7 @@ run_multicast() {
   intrude
   sleep 1.5
   wait_for_agreement "multicast: after a wrong-secret node and garbage" "$ALL"
-  curl -s --max-time 2 "http://$SUBNET.1:7980/v1/cluster" > "$WORK/counters.json"
+  curl -s --max-time 2 -H "Authorization: Bearer $API_KEY" "http://$SUBNET.1:7980/v1/cluster" > "$WORK/counters.json"
   local bad_mac malformed
   bad_mac=$(json_field "$WORK/counters.json" 'v["counters"]["dropped"]["bad_mac"]')
   malformed=$(json_field "$WORK/counters.json" 'v["counters"]["dropped"]["malformed"]')

@@ -23,6 +23,7 @@
 #include "parallel/model_plan.h"
 #include "parallel/session.h"
 #include "parallel/shard_bytes.h"
+#include "parallel/share_cache.h"
 #include "share_util.h"
 #include "trace_util.h"
 
@@ -271,6 +272,82 @@ TEST(SessionStreamFiles, CorruptedFrameFailsTheStartClearly) {
   EXPECT_LT(std::chrono::steady_clock::now() - start, std::chrono::seconds(10));
   // Nothing half-written is left to be mistaken for a share later.
   for (const auto& env : envs) EXPECT_TRUE(ShareFile(env.cache_dir).empty());
+}
+
+// A share in the cache under the model's digest whose bytes are not the model's (another job,
+// or the disk, changed them) is not used: the worker fetches its share again and the logits
+// are the model's.
+TEST(SessionStreamFiles, PoisonedCachedShareIsNotUsed) {
+  const std::string path = FixtureModel("tiny-llama-f32");
+  auto file = gguf::File::Open(path);
+  ASSERT_TRUE(file.ok());
+  ScratchDir dir;
+  const std::string nowhere = dir.Sub("nowhere/tiny-llama-f32.gguf");
+  WorkerEnvironment env;
+  env.cache_dir = dir.Sub("worker");
+  const SessionRun want = RunSession(**file, Options(**file, nowhere, "tp", 2, dir), {env});
+  ASSERT_TRUE(want.started.ok()) << want.started.ToString();
+  const std::string share = ShareFile(env.cache_dir);
+  ASSERT_FALSE(share.empty());
+  // One byte of output_norm (every tp rank holds it whole) flipped in the cached share.
+  const gguf::TensorInfo* norm = (*file)->FindTensor("output_norm.weight");
+  ASSERT_NE(norm, nullptr);
+  std::vector<uint8_t> bytes = ReadWholeFile(share);
+  bytes[(*file)->data_offset() + norm->offset + 1] ^= 0x40;
+  ASSERT_TRUE(WriteWholeFile(share, bytes));
+  const SessionRun got = RunSession(**file, Options(**file, nowhere, "tp", 2, dir), {env});
+  ASSERT_TRUE(got.started.ok()) << got.started.ToString();
+  ExpectSameTrace(got.trace, want.trace, 0.0f);
+  EXPECT_NE(ReadWholeFile(ShareFile(env.cache_dir)), bytes) << "the poisoned share should have been replaced";
+}
+
+// The cache keeps at most its bound: shares of two models (one-byte-different files, as an
+// attacker would send) leave one share when the bound holds one, the most recent.
+TEST(SessionStreamFiles, CacheBoundEvictsTheLeastRecentlyUsedShare) {
+  const std::string path = FixtureModel("tiny-llama-f32");
+  ScratchDir dir;
+  std::vector<uint8_t> bytes = ReadWholeFile(path);
+  auto original = gguf::File::Open(path);
+  ASSERT_TRUE(original.ok());
+  const gguf::TensorInfo* norm = (*original)->FindTensor("output_norm.weight");
+  ASSERT_NE(norm, nullptr);
+  const size_t at = (*original)->data_offset() + norm->offset + 1;
+  std::filesystem::create_directories(dir.Sub("models"));
+  WorkerEnvironment env;
+  env.cache_dir = dir.Sub("worker");
+  std::vector<std::string> names;
+  for (int i = 0; i < 3; ++i) {
+    bytes[at] = static_cast<uint8_t>(bytes[at] + 1);
+    const std::string variant = dir.Sub("models/variant" + std::to_string(i) + ".gguf");
+    ASSERT_TRUE(WriteWholeFile(variant, bytes));
+    auto file = gguf::File::Open(variant);
+    ASSERT_TRUE(file.ok());
+    if (i == 0) {
+      const SessionRun first = RunSession(**file, Options(**file, dir.Sub("nowhere/v.gguf"), "tp", 2, dir), {env});
+      ASSERT_TRUE(first.started.ok()) << first.started.ToString();
+      // Room for this one share (and a little), not two.
+      env.cache_bytes_max = ShareCacheBytes(env.cache_dir) * 3 / 2;
+      continue;
+    }
+    const SessionRun run = RunSession(**file, Options(**file, dir.Sub("nowhere/v.gguf"), "tp", 2, dir), {env});
+    ASSERT_TRUE(run.started.ok()) << run.started.ToString();
+    EXPECT_LE(ShareCacheBytes(env.cache_dir), env.cache_bytes_max);
+    const std::string kept = ShareFile(env.cache_dir);
+    ASSERT_FALSE(kept.empty()) << "exactly one share should be left";
+    auto sha = Sha256OfFile(variant);
+    ASSERT_TRUE(sha.ok());
+    EXPECT_NE(kept.find(*sha), std::string::npos) << kept << " is not the latest model's share";
+  }
+  // A bound smaller than one share refuses the job rather than overfill the cache.
+  env.cache_bytes_max = 4096;
+  bytes[at] = static_cast<uint8_t>(bytes[at] + 1);
+  const std::string last = dir.Sub("models/last.gguf");
+  ASSERT_TRUE(WriteWholeFile(last, bytes));
+  auto file = gguf::File::Open(last);
+  ASSERT_TRUE(file.ok());
+  const SessionRun refused = RunSession(**file, Options(**file, dir.Sub("nowhere/v.gguf"), "tp", 2, dir), {env});
+  ASSERT_FALSE(refused.started.ok());
+  EXPECT_NE(refused.started.message().find("cache"), std::string::npos) << refused.started.ToString();
 }
 
 }  // namespace

@@ -175,7 +175,7 @@ test('API key: missing or wrong is 401, right works', async () => {
 });
 
 test('metrics count requests and tokens', async () => {
-  const m = await metrics(server.base);
+  const m = await metrics(server.base, KEY);
   assert.ok(m['cohort_generated_tokens_total'] > 0);
   assert.ok(m['cohort_requests_finished_total'] >= 10);
   assert.equal(m['cohort_slots_active'], 0);

@@ -11,20 +11,21 @@ export const cohortBin = process.env.COHORT_BIN ?? path.join(here, '..', '..', '
 export const fixture = (name) => path.join(testData, 'fixtures', 'models', `${name}.gguf`);
 
 // Spawns `cohort serve --port 0 ...args` and resolves once it prints its address.
-export async function startServer(args, { startTimeoutMs = 60000 } = {}) {
-  const proc = spawn(cohortBin, ['-t', '1', 'serve', '--host', '127.0.0.1', '--port', '0', ...args],
-                     { stdio: ['ignore', 'ignore', 'pipe'] });
+export async function startServer(args, { startTimeoutMs = 60000, env = process.env, global = [] } = {}) {
+  const proc = spawn(cohortBin, ['-t', '1', ...global, 'serve', '--host', '127.0.0.1', '--port', '0', ...args],
+                     { stdio: ['ignore', 'ignore', 'pipe'], env });
   let log = '';
+  let scheme = 'http';
   const port = await new Promise((resolve, reject) => {
     const timer = setTimeout(() => reject(new Error(`server did not start:\n${log}`)), startTimeoutMs);
     proc.stderr.on('data', (d) => {
       log += d.toString();
-      const m = log.match(/listening on http:\/\/[^:]+:(\d+)/);
-      if (m) { clearTimeout(timer); resolve(Number(m[1])); }
+      const m = log.match(/listening on (https?):\/\/[^:]+:(\d+)/);
+      if (m) { clearTimeout(timer); scheme = m[1]; resolve(Number(m[2])); }
     });
     proc.on('exit', (code) => { clearTimeout(timer); reject(new Error(`server exited (${code}):\n${log}`)); });
   });
-  const base = `http://127.0.0.1:${port}`;
+  const base = `${scheme}://127.0.0.1:${port}`;
   return {
     port,
     base,
@@ -39,9 +40,10 @@ export async function startServer(args, { startTimeoutMs = 60000 } = {}) {
   };
 }
 
-// GET /metrics parsed into { name or name{labels}: number }.
-export async function metrics(base) {
-  const text = await (await fetch(`${base}/metrics`)).text();
+// GET /metrics parsed into { name or name{labels}: number } (with `key` where the server has keys).
+export async function metrics(base, key) {
+  const headers = key ? { Authorization: `Bearer ${key}` } : {};
+  const text = await (await fetch(`${base}/metrics`, { headers })).text();
   const out = {};
   for (const line of text.split('\n')) {
     if (!line || line.startsWith('#')) continue;
