@@ -28,6 +28,7 @@ CLI::App* AddServeCommand(CLI::App& app, ServeOptions* o) {
   cmd->add_option("--host", o->host, "address to listen on");
   cmd->add_option("--port", o->port, "port (0: any free port)")->check(CLI::Range(0, 65535));
   cmd->add_option("--api-key", o->api_keys, "accepted Bearer key (repeatable; none: no authentication)");
+  cmd->add_option("--cors-origin", o->cors_origins, "browser origin allowed to call the API (repeatable; *: any)");
   cmd->add_option("--parallel", o->parallel, "requests generating at once (KV cache slots)")->check(CLI::Range(1, 1024));
   cmd->add_option("-c,--ctx", o->ctx, "context per slot in tokens (default: the model's, at most 4096)")->check(CLI::Range(0, 1 << 24));
   cmd->add_option("--max-queue", o->max_queue, "requests waiting for a slot before 429")->check(CLI::Range(0, 1 << 20));
@@ -70,6 +71,7 @@ server::ServerOptions HttpOptionsOf(const ServeOptions& options) {
   http.host = options.host;
   http.port = options.port;
   http.api_keys = options.api_keys;
+  http.cors_origins = options.cors_origins;
   http.max_body_bytes = options.max_body_bytes;
   http.max_tokens_limit = options.max_tokens;
   http.timeout_s = options.timeout_s;

@@ -16,6 +16,7 @@ struct ServeOptions {
   std::string host = "127.0.0.1";
   int port = 8080;                // 0: any free port (printed at start)
   std::vector<std::string> api_keys;
+  std::vector<std::string> cors_origins;  // --cors-origin: browser origins allowed ("*": any)
   int parallel = 4;               // sequence slots generating at once
   int ctx = 0;                    // context per slot (0: min(model's, 4096))
   int max_queue = 64;             // waiting requests before 429

@@ -15,7 +15,8 @@ namespace {
 using nlohmann::json;
 
 constexpr size_t kMaxMessages = 4096;
-constexpr size_t kMaxOpenAiStops = 4;
+// OpenAI allows 4; autocomplete clients send more, and the engine takes 16.
+constexpr size_t kMaxOpenAiStops = engine::kMaxStopStrings;
 constexpr size_t kMaxLogitBias = 1024;
 
 Status Bad(const std::string& param, const std::string& why) { return InvalidArgument(param + ": " + why); }
@@ -133,7 +134,7 @@ Status ParseStop(const json& body, ApiRequest& out) {
   if (it->is_string()) {
     stops.push_back(it->get<std::string>());
   } else if (it->is_array()) {
-    if (it->size() > kMaxOpenAiStops) return Bad("stop", "at most 4 stop sequences");
+    if (it->size() > kMaxOpenAiStops) return Bad("stop", "at most " + std::to_string(kMaxOpenAiStops) + " stop sequences");
     for (const json& s : *it) {
       if (!s.is_string()) return Bad("stop", "must be a string or an array of strings");
       stops.push_back(s.get<std::string>());

@@ -26,6 +26,8 @@ class ClusterRouter final : public InstanceRouter {
   // The instance with that id, else the first ready one of that model, else the first ready
   // instance at all (like a one-model server).
   Result<RouteTarget> Route(const std::string& model) override;
+  // The cluster's instances; `local` set for those this node coordinates.
+  std::vector<ModelEntry> Models() override;
 
  private:
   // Why a relayed request should give up on `node` (id hex): the membership sees it suspect,

@@ -13,9 +13,12 @@
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
+#include "server/anthropic_routes.h"
 #include "server/api_response.h"
 #include "server/connection_probe.h"
+#include "server/ollama_routes.h"
 #include "server/proxy.h"
+#include "server/responses_routes.h"
 
 namespace cohort::server {
 namespace {
@@ -64,12 +67,46 @@ ApiError HttpError(int status) {
 struct StreamState {
   std::shared_ptr<engine::ServingInstance> instance;  // outlives the stream
   std::shared_ptr<engine::RequestHandle> handle;
+  std::shared_ptr<Dialect> dialect;
   ResponseMeta meta;
-  bool include_usage = false;
+  int32_t prompt_tokens = 0;
   bool first = true;
   bool saw_token = false;
   Clock::time_point start;
 };
+
+void SendIn(const Dialect& dialect, httplib::Response& res, const ApiError& error) {
+  res.status = error.http_status;
+  res.set_content(dialect.ErrorBody(error), kJson);
+}
+
+void SendIn(const Dialect& dialect, httplib::Response& res, const Status& status) {
+  SendIn(dialect, res, HttpErrorOf(status));
+}
+
+// Adds the CORS headers when `req` comes from an allowed origin, and answers its preflight
+// (true: answered).
+bool AllowCors(const std::vector<std::string>& origins, const httplib::Request& req, httplib::Response& res) {
+  if (origins.empty() || !req.has_header("Origin")) return false;
+  const std::string origin = req.get_header_value("Origin");
+  bool any = false;
+  bool allowed = false;
+  for (const std::string& o : origins) {
+    any = any || o == "*";
+    allowed = allowed || o == origin;
+  }
+  if (!any && !allowed) return false;
+  res.set_header("Access-Control-Allow-Origin", allowed ? origin : "*");
+  if (!any) res.set_header("Vary", "Origin");
+  if (req.method != "OPTIONS" || !req.has_header("Access-Control-Request-Method")) return false;
+  res.status = 204;
+  res.set_header("Access-Control-Allow-Methods", "GET, POST, DELETE, OPTIONS");
+  const std::string asked = req.get_header_value("Access-Control-Request-Headers");
+  res.set_header("Access-Control-Allow-Headers",
+                 asked.empty() ? "Authorization, Content-Type, x-api-key, anthropic-version" : asked);
+  res.set_header("Access-Control-Max-Age", "600");
+  return true;
+}
 
 }  // namespace
 
@@ -84,18 +121,33 @@ bool Authorize(const std::vector<std::string>& keys, const httplib::Request& req
   if (keys.empty()) return true;
   const std::string header = req.get_header_value("Authorization");
   const std::string prefix = "Bearer ";
-  bool valid = false;
-  if (header.compare(0, prefix.size(), prefix) == 0) {
-    const std::string key = header.substr(prefix.size());
-    // Every key is compared, so the time does not say which one nearly matched.
-    for (const std::string& k : keys) valid = SameKey(key, k) || valid;
+  // Anthropic's clients send the key as "x-api-key: KEY"; either header may carry it.
+  const bool has_x_key = req.has_header("x-api-key");
+  std::string key;
+  bool given = has_x_key;
+  if (has_x_key) {
+    key = req.get_header_value("x-api-key");
+  } else if (header.compare(0, prefix.size(), prefix) == 0) {
+    key = header.substr(prefix.size());
+    given = true;
   }
+  bool valid = false;
+  // Every key is compared, so the time does not say which one nearly matched.
+  if (given) for (const std::string& k : keys) valid = SameKey(key, k) || valid;
   if (valid) return true;
   ApiError e;
   e.http_status = 401;
   e.type = "invalid_request_error";
   e.code = "invalid_api_key";
-  e.message = header.empty() ? "missing API key: send 'Authorization: Bearer KEY'" : "invalid API key";
+  e.message = header.empty() && !has_x_key ? "missing API key: send 'Authorization: Bearer KEY' or 'x-api-key: KEY'"
+                                           : "invalid API key";
+  if (req.path.rfind("/v1/messages", 0) == 0) {
+    // Anthropic's clients read their own error shape.
+    res.status = 401;
+    res.set_content(nlohmann::json{{"type", "error"}, {"error", {{"type", "authentication_error"}, {"message", e.message}}}}.dump(),
+                    kJson);
+    return false;
+  }
   SendError(res, e);
   return false;
 }
@@ -127,6 +179,8 @@ HttpServer::HttpServer(const ServerOptions& options, Logger& log)
   // One check for every route but the open ones, before routing: an unknown path says no
   // more than a known one to a caller without a key.
   http_->set_pre_routing_handler([this](const httplib::Request& req, httplib::Response& res) {
+    // CORS before the key check: a browser's preflight carries no key.
+    if (AllowCors(options_.cors_origins, req, res)) return httplib::Server::HandlerResponse::Handled;
     for (const std::string& open : options_.open_paths) {
       if (req.path == open) return httplib::Server::HandlerResponse::Unhandled;
     }
@@ -189,16 +243,31 @@ void HttpServer::ServeInstances(InstanceRouter& router, bool single_model) {
   http_->Post("/v1/completions", [this](const httplib::Request& req, httplib::Response& res) {
     HandleGenerate(Endpoint::kCompletion, req, res);
   });
+  // The other client APIs, translated onto the same generation path.
+  AddAnthropicRoutes(*this);
+  AddOllamaRoutes(*this);
+  AddResponsesRoutes(*this);
   if (!single_model) return;
   http_->Get("/health", [](const httplib::Request&, httplib::Response& res) {
     res.set_content(R"({"status":"ok"})", kJson);
   });
-  http_->Get("/v1/models", [this](const httplib::Request&, httplib::Response& res) {
+  const int64_t created = std::time(nullptr);  // when this server started serving the model
+  auto model_json = [created](const std::string& id) {
+    return nlohmann::json{{"id", id}, {"object", "model"}, {"created", created}, {"owned_by", "cohort"}};
+  };
+  http_->Get("/v1/models", [this, model_json](const httplib::Request&, httplib::Response& res) {
     auto target = router_->Route("");
     if (!target.ok() || target->local == nullptr) return SendStatus(res, target.status());
-    res.set_content(fmt::format(R"({{"object":"list","data":[{{"id":{},"object":"model","created":{},"owned_by":"cohort"}}]}})",
-                                nlohmann::json(target->local->name()).dump(), std::time(nullptr)),
-                    kJson);
+    res.set_content(nlohmann::json{{"object", "list"}, {"data", {model_json(target->local->name())}}}.dump(), kJson);
+  });
+  http_->Get(R"(/v1/models/(.+))", [this, model_json](const httplib::Request& req, httplib::Response& res) {
+    auto target = router_->Route("");
+    if (!target.ok() || target->local == nullptr) return SendStatus(res, target.status());
+    if (req.matches[1].str() != target->local->name()) {
+      return SendStatus(res, NotFound("model: no model '" + req.matches[1].str() + "' (this server serves '" +
+                                      target->local->name() + "')"));
+    }
+    res.set_content(model_json(target->local->name()).dump(), kJson);
   });
 }
 
@@ -259,34 +328,69 @@ Result<std::vector<int32_t>> HttpServer::PromptTokens(engine::ServingInstance& i
 }
 
 void HttpServer::HandleGenerate(Endpoint endpoint, const httplib::Request& req, httplib::Response& res) {
+  DialectCall call;
+  call.endpoint = endpoint;
+  call.openai_body = req.body;
   // Only the model's name decides the route: the full parse needs the instance's limits.
-  std::string model;
   if (const auto body = nlohmann::json::parse(req.body, nullptr, false); body.is_object()) {
-    if (auto it = body.find("model"); it != body.end() && it->is_string()) model = it->get<std::string>();
+    if (auto it = body.find("model"); it != body.end() && it->is_string()) call.model = it->get<std::string>();
   }
+  call.dialect = MakeOpenAiDialect(endpoint);
+  ServeDialect(req, res, std::move(call));
+}
+
+std::shared_ptr<engine::ServingInstance> HttpServer::LocalOrRelay(const std::string& model,
+                                                                  const httplib::Request& req,
+                                                                  httplib::Response& res, const Dialect& dialect) {
   auto target = router_->Route(model);
-  if (!target.ok()) return SendStatus(res, target.status());
-  if (target->local == nullptr) return Relay(*target, req, res);
-  engine::ServingInstance& instance = *target->local;
-  Result<ApiRequest> parsed = ParseApiRequest(endpoint, req.body, Limits(instance));
-  if (!parsed.ok()) return SendStatus(res, parsed.status());
+  if (!target.ok()) {
+    SendIn(dialect, res, target.status());
+    return nullptr;
+  }
+  if (target->local == nullptr) Relay(*target, req, res);
+  return target->local;
+}
+
+void HttpServer::ServeDialect(const httplib::Request& req, httplib::Response& res, DialectCall call) {
+  Dialect& dialect = *call.dialect;
+  std::shared_ptr<engine::ServingInstance> instance = LocalOrRelay(call.model, req, res, dialect);
+  if (instance == nullptr) return;
+  Result<ApiRequest> parsed = ParseApiRequest(call.endpoint, call.openai_body, Limits(*instance));
+  if (!parsed.ok()) return SendIn(dialect, res, parsed.status());
   ApiRequest& request = *parsed;
-  Result<std::vector<int32_t>> prompt = PromptTokens(instance, request);
-  if (!prompt.ok()) return SendStatus(res, prompt.status());
+  if (call.refine) {
+    const Status refined = call.refine(request);
+    if (!refined.ok()) return SendIn(dialect, res, refined);
+  }
+  dialect.Prepare(request);
+  Result<std::vector<int32_t>> prompt = PromptTokens(*instance, request);
+  if (!prompt.ok()) return SendIn(dialect, res, prompt.status());
+  const auto prompt_tokens = static_cast<int32_t>(prompt->size());
+  if (call.count_only) return res.set_content(dialect.CountBody(prompt_tokens), kJson);
   engine::ScheduledRequest scheduled;
   scheduled.prompt = std::move(*prompt);
   scheduled.options = request.options;
-  auto handle = instance.scheduler().Submit(std::move(scheduled));
-  if (!handle.ok()) return SendStatus(res, handle.status());
+  auto handle = instance->scheduler().Submit(std::move(scheduled));
+  if (!handle.ok()) return SendIn(dialect, res, handle.status());
   if (request.stream) {
-    Stream(instance, target->local, request, std::move(*handle), res);
+    Stream(std::move(instance), request, prompt_tokens, std::move(*handle), std::move(call.dialect), res);
   } else {
-    Wait(instance, request, req, **handle, res);
+    Wait(*instance, request, req, **handle, dialect, res);
   }
 }
 
+ResponseMeta HttpServer::MetaOf(engine::ServingInstance& instance, const ApiRequest& request, const Dialect& dialect) {
+  ResponseMeta meta;
+  meta.endpoint = request.endpoint;
+  meta.id = fmt::format("{}{:016x}", dialect.IdPrefix(), next_id_++);
+  meta.created = std::time(nullptr);
+  meta.model = request.model.empty() ? instance.name() : request.model;
+  meta.logprobs = request.logprobs;
+  return meta;
+}
+
 void HttpServer::Wait(engine::ServingInstance& instance, const ApiRequest& request, const httplib::Request& req,
-                      engine::RequestHandle& handle, httplib::Response& res) {
+                      engine::RequestHandle& handle, Dialect& dialect, httplib::Response& res) {
   const auto start = Clock::now();
   // The whole answer is written only at the end, so a client that goes away is seen on its
   // socket, not by a failed write.
@@ -306,7 +410,7 @@ void HttpServer::Wait(engine::ServingInstance& instance, const ApiRequest& reque
         gone.http_status = 499;  // nobody reads it; the access log and metrics do
         gone.type = "invalid_request_error";
         gone.message = "the client closed the connection";
-        return SendError(res, gone);
+        return SendIn(dialect, res, gone);
       }
     }
     if (!got) continue;
@@ -317,33 +421,23 @@ void HttpServer::Wait(engine::ServingInstance& instance, const ApiRequest& reque
     metrics_.AddGeneratedTokens(static_cast<int64_t>(part.tokens.size()));
     total.Append(std::move(part));
   }
-  if (!total.status.ok()) return SendStatus(res, total.status);
-  ResponseMeta meta;
-  meta.endpoint = request.endpoint;
-  meta.id = fmt::format("{}-{:016x}", request.endpoint == Endpoint::kChat ? "chatcmpl" : "cmpl", next_id_++);
-  meta.created = std::time(nullptr);
-  meta.model = request.model.empty() ? instance.name() : request.model;
-  meta.logprobs = request.logprobs;
-  res.set_content(CompletionJson(meta, total, instance.model().tokenizer()), kJson);
+  if (!total.status.ok()) return SendIn(dialect, res, total.status);
+  res.set_content(dialect.Whole(MetaOf(instance, request, dialect), total, instance.model().tokenizer()), kJson);
 }
 
-void HttpServer::Stream(engine::ServingInstance& instance, std::shared_ptr<engine::ServingInstance> keep,
-                        const ApiRequest& request, std::shared_ptr<engine::RequestHandle> handle,
-                        httplib::Response& res) {
+void HttpServer::Stream(std::shared_ptr<engine::ServingInstance> instance, const ApiRequest& request,
+                        int32_t prompt_tokens, std::shared_ptr<engine::RequestHandle> handle,
+                        std::shared_ptr<Dialect> dialect, httplib::Response& res) {
   auto state = std::make_shared<StreamState>();
-  state->instance = std::move(keep);
+  state->meta = MetaOf(*instance, request, *dialect);
+  state->instance = std::move(instance);
   state->handle = std::move(handle);
-  state->include_usage = request.include_usage;
+  state->dialect = std::move(dialect);
+  state->prompt_tokens = prompt_tokens;
   state->start = Clock::now();
-  ResponseMeta& meta = state->meta;
-  meta.endpoint = request.endpoint;
-  meta.id = fmt::format("{}-{:016x}", request.endpoint == Endpoint::kChat ? "chatcmpl" : "cmpl", next_id_++);
-  meta.created = std::time(nullptr);
-  meta.model = request.model.empty() ? instance.name() : request.model;
-  meta.logprobs = request.logprobs;
   res.set_header("Cache-Control", "no-cache");
   res.set_chunked_content_provider(
-      "text/event-stream",
+      state->dialect->StreamType(),
       [this, state](size_t, httplib::DataSink& sink) {
         engine::RequestOutput out;
         if (!state->handle->Wait(out, kPollInterval)) {
@@ -360,26 +454,18 @@ void HttpServer::Stream(engine::ServingInstance& instance, std::shared_ptr<engin
         }
         metrics_.AddGeneratedTokens(static_cast<int64_t>(out.tokens.size()));
         std::string events;
+        Dialect& dialect = *state->dialect;
         const tokenizer::Tokenizer& tok = state->instance->model().tokenizer();
         if (out.done && !out.status.ok()) {
-          events = ErrorEvent(HttpErrorOf(out.status));
+          events = dialect.StreamError(HttpErrorOf(out.status));
         } else {
-          if (state->first && state->meta.endpoint == Endpoint::kChat) {
-            events += ChunkEvent(state->meta, engine::RequestOutput{}, tok, true);
-          }
+          if (state->first) events += dialect.StreamStart(state->meta, state->prompt_tokens, tok);
           state->first = false;
           engine::RequestOutput body = out;
           body.done = false;
-          if (!body.text.empty() || !body.logprobs.empty()) events += ChunkEvent(state->meta, body, tok, false);
-          if (out.done) {
-            engine::RequestOutput last;
-            last.done = true;
-            last.finish_reason = out.finish_reason;
-            events += ChunkEvent(state->meta, last, tok, false);
-            if (state->include_usage) events += UsageEvent(state->meta, out.prompt_tokens, out.completion_tokens, out.cached_tokens);
-          }
+          events += dialect.StreamPiece(state->meta, body, tok);
+          if (out.done) events += dialect.StreamEnd(state->meta, out, tok);
         }
-        if (out.done) events += "data: [DONE]\n\n";
         if (!events.empty() && !sink.write(events.data(), events.size())) {
           state->handle->Cancel();
           return false;

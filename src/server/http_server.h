@@ -18,6 +18,7 @@
 #include "core/status.h"
 #include "engine/serving.h"
 #include "server/api_request.h"
+#include "server/dialect.h"
 #include "server/metrics.h"
 #include "server/router.h"
 #include "server/server_options.h"
@@ -33,7 +34,8 @@ namespace cohort::server {
 struct ApiError;
 
 // The one API-key check: true when `keys` is empty or `req` carries "Authorization: Bearer
-// KEY" with one of them (compared in constant time); otherwise writes the 401 into `res`.
+// KEY" or "x-api-key: KEY" (Anthropic's) with one of them (compared in constant time);
+// otherwise writes the 401 into `res`.
 bool Authorize(const std::vector<std::string>& keys, const httplib::Request& req, httplib::Response& res);
 
 // Writes `error` as OpenAI's error JSON with its status.
@@ -54,6 +56,18 @@ class HttpServer {
   void ServeInstances(InstanceRouter& router, bool single_model);
   // The route table, for the route sets of this layer (cluster_routes.h, node_routes.h).
   httplib::Server& routes() { return *http_; }
+  // For the routes of the other client APIs (anthropic_routes.h, ollama_routes.h,
+  // responses_routes.h), all on the one generation path: routes `call` to its instance and
+  // runs it there, or relays `req` whole to the node serving it, which translates it itself.
+  // Errors are written in call.dialect's shape.
+  void ServeDialect(const httplib::Request& req, httplib::Response& res, DialectCall call);
+  // The instance `model` names when it is served in this process; otherwise relays `req` to
+  // the node serving it (or writes why it cannot be routed, in `dialect`'s shape) and
+  // returns null.
+  std::shared_ptr<engine::ServingInstance> LocalOrRelay(const std::string& model, const httplib::Request& req,
+                                                        httplib::Response& res, const Dialect& dialect);
+  // Set by ServeInstances.
+  InstanceRouter& router() { return *router_; }
 
   // Binds options.host:options.port (port 0: a free port) and returns the port.
   Result<int> Bind();
@@ -75,11 +89,13 @@ class HttpServer {
   // already, so two nodes with different views of the state never relay in a circle.
   void Relay(const RouteTarget& target, const httplib::Request& req, httplib::Response& res);
   Result<std::vector<int32_t>> PromptTokens(engine::ServingInstance& instance, const ApiRequest& request) const;
-  void Stream(engine::ServingInstance& instance, std::shared_ptr<engine::ServingInstance> keep,
-              const ApiRequest& request, std::shared_ptr<engine::RequestHandle> handle, httplib::Response& res);
+  void Stream(std::shared_ptr<engine::ServingInstance> instance, const ApiRequest& request, int32_t prompt_tokens,
+              std::shared_ptr<engine::RequestHandle> handle, std::shared_ptr<Dialect> dialect,
+              httplib::Response& res);
   // Collects a plain response; cancels the generation when the client hangs up meanwhile.
   void Wait(engine::ServingInstance& instance, const ApiRequest& request, const httplib::Request& req,
-            engine::RequestHandle& handle, httplib::Response& res);
+            engine::RequestHandle& handle, Dialect& dialect, httplib::Response& res);
+  ResponseMeta MetaOf(engine::ServingInstance& instance, const ApiRequest& request, const Dialect& dialect);
   ParseLimits Limits(engine::ServingInstance& instance);
 
   ServerOptions options_;

@@ -8,6 +8,7 @@
 #include <memory>
 #include <string>
 #include <utility>
+#include <vector>
 
 #include "core/status.h"
 #include "engine/serving.h"
@@ -23,12 +24,22 @@ struct RouteTarget {
   std::function<std::string()> upstream_lost;
 };
 
+// One model a router serves, for the listing routes (/v1/models/ID, Ollama's /api/tags).
+struct ModelEntry {
+  std::string id;     // what requests name
+  std::string model;  // the model's name (a cluster instance's model)
+  bool ready = true;
+  std::shared_ptr<engine::ServingInstance> local;  // when served in this process
+};
+
 class InstanceRouter {
  public:
   virtual ~InstanceRouter() = default;
   // The target for a request naming `model` ("": the default instance); kNotFound when none
   // matches, kUnavailable when it is not ready.
   virtual Result<RouteTarget> Route(const std::string& model) = 0;
+  // Every model served, ready or not.
+  virtual std::vector<ModelEntry> Models() = 0;
 };
 
 // One instance, whatever the request names (as llama-server: the model field is echoed).
@@ -37,6 +48,7 @@ class SingleInstanceRouter final : public InstanceRouter {
   explicit SingleInstanceRouter(std::unique_ptr<engine::ServingInstance> instance)
       : instance_(std::move(instance)) {}
   Result<RouteTarget> Route(const std::string&) override { return RouteTarget{instance_, "", {}}; }
+  std::vector<ModelEntry> Models() override { return {{instance_->name(), instance_->name(), true, instance_}}; }
   engine::ServingInstance& instance() { return *instance_; }
 
  private:

@@ -15,6 +15,8 @@ struct ServerOptions {
   std::string host = "127.0.0.1";
   int port = 8080;                       // 0: any free port (Bind() says which)
   std::vector<std::string> api_keys;     // empty: no authentication
+  // Browser origins answered with CORS headers and OPTIONS preflights ("*": any); empty: none.
+  std::vector<std::string> cors_origins;
   // Paths answered without a key (exact match); every other path, unknown ones included,
   // needs one when api_keys is set.
   std::vector<std::string> open_paths = {"/health", "/metrics"};

@@ -1,0 +1,57 @@
+// OpenAI's chat and text completions as a Dialect: the shapes of api_response.h, streamed as
+// "data: {chunk}" events ending in "data: [DONE]".
+#include "server/dialect.h"
+
+namespace cohort::server {
+
+namespace {
+
+class OpenAiDialect final : public Dialect {
+ public:
+  explicit OpenAiDialect(Endpoint endpoint) : endpoint_(endpoint) {}
+
+  std::string ErrorBody(const ApiError& error) const override { return ErrorJson(error); }
+  const char* IdPrefix() const override { return endpoint_ == Endpoint::kChat ? "chatcmpl-" : "cmpl-"; }
+  void Prepare(const ApiRequest& request) override { include_usage_ = request.include_usage; }
+
+  std::string Whole(const ResponseMeta& meta, const engine::RequestOutput& total,
+                    const tokenizer::Tokenizer& tok) override {
+    return CompletionJson(meta, total, tok);
+  }
+
+  std::string StreamStart(const ResponseMeta& meta, int32_t, const tokenizer::Tokenizer& tok) override {
+    // The chat stream's first chunk carries the assistant's role; completions have none.
+    if (endpoint_ != Endpoint::kChat) return "";
+    return ChunkEvent(meta, engine::RequestOutput{}, tok, true);
+  }
+
+  std::string StreamPiece(const ResponseMeta& meta, const engine::RequestOutput& piece,
+                          const tokenizer::Tokenizer& tok) override {
+    if (piece.text.empty() && piece.logprobs.empty()) return "";
+    return ChunkEvent(meta, piece, tok, false);
+  }
+
+  std::string StreamEnd(const ResponseMeta& meta, const engine::RequestOutput& last,
+                        const tokenizer::Tokenizer& tok) override {
+    engine::RequestOutput finish;
+    finish.done = true;
+    finish.finish_reason = last.finish_reason;
+    std::string events = ChunkEvent(meta, finish, tok, false);
+    if (include_usage_) events += UsageEvent(meta, last.prompt_tokens, last.completion_tokens, last.cached_tokens);
+    return events + "data: [DONE]\n\n";
+  }
+
+  std::string StreamError(const ApiError& error) override { return ErrorEvent(error) + "data: [DONE]\n\n"; }
+
+ private:
+  Endpoint endpoint_;
+  bool include_usage_ = false;
+};
+
+}  // namespace
+
+std::shared_ptr<Dialect> MakeOpenAiDialect(Endpoint endpoint) {
+  return std::make_shared<OpenAiDialect>(endpoint);
+}
+
+}  // namespace cohort::server
