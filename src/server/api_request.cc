@@ -201,8 +201,8 @@ Status ParseLengthAndLogprobs(const json& body, Endpoint endpoint, const ParseLi
   out.options.max_tokens = static_cast<int32_t>(has_mct ? mct : mt);
   // llama.cpp's extension: generate to max_tokens whatever the model says (benchmarks).
   COHORT_ASSIGN_OR_RETURN(out.options.ignore_eos, Bool(body, "ignore_eos", false));
-  COHORT_ASSIGN_OR_RETURN(int64_t n, Integer(body, "n", 1, 1, 1));
-  (void)n;
+  COHORT_ASSIGN_OR_RETURN(int64_t n, Integer(body, "n", 1, kMaxChoices, 1));
+  out.n = static_cast<int32_t>(n);
   if (endpoint == Endpoint::kChat) {
     COHORT_ASSIGN_OR_RETURN(out.logprobs, Bool(body, "logprobs", false));
     bool has_top = false;
@@ -275,6 +275,7 @@ Result<ApiRequest> ParseApiRequest(Endpoint endpoint, std::string_view body_text
   COHORT_RETURN_IF_ERROR(ParseSampling(body, limits, out));
   COHORT_RETURN_IF_ERROR(ParseStop(body, out));
   COHORT_RETURN_IF_ERROR(ParseLengthAndLogprobs(body, endpoint, limits, out));
+  if (out.n > 1 && out.stream) return Bad("n", "more than one choice is supported without stream only");
   return out;
 }
 

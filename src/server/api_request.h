@@ -16,6 +16,8 @@ namespace cohort::server {
 
 enum class Endpoint { kChat, kCompletion };
 
+inline constexpr int32_t kMaxChoices = 16;  // n
+
 struct ParseLimits {
   int32_t n_vocab = 0;
   int32_t max_tokens_limit = 0;    // largest max_tokens accepted
@@ -33,6 +35,7 @@ struct ApiRequest {
   bool include_usage = false;      // stream_options.include_usage
   bool logprobs = false;
   bool json_mode = false;          // response_format {"type": "json_object"}
+  int32_t n = 1;                   // choices: n generations, seeds seed, seed + 1, ... (not streamed)
   engine::GenerateOptions options; // max_tokens, sampling, stop, top_logprobs
 };
 

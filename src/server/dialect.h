@@ -10,6 +10,7 @@
 #include <functional>
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "core/status.h"
 #include "engine/scheduler.h"
@@ -38,6 +39,12 @@ class Dialect {
   // The whole answer of a finished generation.
   virtual std::string Whole(const ResponseMeta& meta, const engine::RequestOutput& total,
                             const tokenizer::Tokenizer& tok) = 0;
+  // The whole answer of a request for several choices (OpenAI's n); only OpenAI's bodies
+  // carry n, so only its dialect overrides this.
+  virtual std::string WholeChoices(const ResponseMeta& meta, const std::vector<engine::RequestOutput>& totals,
+                                   const tokenizer::Tokenizer& tok) {
+    return Whole(meta, totals.front(), tok);
+  }
   // A streamed answer: what comes before the first piece (the prompt's length is known),
   // each piece of new output (never done), the end of a generation that succeeded (`last`
   // holds the finish reason and the counts), and the end of one that failed.

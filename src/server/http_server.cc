@@ -367,15 +367,23 @@ void HttpServer::ServeDialect(const httplib::Request& req, httplib::Response& re
   if (!prompt.ok()) return SendIn(dialect, res, prompt.status());
   const auto prompt_tokens = static_cast<int32_t>(prompt->size());
   if (call.count_only) return res.set_content(dialect.CountBody(prompt_tokens), kJson);
-  engine::ScheduledRequest scheduled;
-  scheduled.prompt = std::move(*prompt);
-  scheduled.options = request.options;
-  auto handle = instance->scheduler().Submit(std::move(scheduled));
-  if (!handle.ok()) return SendIn(dialect, res, handle.status());
+  std::vector<std::shared_ptr<engine::RequestHandle>> handles;
+  for (int32_t i = 0; i < request.n; ++i) {
+    engine::ScheduledRequest scheduled;
+    scheduled.prompt = *prompt;
+    scheduled.options = request.options;
+    scheduled.options.sampling.seed += static_cast<uint64_t>(i);  // each choice its own sample
+    auto handle = instance->scheduler().Submit(std::move(scheduled));
+    if (!handle.ok()) {
+      for (auto& h : handles) h->Cancel();
+      return SendIn(dialect, res, handle.status());
+    }
+    handles.push_back(std::move(*handle));
+  }
   if (request.stream) {
-    Stream(std::move(instance), request, prompt_tokens, std::move(*handle), std::move(call.dialect), res);
+    Stream(std::move(instance), request, prompt_tokens, std::move(handles.front()), std::move(call.dialect), res);
   } else {
-    Wait(*instance, request, req, **handle, dialect, res);
+    Wait(*instance, request, req, handles, dialect, res);
   }
 }
 
@@ -390,39 +398,50 @@ ResponseMeta HttpServer::MetaOf(engine::ServingInstance& instance, const ApiRequ
 }
 
 void HttpServer::Wait(engine::ServingInstance& instance, const ApiRequest& request, const httplib::Request& req,
-                      engine::RequestHandle& handle, Dialect& dialect, httplib::Response& res) {
+                      const std::vector<std::shared_ptr<engine::RequestHandle>>& handles, Dialect& dialect,
+                      httplib::Response& res) {
   const auto start = Clock::now();
   // The whole answer is written only at the end, so a client that goes away is seen on its
   // socket, not by a failed write.
   const ConnectionProbe probe =
       ConnectionProbe::Find({req.local_addr, req.local_port, req.remote_addr, req.remote_port});
   auto next_probe = start + kProbeInterval;
-  engine::RequestOutput total;
+  std::vector<engine::RequestOutput> totals(handles.size());
   bool saw_token = false;
-  while (!total.done) {
-    engine::RequestOutput part;
-    const bool got = handle.Wait(part, kProbeInterval);
-    if (Clock::now() >= next_probe) {
-      next_probe = Clock::now() + kProbeInterval;
-      if (probe.ClientGone()) {
-        handle.Cancel();
-        ApiError gone;
-        gone.http_status = 499;  // nobody reads it; the access log and metrics do
-        gone.type = "invalid_request_error";
-        gone.message = "the client closed the connection";
-        return SendIn(dialect, res, gone);
+  for (size_t i = 0; i < handles.size(); ++i) {
+    engine::RequestOutput& total = totals[i];
+    engine::RequestHandle& handle = *handles[i];
+    while (!total.done) {
+      engine::RequestOutput part;
+      const bool got = handle.Wait(part, kProbeInterval);
+      if (Clock::now() >= next_probe) {
+        next_probe = Clock::now() + kProbeInterval;
+        if (probe.ClientGone()) {
+          for (const auto& h : handles) h->Cancel();
+          ApiError gone;
+          gone.http_status = 499;  // nobody reads it; the access log and metrics do
+          gone.type = "invalid_request_error";
+          gone.message = "the client closed the connection";
+          return SendIn(dialect, res, gone);
+        }
       }
+      if (!got) continue;
+      if (!saw_token && !part.tokens.empty()) {
+        saw_token = true;
+        metrics_.ObserveTimeToFirstToken(SecondsSince(start));
+      }
+      metrics_.AddGeneratedTokens(static_cast<int64_t>(part.tokens.size()));
+      total.Append(std::move(part));
     }
-    if (!got) continue;
-    if (!saw_token && !part.tokens.empty()) {
-      saw_token = true;
-      metrics_.ObserveTimeToFirstToken(SecondsSince(start));
+    if (!total.status.ok()) {
+      for (const auto& h : handles) h->Cancel();
+      return SendIn(dialect, res, total.status);
     }
-    metrics_.AddGeneratedTokens(static_cast<int64_t>(part.tokens.size()));
-    total.Append(std::move(part));
   }
-  if (!total.status.ok()) return SendIn(dialect, res, total.status);
-  res.set_content(dialect.Whole(MetaOf(instance, request, dialect), total, instance.model().tokenizer()), kJson);
+  const ResponseMeta meta = MetaOf(instance, request, dialect);
+  const tokenizer::Tokenizer& tok = instance.model().tokenizer();
+  res.set_content(totals.size() == 1 ? dialect.Whole(meta, totals.front(), tok) : dialect.WholeChoices(meta, totals, tok),
+                  kJson);
 }
 
 void HttpServer::Stream(std::shared_ptr<engine::ServingInstance> instance, const ApiRequest& request,

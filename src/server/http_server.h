@@ -93,8 +93,10 @@ class HttpServer {
               std::shared_ptr<engine::RequestHandle> handle, std::shared_ptr<Dialect> dialect,
               httplib::Response& res);
   // Collects a plain response; cancels the generation when the client hangs up meanwhile.
+  // With several handles (n choices), each is collected in turn while all generate.
   void Wait(engine::ServingInstance& instance, const ApiRequest& request, const httplib::Request& req,
-            engine::RequestHandle& handle, Dialect& dialect, httplib::Response& res);
+            const std::vector<std::shared_ptr<engine::RequestHandle>>& handles, Dialect& dialect,
+            httplib::Response& res);
   ResponseMeta MetaOf(engine::ServingInstance& instance, const ApiRequest& request, const Dialect& dialect);
   ParseLimits Limits(engine::ServingInstance& instance);
 

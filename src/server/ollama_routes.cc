@@ -125,7 +125,7 @@ Status TranslateOptions(const json& body, OllamaTranslation& out) {
   COHORT_ASSIGN_OR_RETURN(const json* n, OptionalField(o, "num_predict", "options.num_predict", Type::number_integer));
   if (n != nullptr) {
     // -1 (no limit) and -2 (fill the context) both leave the server's default.
-    if (n->is_number_unsigned() || n->get<int64_t>() > 0) {
+    if ((n->is_number_unsigned() && n->get<uint64_t>() > 0) || (!n->is_number_unsigned() && n->get<int64_t>() > 0)) {
       openai["max_tokens"] = *n;
     } else if (n->get<int64_t>() != -1 && n->get<int64_t>() != -2) {
       return FieldError("options.num_predict", "must be -1, -2 or >= 1");

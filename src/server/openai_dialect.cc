@@ -1,5 +1,7 @@
 // OpenAI's chat and text completions as a Dialect: the shapes of api_response.h, streamed as
 // "data: {chunk}" events ending in "data: [DONE]".
+#include <nlohmann/json.hpp>
+
 #include "server/dialect.h"
 
 namespace cohort::server {
@@ -17,6 +19,24 @@ class OpenAiDialect final : public Dialect {
   std::string Whole(const ResponseMeta& meta, const engine::RequestOutput& total,
                     const tokenizer::Tokenizer& tok) override {
     return CompletionJson(meta, total, tok);
+  }
+
+  // One completion per choice, its choice renumbered; the usage counts the prompt once and
+  // every choice's tokens, as OpenAI's does.
+  std::string WholeChoices(const ResponseMeta& meta, const std::vector<engine::RequestOutput>& totals,
+                           const tokenizer::Tokenizer& tok) override {
+    nlohmann::json body = nlohmann::json::parse(CompletionJson(meta, totals.front(), tok));
+    int32_t completion_tokens = 0;
+    for (size_t i = 0; i < totals.size(); ++i) {
+      completion_tokens += totals[i].completion_tokens;
+      if (i == 0) continue;
+      nlohmann::json choice = nlohmann::json::parse(CompletionJson(meta, totals[i], tok))["choices"][0];
+      choice["index"] = i;
+      body["choices"].push_back(std::move(choice));
+    }
+    body["usage"]["completion_tokens"] = completion_tokens;
+    body["usage"]["total_tokens"] = totals.front().prompt_tokens + completion_tokens;
+    return body.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
   }
 
   std::string StreamStart(const ResponseMeta& meta, int32_t, const tokenizer::Tokenizer& tok) override {
