@@ -1,6 +1,7 @@
 // Every client API through a cluster node that does not serve the instance: two real `cohort
 // serve --cluster` processes on loopback, the demo model (with a ChatML template written into
-// its GGUF) placed on one of them, and requests sent to the other, which relays them. The
+// its GGUF) placed over both, and requests sent to the node that is not its coordinator,
+// which relays them. The
 // relayed answers must equal the coordinator's own: `curl -d` without a JSON content type
 // (a form body holding '?', '&' and '=', which the forwarder once re-sent as a query string),
 // a query string kept as sent, the official Anthropic, Ollama and OpenAI (Responses) clients
@@ -79,7 +80,7 @@ before(async () => {
   }
   const placed = await fetch(`${bases[0]}/v1/instances`, {
     method: 'POST', headers: { ...auth, 'content-type': 'application/json' },
-    body: JSON.stringify({ model: file, nodes: 1, wait_s: 60 }),
+    body: JSON.stringify({ model: file, nodes: 2, wait_s: 60 }),
   });
   const instance = await placed.json();
   assert.equal(instance.state, 'ready', JSON.stringify(instance));
@@ -152,7 +153,7 @@ test('ollama through the relaying node: streamed chat (NDJSON), generate and lis
   const expected = (await here.chat({ ...params, stream: false })).message.content;
   const parts = [];
   for await (const p of await there.chat({ ...params, stream: true })) parts.push(p);
-  assert.ok(parts.length > 3);
+  assert.ok(parts.length >= 2);  // text, then the final line
   assert.equal(parts.map((p) => p.message.content).join(''), expected);
   assert.equal(parts.at(-1).done, true);
   const gen = await there.generate({ model, prompt: 'Once upon a time', stream: false, options: { temperature: 0, num_predict: 12 } });
