@@ -4,6 +4,7 @@
 // streamed chat, generate, list, show, ps, version) and `openai`'s Responses API
 // (responses.create plain and streamed). Every API runs on the same generation path, so at
 // temperature 0 each must give exactly the text and the counts of OpenAI's chat completion.
+// Also: GET /v1/models/ID, and CORS for a browser origin given with --cors-origin.
 import { test, before, after } from 'node:test';
 import assert from 'node:assert/strict';
 import Anthropic from '@anthropic-ai/sdk';
@@ -20,7 +21,7 @@ let ollama;
 
 before(async () => {
   server = await startServer(['-m', fixture(MODEL), '--chat-template', 'chatml', '--parallel', '2',
-                              '--ctx', '256', '--api-key', KEY]);
+                              '--ctx', '256', '--api-key', KEY, '--cors-origin', 'http://app.example']);
   openai = new OpenAI({ apiKey: KEY, baseURL: `${server.base}/v1`, maxRetries: 0, timeout: 60000 });
   anthropic = new Anthropic({ apiKey: KEY, baseURL: server.base, maxRetries: 0, timeout: 60000 });
   ollama = new Ollama({ host: server.base, headers: { Authorization: `Bearer ${KEY}` } });
@@ -222,4 +223,39 @@ test('responses: the stream has the named events in order and the same text', as
   assert.equal(text, plain.output_text);
   assert.equal(final.output[0].content[0].text, text);
   assert.equal(final.usage.output_tokens, plain.usage.output_tokens);
+});
+
+test('models.retrieve; CORS preflight and headers for the allowed origin only', async () => {
+  const m = await openai.models.retrieve(MODEL);
+  assert.equal(m.id, MODEL);
+  assert.equal(typeof m.created, 'number');
+  await assert.rejects(openai.models.retrieve('other'), (e) => e.status === 404);
+  // A preflight carries no key: it is answered before the key check.
+  const pre = await fetch(`${server.base}/v1/messages`, {
+    method: 'OPTIONS',
+    headers: { origin: 'http://app.example', 'access-control-request-method': 'POST',
+               'access-control-request-headers': 'x-api-key, content-type' },
+  });
+  assert.equal(pre.status, 204);
+  assert.equal(pre.headers.get('access-control-allow-origin'), 'http://app.example');
+  assert.match(pre.headers.get('access-control-allow-methods'), /POST/);
+  assert.equal(pre.headers.get('access-control-allow-headers'), 'x-api-key, content-type');
+  const post = await fetch(`${server.base}/v1/chat/completions`, {
+    method: 'POST', headers: { ...{ authorization: `Bearer ${KEY}` }, origin: 'http://app.example', 'content-type': 'application/json' },
+    body: JSON.stringify({ messages: user('hi'), max_tokens: 2 }),
+  });
+  assert.equal(post.status, 200);
+  assert.equal(post.headers.get('access-control-allow-origin'), 'http://app.example');
+  // An error answer carries it too, so the browser can read why.
+  const denied = await fetch(`${server.base}/v1/models`, { headers: { origin: 'http://app.example' } });
+  assert.equal(denied.status, 401);
+  assert.equal(denied.headers.get('access-control-allow-origin'), 'http://app.example');
+  const other = await fetch(`${server.base}/v1/models`, { headers: { ...{ authorization: `Bearer ${KEY}` }, origin: 'http://evil.example' } });
+  assert.equal(other.status, 200);
+  assert.equal(other.headers.get('access-control-allow-origin'), null);
+  const otherPre = await fetch(`${server.base}/v1/messages`, {
+    method: 'OPTIONS', headers: { origin: 'http://evil.example', 'access-control-request-method': 'POST' },
+  });
+  assert.notEqual(otherPre.status, 204);
+  assert.equal(otherPre.headers.get('access-control-allow-origin'), null);
 });
