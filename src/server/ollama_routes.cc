@@ -5,13 +5,17 @@
 #include <httplib.h>
 
 #include <chrono>
+#include <algorithm>
 #include <cmath>
+#include <filesystem>
+#include <map>
 #include <ctime>
 #include <memory>
 #include <string>
 
 #include <fmt/format.h>
 
+#include "core/dtype.h"
 #include "engine/serving.h"
 #include "gguf/gguf.h"
 #include "server/dialect.h"
@@ -280,18 +284,31 @@ json Details(engine::ServingInstance* instance) {
   details["family"] = arch;
   details["families"] = json::array({arch});
   int64_t params = 0;
-  for (const auto& t : file.tensors()) params += t.n_elements();
+  // The quantization Ollama names is the file's; here: the type holding the most weights.
+  std::map<DType, int64_t> by_type;
+  for (const auto& t : file.tensors()) {
+    params += t.n_elements();
+    by_type[t.type] += t.n_elements();
+  }
   details["parameter_size"] = params >= 1000000000 ? fmt::format("{:.1f}B", params / 1e9) : fmt::format("{:.1f}M", params / 1e6);
-  const auto file_type = file.GetInt("general.file_type", -1);
-  details["quantization_level"] = fmt::format("file_type {}", file_type.ok() ? *file_type : -1);
+  auto most = std::max_element(by_type.begin(), by_type.end(),
+                               [](const auto& a, const auto& b) { return a.second < b.second; });
+  if (most != by_type.end()) details["quantization_level"] = std::string(DTypeName(most->first));
   return details;
 }
 
 json ModelJson(const ModelEntry& entry) {
   engine::ServingInstance* local = entry.local.get();
-  const uint64_t size = local != nullptr && local->model().file() != nullptr ? local->model().file()->file_size() : 0;
-  return {{"name", entry.id}, {"model", entry.id}, {"modified_at", Rfc3339(std::chrono::system_clock::now())},
-          {"size", size}, {"digest", ""}, {"details", Details(local)}};
+  const gguf::File* file = local != nullptr ? local->model().file() : nullptr;
+  // The file's modification time; now for an instance whose file this node does not hold.
+  auto modified = std::chrono::system_clock::now();
+  std::error_code ec;
+  if (file != nullptr) {
+    const auto t = std::filesystem::last_write_time(file->path(), ec);
+    if (!ec) modified = std::chrono::file_clock::to_sys(t);
+  }
+  return {{"name", entry.id}, {"model", entry.id}, {"modified_at", Rfc3339(modified)},
+          {"size", file != nullptr ? file->file_size() : 0}, {"digest", ""}, {"details", Details(local)}};
 }
 
 void Show(HttpServer& server, const httplib::Request& req, httplib::Response& res) {
@@ -311,9 +328,14 @@ void Show(HttpServer& server, const httplib::Request& req, httplib::Response& re
       else if (auto f = file->GetFloat(kv.key); f.ok()) info[kv.key] = *f;
     }
   }
-  const tokenizer::ChatTemplate* tmpl = instance->chat_template();
+  // The GGUF's own template (Jinja, where Ollama's are Go templates); a --chat-template
+  // override is not shown.
+  std::string tmpl;
+  if (const gguf::File* file = instance->model().file(); file != nullptr) {
+    if (auto t = file->GetString("tokenizer.chat_template", ""); t.ok()) tmpl = *t;
+  }
   json capabilities = json::array({"completion"});
-  res.set_content(DumpJson({{"modelfile", ""}, {"parameters", ""}, {"template", tmpl != nullptr ? "(chat template)" : ""},
+  res.set_content(DumpJson({{"modelfile", ""}, {"parameters", ""}, {"template", tmpl},
                             {"details", Details(instance.get())}, {"model_info", std::move(info)},
                             {"capabilities", std::move(capabilities)}}),
                   kJson);

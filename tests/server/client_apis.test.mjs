@@ -169,6 +169,8 @@ test('ollama: list, show, ps, version; errors as {"error": ...}', async () => {
   assert.equal(list.models[0].details.format, 'gguf');
   assert.equal(list.models[0].details.family, 'llama');
   assert.ok(list.models[0].size > 0);
+  assert.match(list.models[0].details.quantization_level, /^[A-Za-z0-9_]+$/);
+  assert.ok(Date.parse(list.models[0].modified_at) < Date.now());
   const show = await ollama.show({ model: MODEL });
   assert.equal(show.model_info['general.architecture'], 'llama');
   assert.deepEqual((await ollama.ps()).models.map((m) => m.name), [MODEL]);
