@@ -30,6 +30,7 @@ using Type = json::value_t;
 using Clock = std::chrono::steady_clock;
 constexpr const char* kJson = "application/json";
 constexpr size_t kMaxMessages = 4096;
+constexpr size_t kMaxTools = 512;
 
 // RFC 3339 in UTC with nanoseconds, as Ollama writes created_at and modified_at.
 std::string Rfc3339(std::chrono::system_clock::time_point t) {
@@ -360,7 +361,13 @@ Result<OllamaTranslation> TranslateOllama(const json& body, bool chat) {
   COHORT_RETURN_IF_ERROR(TranslateOptions(body, out));
   COHORT_RETURN_IF_ERROR(TranslateFormat(body, out.openai));
   COHORT_ASSIGN_OR_RETURN(const json* tools, OptionalField(body, "tools", "tools", Type::array));
-  if (tools != nullptr && !tools->empty()) out.openai["tools"] = *tools;  // Ollama's are OpenAI-shaped
+  if (tools != nullptr && !tools->empty()) {
+    if (tools->size() > kMaxTools) return FieldError("tools", "at most " + std::to_string(kMaxTools) + " tools");
+    for (size_t i = 0; i < tools->size(); ++i) {
+      if (!(*tools)[i].is_object()) return FieldError("tools[" + std::to_string(i) + "]", "must be an object");
+    }
+    out.openai["tools"] = *tools;  // Ollama's are OpenAI-shaped: the chat parse reads them
+  }
   return out;
 }
 

@@ -176,6 +176,11 @@ const ollamaCases = [
   ['generate num_ctx zero', '/api/generate', { model: 'm', prompt: 'x', options: { num_ctx: 0 } }, 'options.num_ctx'],
   ['generate prompt a number', '/api/generate', { model: 'm', prompt: 5 }, 'prompt'],
   ['generate format a number', '/api/generate', { model: 'm', prompt: 'x', format: 3 }, 'format'],
+  ['chat huge tool list', '/api/chat', { model: 'm', messages: [{ role: 'user', content: 'x' }],
+                                         tools: Array.from({ length: 600 }, () => ({ type: 'function', function: { name: 'f' } })) }, 'tools'],
+  ['chat tool not an object', '/api/chat', { model: 'm', messages: [{ role: 'user', content: 'x' }], tools: ['f'] }, 'tools[0]'],
+  ['chat tool_calls without a name', '/api/chat', { model: 'm', messages: [{ role: 'assistant', content: '', tool_calls: [{ function: {} }] }] },
+   'messages[0].tool_calls[0].function'],
 ];
 const responsesCases = [
   ['no input', '/v1/responses', { model: 'm' }, 'input'],
@@ -187,6 +192,11 @@ const responsesCases = [
   ['previous_response_id', '/v1/responses', { model: 'm', input: 'x', previous_response_id: 'resp_1' }, 'previous_response_id'],
   ['web search tool', '/v1/responses', { model: 'm', input: 'x', tools: [{ type: 'web_search' }] }, 'tools[0].type'],
   ['max_output_tokens a string', '/v1/responses', { model: 'm', input: 'x', max_output_tokens: '5' }, 'max_output_tokens'],
+  ['huge tool list', '/v1/responses', { model: 'm', input: 'x', tools: Array.from({ length: 600 }, () => ({ type: 'function', name: 'f' })) }, 'tools'],
+  ['tool without a name', '/v1/responses', { model: 'm', input: 'x', tools: [{ type: 'function' }] }, 'tools[0].name'],
+  ['tool_choice a number', '/v1/responses', { model: 'm', input: 'x', tool_choice: 3 }, 'tool_choice'],
+  ['text.format unknown', '/v1/responses', { model: 'm', input: 'x', text: { format: { type: 'xml' } } }, 'text.format.type'],
+  ['function_call arguments an object', '/v1/responses', { model: 'm', input: [{ type: 'function_call', call_id: 'c', name: 'f', arguments: {} }] }, 'input[0].arguments'],
 ];
 
 test('the Anthropic, Ollama and Responses routes refuse bad fields with a 400 naming them', async () => {
