@@ -17,6 +17,16 @@ void SendDialectError(httplib::Response& res, const Dialect& dialect, const Stat
   res.set_content(dialect.ErrorBody(error), "application/json");
 }
 
+Status RenameField(const Status& status, const std::vector<std::pair<std::string, std::string>>& field_names) {
+  const std::string& message = status.message();
+  for (const auto& [from, to] : field_names) {
+    if (message.size() > from.size() + 1 && message.compare(0, from.size(), from) == 0 && message[from.size()] == ':') {
+      return Status(status.code(), to + message.substr(from.size()));
+    }
+  }
+  return status;
+}
+
 Status FieldError(const std::string& param, const std::string& why) { return InvalidArgument(param + ": " + why); }
 
 Result<json> ParseObjectBody(std::string_view body) {

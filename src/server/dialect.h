@@ -10,6 +10,7 @@
 #include <functional>
 #include <memory>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "core/status.h"
@@ -69,7 +70,13 @@ struct DialectCall {
   std::function<Status(ApiRequest&)> refine;
   std::shared_ptr<Dialect> dialect;
   bool count_only = false;  // answer dialect->CountBody(prompt tokens) instead of generating
+  // The OpenAI parse's field names that this API calls otherwise ("max_tokens" ->
+  // "max_output_tokens"), so its errors name the field the client sent.
+  std::vector<std::pair<std::string, std::string>> field_names;
 };
+
+// `status` with its "field: why" message naming the field as `field_names` map it.
+Status RenameField(const Status& status, const std::vector<std::pair<std::string, std::string>>& field_names);
 
 // Writes `status` as an error answer in `dialect`'s shape (HttpErrorOf's status).
 void SendDialectError(httplib::Response& res, const Dialect& dialect, const Status& status);

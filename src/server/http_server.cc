@@ -356,7 +356,7 @@ void HttpServer::ServeDialect(const httplib::Request& req, httplib::Response& re
   std::shared_ptr<engine::ServingInstance> instance = LocalOrRelay(call.model, req, res, dialect);
   if (instance == nullptr) return;
   Result<ApiRequest> parsed = ParseApiRequest(call.endpoint, call.openai_body, Limits(*instance));
-  if (!parsed.ok()) return SendIn(dialect, res, parsed.status());
+  if (!parsed.ok()) return SendIn(dialect, res, RenameField(parsed.status(), call.field_names));
   ApiRequest& request = *parsed;
   if (call.refine) {
     const Status refined = call.refine(request);

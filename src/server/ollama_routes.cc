@@ -270,6 +270,10 @@ void HandleGenerate(HttpServer& server, const httplib::Request& req, httplib::Re
     }
     return Status::Ok();
   };
+  call.field_names = {{"max_tokens", "options.num_predict"}, {"temperature", "options.temperature"},
+                      {"top_p", "options.top_p"}, {"seed", "options.seed"}, {"stop", "options.stop"},
+                      {"presence_penalty", "options.presence_penalty"},
+                      {"frequency_penalty", "options.frequency_penalty"}, {"response_format", "format"}};
   call.dialect = std::move(dialect);
   server.ServeDialect(req, res, std::move(call));
 }

@@ -262,6 +262,7 @@ void HandleResponses(HttpServer& server, const httplib::Request& req, httplib::R
   call.endpoint = Endpoint::kChat;
   call.openai_body = DumpJson(t->openai);
   call.model = t->model;
+  call.field_names = {{"max_tokens", "max_output_tokens"}};
   call.dialect = std::move(dialect);
   server.ServeDialect(req, res, std::move(call));
 }

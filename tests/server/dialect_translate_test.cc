@@ -5,6 +5,7 @@
 #include <nlohmann/json.hpp>
 
 #include "server/anthropic_routes.h"
+#include "server/dialect.h"
 #include "server/ollama_routes.h"
 #include "server/responses_routes.h"
 
@@ -115,6 +116,15 @@ TEST(TranslateResponses, InputItemsAndTools) {
   auto stateful = TranslateResponses(json::parse(R"({"input": "x", "previous_response_id": "resp_1"})"));
   ASSERT_FALSE(stateful.ok());
   EXPECT_EQ(stateful.status().message().rfind("previous_response_id: ", 0), 0u);
+}
+
+TEST(RenameField, TheChatParseNamesTheClientsField) {
+  const std::vector<std::pair<std::string, std::string>> names = {{"max_tokens", "max_output_tokens"}};
+  const Status renamed = RenameField(OutOfRange("max_tokens: must be in [1, 256]"), names);
+  EXPECT_EQ(renamed.code(), StatusCode::kOutOfRange);
+  EXPECT_EQ(renamed.message(), "max_output_tokens: must be in [1, 256]");
+  EXPECT_EQ(RenameField(InvalidArgument("max_tokens_x: no"), names).message(), "max_tokens_x: no");
+  EXPECT_EQ(RenameField(InvalidArgument("top_p: no"), names).message(), "top_p: no");
 }
 
 }  // namespace
