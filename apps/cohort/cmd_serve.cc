@@ -35,6 +35,7 @@ CLI::App* AddServeCommand(CLI::App& app, ServeOptions* o) {
   cmd->add_option("--tls-key", o->tls_key, "PEM private key of --tls-cert");
   cmd->add_option("--request-timeout", o->request_timeout_s, "seconds a request's headers and body may take to arrive")
       ->check(CLI::Range(1, 3600));
+  cmd->add_option("--cors-origin", o->cors_origins, "browser origin allowed to call the API (repeatable; *: any)");
   cmd->add_option("--parallel", o->parallel, "requests generating at once (KV cache slots)")->check(CLI::Range(1, 1024));
   cmd->add_option("-c,--ctx", o->ctx, "context per slot in tokens (default: the model's, at most 4096)")->check(CLI::Range(0, 1 << 24));
   cmd->add_option("--max-queue", o->max_queue, "requests waiting for a slot before 429")->check(CLI::Range(0, 1 << 20));
@@ -77,6 +78,7 @@ server::ServerOptions HttpOptionsOf(const ServeOptions& options) {
   http.host = options.host;
   http.port = options.port;
   http.api_keys = options.api_keys;
+  http.cors_origins = options.cors_origins;
   http.max_body_bytes = options.max_body_bytes;
   http.max_tokens_limit = options.max_tokens;
   http.timeout_s = options.timeout_s;

@@ -21,6 +21,7 @@ struct ServeOptions {
   double rate_burst = 0;          // requests at once per key (0: max(1, rate_limit))
   std::string tls_cert, tls_key;  // PEM files: the API speaks only HTTPS
   int request_timeout_s = 30;     // a request's line, headers and body must arrive within this
+  std::vector<std::string> cors_origins;  // --cors-origin: browser origins allowed ("*": any)
   int parallel = 4;               // sequence slots generating at once
   int ctx = 0;                    // context per slot (0: min(model's, 4096))
   int max_queue = 64;             // waiting requests before 429

@@ -18,7 +18,8 @@ namespace {
 using nlohmann::json;
 
 constexpr size_t kMaxMessages = 4096;
-constexpr size_t kMaxOpenAiStops = 4;
+// OpenAI allows 4; autocomplete clients send more, and the engine takes 16.
+constexpr size_t kMaxOpenAiStops = engine::kMaxStopStrings;
 constexpr size_t kMaxLogitBias = 1024;
 constexpr size_t kMaxTools = 128;
 constexpr size_t kMaxToolCalls = 64;
@@ -184,7 +185,7 @@ Status ParseStop(const json& body, ApiRequest& out) {
   if (it->is_string()) {
     stops.push_back(it->get<std::string>());
   } else if (it->is_array()) {
-    if (it->size() > kMaxOpenAiStops) return Bad("stop", "at most 4 stop sequences");
+    if (it->size() > kMaxOpenAiStops) return Bad("stop", "at most " + std::to_string(kMaxOpenAiStops) + " stop sequences");
     for (const json& s : *it) {
       if (!s.is_string()) return Bad("stop", "must be a string or an array of strings");
       stops.push_back(s.get<std::string>());
@@ -251,8 +252,8 @@ Status ParseLengthAndLogprobs(const json& body, Endpoint endpoint, const ParseLi
   out.options.max_tokens = static_cast<int32_t>(has_mct ? mct : mt);
   // llama.cpp's extension: generate to max_tokens whatever the model says (benchmarks).
   COHORT_ASSIGN_OR_RETURN(out.options.ignore_eos, Bool(body, "ignore_eos", false));
-  COHORT_ASSIGN_OR_RETURN(int64_t n, Integer(body, "n", 1, 1, 1));
-  (void)n;
+  COHORT_ASSIGN_OR_RETURN(int64_t n, Integer(body, "n", 1, kMaxChoices, 1));
+  out.n = static_cast<int32_t>(n);
   if (endpoint == Endpoint::kChat) {
     COHORT_ASSIGN_OR_RETURN(out.logprobs, Bool(body, "logprobs", false));
     bool has_top = false;
@@ -411,6 +412,7 @@ Result<ApiRequest> ParseApiRequest(Endpoint endpoint, std::string_view body_text
   COHORT_RETURN_IF_ERROR(ParseSampling(body, limits, out));
   COHORT_RETURN_IF_ERROR(ParseStop(body, out));
   COHORT_RETURN_IF_ERROR(ParseLengthAndLogprobs(body, endpoint, limits, out));
+  if (out.n > 1 && out.stream) return Bad("n", "more than one choice is supported without stream only");
   return out;
 }
 

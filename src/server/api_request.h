@@ -22,6 +22,7 @@ enum class Endpoint { kChat, kCompletion };
 // OpenAI's tool_choice: "auto", "none", "required", or {"type": "function", "function":
 // {"name": ...}} (kNamed).
 enum class ToolChoice { kAuto, kNone, kRequired, kNamed };
+inline constexpr int32_t kMaxChoices = 16;  // n
 
 struct ParseLimits {
   int32_t n_vocab = 0;
@@ -40,6 +41,7 @@ struct ApiRequest {
   bool include_usage = false;      // stream_options.include_usage
   bool logprobs = false;
   bool json_mode = false;          // response_format {"type": "json_object"}
+  int32_t n = 1;                   // choices: n generations, seeds seed, seed + 1, ... (not streamed)
   engine::GenerateOptions options; // max_tokens, sampling, stop, top_logprobs, grammar
   // Grammar-constrained output: the `grammar` field (GBNF) or response_format json_schema /
   // json_object, compiled into options.grammar. The GBNF text is kept for the tool grammar.

@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <cctype>
+#include <ctime>
 
 #include <nlohmann/json.hpp>
 
@@ -137,6 +138,17 @@ Result<RouteTarget> ClusterRouter::Route(const std::string& model) {
   return route;
 }
 
+std::vector<ModelEntry> ClusterRouter::Models() {
+  const cluster::ClusterSnapshot snap = node_.Snapshot();
+  std::vector<ModelEntry> out;
+  for (const auto& v : cluster::ListInstances(snap.state)) {
+    ModelEntry entry{v.instance.id, v.instance.model, v.ready(), nullptr};
+    if (v.ready() && v.instance.coordinator == snap.self.Hex()) entry.local = host_.Find(v.instance.id, v.instance.epoch);
+    out.push_back(std::move(entry));
+  }
+  return out;
+}
+
 std::string ClusterRouter::WhyLost(const std::string& node) const {
   const cluster::ClusterSnapshot snap = node_.Snapshot();
   for (const cluster::MemberView& m : snap.members) {
@@ -179,13 +191,22 @@ void AddClusterRoutes(HttpServer& server, cluster::ClusterNode& node, cluster::R
   http.Post(R"(/v1/instances/([A-Za-z0-9._-]+)/rebalance)", [n](const httplib::Request& req, httplib::Response& res) {
     Rebalance(*n, req.matches[1].str(), res);
   });
-  http.Get("/v1/models", [n](const httplib::Request&, httplib::Response& res) {
+  // Instances carry no time of their own: `created` is when this node started serving the API.
+  const int64_t created = std::time(nullptr);
+  auto model_json = [created](const cluster::InstanceView& v) {
+    return json{{"id", v.instance.id}, {"object", "model"}, {"created", created}, {"owned_by", "cohort"},
+                {"model", v.instance.model}, {"ready", v.ready()}};
+  };
+  http.Get("/v1/models", [n, model_json](const httplib::Request&, httplib::Response& res) {
     json data = json::array();
-    for (const auto& v : cluster::ListInstances(n->Snapshot().state)) {
-      data.push_back({{"id", v.instance.id}, {"object", "model"}, {"owned_by", "cohort"},
-                      {"model", v.instance.model}, {"ready", v.ready()}});
-    }
+    for (const auto& v : cluster::ListInstances(n->Snapshot().state)) data.push_back(model_json(v));
     SendJson(res, 200, {{"object", "list"}, {"data", data}});
+  });
+  http.Get(R"(/v1/models/(.+))", [n, model_json](const httplib::Request& req, httplib::Response& res) {
+    for (const auto& v : cluster::ListInstances(n->Snapshot().state)) {
+      if (v.instance.id == req.matches[1].str()) return SendJson(res, 200, model_json(v));
+    }
+    SendStatus(res, NotFound("model: no instance '" + req.matches[1].str() + "'"));
   });
   http.Get("/health", [n](const httplib::Request&, httplib::Response& res) {
     const cluster::ClusterSnapshot snap = n->Snapshot();

@@ -28,6 +28,8 @@ class ClusterRouter final : public InstanceRouter {
   // instance at all (like a one-model server).
   Result<RouteTarget> Route(const std::string& model) override;
   bool ResumesStreams() const override { return true; }
+  // The cluster's instances; `local` set for those this node coordinates.
+  std::vector<ModelEntry> Models() override;
 
  private:
   // Why a relayed request should give up on `node` (id hex): the membership sees it suspect,

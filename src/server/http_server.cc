@@ -16,11 +16,14 @@
 #include <nlohmann/json.hpp>
 
 #include "server/api_keys.h"
+#include "server/anthropic_routes.h"
 #include "server/api_response.h"
 #include "server/http_front.h"
 #include "server/connection_probe.h"
+#include "server/ollama_routes.h"
 #include "server/proxy.h"
 #include "server/resuming_relay.h"
+#include "server/responses_routes.h"
 
 namespace cohort::server {
 namespace {
@@ -69,13 +72,53 @@ ApiError HttpError(int status) {
 struct StreamState {
   std::shared_ptr<engine::ServingInstance> instance;  // outlives the stream
   std::shared_ptr<engine::RequestHandle> handle;
+  std::shared_ptr<Dialect> dialect;
   ResponseMeta meta;
-  bool include_usage = false;
+  int32_t prompt_tokens = 0;
   bool first = true;
   bool saw_token = false;
   Clock::time_point start;
-  engine::RequestOutput tool_text;  // a chat with tools: everything so far
 };
+
+void SendIn(const Dialect& dialect, httplib::Response& res, const ApiError& error) {
+  res.status = error.http_status;
+  res.set_content(dialect.ErrorBody(error), kJson);
+}
+
+void SendIn(const Dialect& dialect, httplib::Response& res, const Status& status) {
+  SendIn(dialect, res, HttpErrorOf(status));
+}
+
+// The key a request carries, as "Bearer KEY": Anthropic's clients send "x-api-key: KEY".
+std::string KeyHeaderOf(const httplib::Request& req) {
+  std::string header = req.get_header_value("Authorization");
+  if (header.empty() && req.has_header("x-api-key")) header = "Bearer " + req.get_header_value("x-api-key");
+  return header;
+}
+
+// Adds the CORS headers when `req` comes from an allowed origin, and answers its preflight
+// (true: answered).
+bool AllowCors(const std::vector<std::string>& origins, const httplib::Request& req, httplib::Response& res) {
+  if (origins.empty() || !req.has_header("Origin")) return false;
+  const std::string origin = req.get_header_value("Origin");
+  bool any = false;
+  bool allowed = false;
+  for (const std::string& o : origins) {
+    any = any || o == "*";
+    allowed = allowed || o == origin;
+  }
+  if (!any && !allowed) return false;
+  res.set_header("Access-Control-Allow-Origin", allowed ? origin : "*");
+  if (!any) res.set_header("Vary", "Origin");
+  if (req.method != "OPTIONS" || !req.has_header("Access-Control-Request-Method")) return false;
+  res.status = 204;
+  res.set_header("Access-Control-Allow-Methods", "GET, POST, DELETE, OPTIONS");
+  const std::string asked = req.get_header_value("Access-Control-Request-Headers");
+  res.set_header("Access-Control-Allow-Headers",
+                 asked.empty() ? "Authorization, Content-Type, x-api-key, anthropic-version" : asked);
+  res.set_header("Access-Control-Max-Age", "600");
+  return true;
+}
 
 }  // namespace
 
@@ -85,26 +128,6 @@ void SendError(httplib::Response& res, const ApiError& error) {
 }
 
 void SendStatus(httplib::Response& res, const Status& status) { SendError(res, HttpErrorOf(status)); }
-
-bool Authorize(const std::vector<std::string>& keys, const httplib::Request& req, httplib::Response& res) {
-  if (keys.empty()) return true;
-  const std::string header = req.get_header_value("Authorization");
-  const std::string prefix = "Bearer ";
-  bool valid = false;
-  if (header.compare(0, prefix.size(), prefix) == 0) {
-    const std::string key = header.substr(prefix.size());
-    // Every key is compared, so the time does not say which one nearly matched.
-    for (const std::string& k : keys) valid = SameKey(key, k) || valid;
-  }
-  if (valid) return true;
-  ApiError e;
-  e.http_status = 401;
-  e.type = "invalid_request_error";
-  e.code = "invalid_api_key";
-  e.message = header.empty() ? "missing API key: send 'Authorization: Bearer KEY'" : "invalid API key";
-  SendError(res, e);
-  return false;
-}
 
 HttpServer::HttpServer(const ServerOptions& options, Logger& log)
     : options_(options), log_(log), seed_state_(std::random_device{}()) {
@@ -134,12 +157,14 @@ HttpServer::HttpServer(const ServerOptions& options, Logger& log)
   http_->set_logger([this](const httplib::Request& req, const httplib::Response& res) {
     metrics_.CountResponse(req.path, res.status);
     // By the key's name: the key itself is never written anywhere.
-    const auto name = keys_->Match(req.get_header_value("Authorization"));
+    const auto name = keys_->Match(KeyHeaderOf(req));
     log_.Info("http {} {} {} key={}", req.method, req.path, res.status, name.value_or("-"));
   });
   // One check for every route but the open ones, before routing: an unknown path says no
   // more than a known one to a caller without a key.
   http_->set_pre_routing_handler([this](const httplib::Request& req, httplib::Response& res) {
+    // CORS before the key check: a browser's preflight carries no key.
+    if (AllowCors(options_.cors_origins, req, res)) return httplib::Server::HandlerResponse::Handled;
     for (const std::string& open : options_.open_paths) {
       if (req.path == open) return httplib::Server::HandlerResponse::Unhandled;
     }
@@ -162,15 +187,22 @@ void RefuseUnread(const httplib::Request& req, httplib::Response& res) {
 bool HttpServer::Admit(const httplib::Request& req, httplib::Response& res) {
   std::string who = "address " + req.remote_addr;  // the caller, where no keys are set
   if (!keys_->open()) {
-    const std::string header = req.get_header_value("Authorization");
+    const std::string header = KeyHeaderOf(req);
     const auto name = keys_->Match(header);
     if (!name.has_value()) {
       ApiError e;
       e.http_status = 401;
       e.type = "invalid_request_error";
       e.code = "invalid_api_key";
-      e.message = header.empty() ? "missing API key: send 'Authorization: Bearer KEY'" : "invalid API key";
-      SendError(res, e);
+      e.message = header.empty() ? "missing API key: send 'Authorization: Bearer KEY' or 'x-api-key: KEY'"
+                                 : "invalid API key";
+      if (req.path.rfind("/v1/messages", 0) == 0) {  // Anthropic's clients read their own shape
+        res.status = 401;
+        res.set_content(nlohmann::json{{"type", "error"}, {"error", {{"type", "authentication_error"}, {"message", e.message}}}}.dump(),
+                        kJson);
+      } else {
+        SendError(res, e);
+      }
       RefuseUnread(req, res);
       return false;
     }
@@ -252,16 +284,31 @@ void HttpServer::ServeInstances(InstanceRouter& router, bool single_model) {
   http_->Post("/v1/completions", [this](const httplib::Request& req, httplib::Response& res) {
     HandleGenerate(Endpoint::kCompletion, req, res);
   });
+  // The other client APIs, translated onto the same generation path.
+  AddAnthropicRoutes(*this);
+  AddOllamaRoutes(*this);
+  AddResponsesRoutes(*this);
   if (!single_model) return;
   http_->Get("/health", [](const httplib::Request&, httplib::Response& res) {
     res.set_content(R"({"status":"ok"})", kJson);
   });
-  http_->Get("/v1/models", [this](const httplib::Request&, httplib::Response& res) {
+  const int64_t created = std::time(nullptr);  // when this server started serving the model
+  auto model_json = [created](const std::string& id) {
+    return nlohmann::json{{"id", id}, {"object", "model"}, {"created", created}, {"owned_by", "cohort"}};
+  };
+  http_->Get("/v1/models", [this, model_json](const httplib::Request&, httplib::Response& res) {
     auto target = router_->Route("");
     if (!target.ok() || target->local == nullptr) return SendStatus(res, target.status());
-    res.set_content(fmt::format(R"({{"object":"list","data":[{{"id":{},"object":"model","created":{},"owned_by":"cohort"}}]}})",
-                                nlohmann::json(target->local->name()).dump(), std::time(nullptr)),
-                    kJson);
+    res.set_content(nlohmann::json{{"object", "list"}, {"data", {model_json(target->local->name())}}}.dump(), kJson);
+  });
+  http_->Get(R"(/v1/models/(.+))", [this, model_json](const httplib::Request& req, httplib::Response& res) {
+    auto target = router_->Route("");
+    if (!target.ok() || target->local == nullptr) return SendStatus(res, target.status());
+    if (req.matches[1].str() != target->local->name()) {
+      return SendStatus(res, NotFound("model: no model '" + req.matches[1].str() + "' (this server serves '" +
+                                      target->local->name() + "')"));
+    }
+    res.set_content(model_json(target->local->name()).dump(), kJson);
   });
 }
 
@@ -341,12 +388,14 @@ Status HttpServer::PrepareTools(engine::ServingInstance& instance, ApiRequest& r
 }
 
 void HttpServer::HandleGenerate(Endpoint endpoint, const httplib::Request& req, httplib::Response& res) {
+  DialectCall call;
+  call.endpoint = endpoint;
+  call.openai_body = req.body;
   // Only the model's name decides the route: the full parse needs the instance's limits.
-  std::string model;
   bool stream = false;
   const auto body = nlohmann::json::parse(req.body, nullptr, false);
   if (body.is_object()) {
-    if (auto it = body.find("model"); it != body.end() && it->is_string()) model = it->get<std::string>();
+    if (auto it = body.find("model"); it != body.end() && it->is_string()) call.model = it->get<std::string>();
     if (auto it = body.find("stream"); it != body.end() && it->is_boolean()) stream = it->get<bool>();
   }
   // On a cluster the node the client reached keeps a stream, to resume it elsewhere when the
@@ -354,106 +403,152 @@ void HttpServer::HandleGenerate(Endpoint endpoint, const httplib::Request& req, 
   if (stream && router_->ResumesStreams() && !req.has_header(kRelayedHeader)) {
     ResumeOptions resume;
     resume.read_timeout_s = options_.relay_timeout_s;
-    return RelayResumable(*router_, model, req, res, resume);
+    return RelayResumable(*router_, call.model, req, res, resume);
   }
+  call.dialect = MakeOpenAiDialect(endpoint);
+  call.writes_tool_calls = true;
+  ServeDialect(req, res, std::move(call));
+}
+
+std::shared_ptr<engine::ServingInstance> HttpServer::LocalOrRelay(const std::string& model,
+                                                                  const httplib::Request& req,
+                                                                  httplib::Response& res, const Dialect& dialect) {
   auto target = router_->Route(model);
-  if (!target.ok()) return SendStatus(res, target.status());
-  if (target->local == nullptr) return Relay(*target, req, res);
-  engine::ServingInstance& instance = *target->local;
-  Result<ApiRequest> parsed = ParseApiRequest(endpoint, req.body, Limits(instance));
-  if (!parsed.ok()) return SendStatus(res, parsed.status());
+  if (!target.ok()) {
+    SendIn(dialect, res, target.status());
+    return nullptr;
+  }
+  if (target->local == nullptr) Relay(*target, req, res);
+  return target->local;
+}
+
+void HttpServer::ServeDialect(const httplib::Request& req, httplib::Response& res, DialectCall call) {
+  Dialect& dialect = *call.dialect;
+  std::shared_ptr<engine::ServingInstance> instance = LocalOrRelay(call.model, req, res, dialect);
+  if (instance == nullptr) return;
+  Result<ApiRequest> parsed = ParseApiRequest(call.endpoint, call.openai_body, Limits(*instance));
+  if (!parsed.ok()) return SendIn(dialect, res, RenameField(parsed.status(), call.field_names));
   ApiRequest& request = *parsed;
-  Result<std::vector<int32_t>> prompt = PromptTokens(instance, request);
-  if (!prompt.ok()) return SendStatus(res, prompt.status());
+  if (call.refine) {
+    const Status refined = call.refine(request);
+    if (!refined.ok()) return SendIn(dialect, res, refined);
+  }
+  dialect.Prepare(request);
+  Result<std::vector<int32_t>> prompt = PromptTokens(*instance, request);
+  if (!prompt.ok()) return SendIn(dialect, res, prompt.status());
   if (req.has_header(kRelayedHeader)) {  // a resumed stream: its tokens so far follow the prompt
-    Result<std::vector<int32_t>> resumed = ResumeTokensOf(body, instance.model().config().n_vocab);
-    if (!resumed.ok()) return SendStatus(res, resumed.status());
+    const auto body = nlohmann::json::parse(req.body, nullptr, false);
+    Result<std::vector<int32_t>> resumed = ResumeTokensOf(body, instance->model().config().n_vocab);
+    if (!resumed.ok()) return SendIn(dialect, res, resumed.status());
     prompt->insert(prompt->end(), resumed->begin(), resumed->end());
     request.options.max_tokens = std::max<int32_t>(0, request.options.max_tokens - static_cast<int32_t>(resumed->size()));
   }
-  engine::ScheduledRequest scheduled;
-  scheduled.prompt = std::move(*prompt);
-  Status tools = PrepareTools(instance, request);
-  if (!tools.ok()) return SendStatus(res, tools);
-  scheduled.options = request.options;
+  const auto prompt_tokens = static_cast<int32_t>(prompt->size());
+  if (call.count_only) return res.set_content(dialect.CountBody(prompt_tokens), kJson);
+  // Forced calls and parsed tool_calls: the dialects that write parsed calls (OpenAI's). The
+  // others render the tools into the prompt and return the text as it comes.
+  if (call.writes_tool_calls) {
+    const Status tools = PrepareTools(*instance, request);
+    if (!tools.ok()) return SendIn(dialect, res, tools);
+  }
   // The vocabulary's grammar tables are built on first use; here, on this request's thread,
   // rather than on the engine thread, where it would stall every stream once.
-  if (scheduled.options.grammar != nullptr) (void)instance.model().grammar_vocab();
-  auto handle = instance.scheduler().Submit(std::move(scheduled));
-  if (!handle.ok()) return SendStatus(res, handle.status());
+  if (request.options.grammar != nullptr) (void)instance->model().grammar_vocab();
+  std::vector<std::shared_ptr<engine::RequestHandle>> handles;
+  for (int32_t i = 0; i < request.n; ++i) {
+    engine::ScheduledRequest scheduled;
+    scheduled.prompt = *prompt;
+    scheduled.options = request.options;
+    scheduled.options.sampling.seed += static_cast<uint64_t>(i);  // each choice its own sample
+    auto handle = instance->scheduler().Submit(std::move(scheduled));
+    if (!handle.ok()) {
+      for (auto& h : handles) h->Cancel();
+      return SendIn(dialect, res, handle.status());
+    }
+    handles.push_back(std::move(*handle));
+  }
   if (request.stream) {
-    Stream(instance, target->local, request, req.has_header(kTokenIdsHeader), std::move(*handle), res);
+    Stream(std::move(instance), request, prompt_tokens, std::move(handles.front()), std::move(call.dialect),
+           req.has_header(kTokenIdsHeader), res);
   } else {
-    Wait(instance, request, req, **handle, res);
+    Wait(*instance, request, req, handles, dialect, res);
   }
 }
 
+ResponseMeta HttpServer::MetaOf(engine::ServingInstance& instance, const ApiRequest& request, const Dialect& dialect) {
+  ResponseMeta meta;
+  meta.endpoint = request.endpoint;
+  meta.id = fmt::format("{}{:016x}", dialect.IdPrefix(), next_id_++);
+  meta.created = std::time(nullptr);
+  meta.model = request.model.empty() ? instance.name() : request.model;
+  meta.logprobs = request.logprobs;
+  meta.parse_tools = request.options.render_special;
+  meta.tool_format = request.tool_format;
+  meta.parallel_tool_calls = request.parallel_tool_calls;
+  return meta;
+}
+
 void HttpServer::Wait(engine::ServingInstance& instance, const ApiRequest& request, const httplib::Request& req,
-                      engine::RequestHandle& handle, httplib::Response& res) {
+                      const std::vector<std::shared_ptr<engine::RequestHandle>>& handles, Dialect& dialect,
+                      httplib::Response& res) {
   const auto start = Clock::now();
   // The whole answer is written only at the end, so a client that goes away is seen on its
   // socket, not by a failed write.
   const ConnectionProbe probe =
       ConnectionProbe::Find({req.local_addr, req.local_port, req.remote_addr, req.remote_port});
   auto next_probe = start + kProbeInterval;
-  engine::RequestOutput total;
+  std::vector<engine::RequestOutput> totals(handles.size());
   bool saw_token = false;
-  while (!total.done) {
-    engine::RequestOutput part;
-    const bool got = handle.Wait(part, kProbeInterval);
-    if (Clock::now() >= next_probe) {
-      next_probe = Clock::now() + kProbeInterval;
-      if (probe.ClientGone()) {
-        handle.Cancel();
-        ApiError gone;
-        gone.http_status = 499;  // nobody reads it; the access log and metrics do
-        gone.type = "invalid_request_error";
-        gone.message = "the client closed the connection";
-        return SendError(res, gone);
+  for (size_t i = 0; i < handles.size(); ++i) {
+    engine::RequestOutput& total = totals[i];
+    engine::RequestHandle& handle = *handles[i];
+    while (!total.done) {
+      engine::RequestOutput part;
+      const bool got = handle.Wait(part, kProbeInterval);
+      if (Clock::now() >= next_probe) {
+        next_probe = Clock::now() + kProbeInterval;
+        if (probe.ClientGone()) {
+          for (const auto& h : handles) h->Cancel();
+          ApiError gone;
+          gone.http_status = 499;  // nobody reads it; the access log and metrics do
+          gone.type = "invalid_request_error";
+          gone.message = "the client closed the connection";
+          return SendIn(dialect, res, gone);
+        }
       }
+      if (!got) continue;
+      if (!saw_token && !part.tokens.empty()) {
+        saw_token = true;
+        metrics_.ObserveTimeToFirstToken(SecondsSince(start));
+      }
+      metrics_.AddGeneratedTokens(static_cast<int64_t>(part.tokens.size()));
+      total.Append(std::move(part));
     }
-    if (!got) continue;
-    if (!saw_token && !part.tokens.empty()) {
-      saw_token = true;
-      metrics_.ObserveTimeToFirstToken(SecondsSince(start));
+    if (!total.status.ok()) {
+      for (const auto& h : handles) h->Cancel();
+      return SendIn(dialect, res, total.status);
     }
-    metrics_.AddGeneratedTokens(static_cast<int64_t>(part.tokens.size()));
-    total.Append(std::move(part));
   }
-  if (!total.status.ok()) return SendStatus(res, total.status);
-  ResponseMeta meta;
-  meta.endpoint = request.endpoint;
-  meta.id = fmt::format("{}-{:016x}", request.endpoint == Endpoint::kChat ? "chatcmpl" : "cmpl", next_id_++);
-  meta.created = std::time(nullptr);
-  meta.model = request.model.empty() ? instance.name() : request.model;
-  meta.logprobs = request.logprobs;
-  meta.parse_tools = request.options.render_special;
-  meta.tool_format = request.tool_format;
-  meta.parallel_tool_calls = request.parallel_tool_calls;
-  res.set_content(CompletionJson(meta, total, instance.model().tokenizer()), kJson);
+  const ResponseMeta meta = MetaOf(instance, request, dialect);
+  const tokenizer::Tokenizer& tok = instance.model().tokenizer();
+  res.set_content(totals.size() == 1 ? dialect.Whole(meta, totals.front(), tok) : dialect.WholeChoices(meta, totals, tok),
+                  kJson);
 }
 
-void HttpServer::Stream(engine::ServingInstance& instance, std::shared_ptr<engine::ServingInstance> keep,
-                        const ApiRequest& request, bool token_ids, std::shared_ptr<engine::RequestHandle> handle,
-                        httplib::Response& res) {
+void HttpServer::Stream(std::shared_ptr<engine::ServingInstance> instance, const ApiRequest& request,
+                        int32_t prompt_tokens, std::shared_ptr<engine::RequestHandle> handle,
+                        std::shared_ptr<Dialect> dialect, bool token_ids, httplib::Response& res) {
   auto state = std::make_shared<StreamState>();
-  state->instance = std::move(keep);
+  state->meta = MetaOf(*instance, request, *dialect);
+  state->instance = std::move(instance);
   state->handle = std::move(handle);
-  state->include_usage = request.include_usage;
+  state->dialect = std::move(dialect);
+  state->prompt_tokens = prompt_tokens;
   state->start = Clock::now();
-  ResponseMeta& meta = state->meta;
-  meta.endpoint = request.endpoint;
-  meta.id = fmt::format("{}-{:016x}", request.endpoint == Endpoint::kChat ? "chatcmpl" : "cmpl", next_id_++);
-  meta.created = std::time(nullptr);
-  meta.model = request.model.empty() ? instance.name() : request.model;
-  meta.logprobs = request.logprobs;
-  meta.token_ids = token_ids;
-  meta.parse_tools = request.options.render_special;
-  meta.tool_format = request.tool_format;
-  meta.parallel_tool_calls = request.parallel_tool_calls;
+  state->meta.token_ids = token_ids;
   res.set_header("Cache-Control", "no-cache");
   res.set_chunked_content_provider(
-      "text/event-stream",
+      state->dialect->StreamType(),
       [this, state](size_t, httplib::DataSink& sink) {
         engine::RequestOutput out;
         if (!state->handle->Wait(out, kPollInterval)) {
@@ -470,45 +565,18 @@ void HttpServer::Stream(engine::ServingInstance& instance, std::shared_ptr<engin
         }
         metrics_.AddGeneratedTokens(static_cast<int64_t>(out.tokens.size()));
         std::string events;
+        Dialect& dialect = *state->dialect;
         const tokenizer::Tokenizer& tok = state->instance->model().tokenizer();
         if (out.done && !out.status.ok()) {
-          events = ErrorEvent(HttpErrorOf(out.status));
+          events = dialect.StreamError(HttpErrorOf(out.status));
         } else {
-          if (state->first && state->meta.endpoint == Endpoint::kChat) {
-            events += ChunkEvent(state->meta, engine::RequestOutput{}, tok, true);
-          }
+          if (state->first) events += dialect.StreamStart(state->meta, state->prompt_tokens, tok);
           state->first = false;
-          if (state->meta.parse_tools) {
-            // A call is known only whole: the text waits, and goes out parsed at the end.
-            state->tool_text.Append(std::move(out));
-            if (state->tool_text.done) {
-              events += ToolChunkEvents(state->meta, state->tool_text);
-              if (state->include_usage) {
-                events += UsageEvent(state->meta, state->tool_text.prompt_tokens, state->tool_text.completion_tokens,
-                                     state->tool_text.cached_tokens);
-              }
-              events += "data: [DONE]\n\n";
-            }
-            const bool finished = state->tool_text.done;
-            if (!events.empty() && !sink.write(events.data(), events.size())) {
-              state->handle->Cancel();
-              return false;
-            }
-            if (finished) sink.done();
-            return true;
-          }
           engine::RequestOutput body = out;
           body.done = false;
-          if (!body.text.empty() || !body.logprobs.empty() || (state->meta.token_ids && !body.tokens.empty())) events += ChunkEvent(state->meta, body, tok, false);
-          if (out.done) {
-            engine::RequestOutput last;
-            last.done = true;
-            last.finish_reason = out.finish_reason;
-            events += ChunkEvent(state->meta, last, tok, false);
-            if (state->include_usage) events += UsageEvent(state->meta, out.prompt_tokens, out.completion_tokens, out.cached_tokens);
-          }
+          events += dialect.StreamPiece(state->meta, body, tok);
+          if (out.done) events += dialect.StreamEnd(state->meta, out, tok);
         }
-        if (out.done) events += "data: [DONE]\n\n";
         if (!events.empty() && !sink.write(events.data(), events.size())) {
           state->handle->Cancel();
           return false;

@@ -20,6 +20,7 @@
 #include "core/status.h"
 #include "engine/serving.h"
 #include "server/api_request.h"
+#include "server/dialect.h"
 #include "server/metrics.h"
 #include "server/router.h"
 #include "server/server_options.h"
@@ -36,9 +37,6 @@ struct ApiError;
 class ApiKeys;
 class HardenedServer;
 
-// The one API-key check: true when `keys` is empty or `req` carries "Authorization: Bearer
-// KEY" with one of them (compared in constant time); otherwise writes the 401 into `res`.
-bool Authorize(const std::vector<std::string>& keys, const httplib::Request& req, httplib::Response& res);
 
 // Writes `error` as OpenAI's error JSON with its status.
 void SendError(httplib::Response& res, const ApiError& error);
@@ -61,6 +59,18 @@ class HttpServer {
   // `path` (exact) is answered without an API key, like ServerOptions::open_paths; before
   // Start() only.
   void AddOpenPath(const std::string& path) { options_.open_paths.push_back(path); }
+  // For the routes of the other client APIs (anthropic_routes.h, ollama_routes.h,
+  // responses_routes.h), all on the one generation path: routes `call` to its instance and
+  // runs it there, or relays `req` whole to the node serving it, which translates it itself.
+  // Errors are written in call.dialect's shape.
+  void ServeDialect(const httplib::Request& req, httplib::Response& res, DialectCall call);
+  // The instance `model` names when it is served in this process; otherwise relays `req` to
+  // the node serving it (or writes why it cannot be routed, in `dialect`'s shape) and
+  // returns null.
+  std::shared_ptr<engine::ServingInstance> LocalOrRelay(const std::string& model, const httplib::Request& req,
+                                                        httplib::Response& res, const Dialect& dialect);
+  // Set by ServeInstances.
+  InstanceRouter& router() { return *router_; }
 
   // Binds options.host:options.port (port 0: a free port) and returns the port; fails first
   // on a key file or TLS files that did not load.
@@ -89,12 +99,15 @@ class HttpServer {
   // tool_choice required or named the grammar that forces the call.
   Status PrepareTools(engine::ServingInstance& instance, ApiRequest& request) const;
   Result<std::vector<int32_t>> PromptTokens(engine::ServingInstance& instance, const ApiRequest& request) const;
-  void Stream(engine::ServingInstance& instance, std::shared_ptr<engine::ServingInstance> keep,
-              const ApiRequest& request, bool token_ids, std::shared_ptr<engine::RequestHandle> handle,
+  void Stream(std::shared_ptr<engine::ServingInstance> instance, const ApiRequest& request, int32_t prompt_tokens,
+              std::shared_ptr<engine::RequestHandle> handle, std::shared_ptr<Dialect> dialect, bool token_ids,
               httplib::Response& res);
   // Collects a plain response; cancels the generation when the client hangs up meanwhile.
+  // With several handles (n choices), each is collected in turn while all generate.
   void Wait(engine::ServingInstance& instance, const ApiRequest& request, const httplib::Request& req,
-            engine::RequestHandle& handle, httplib::Response& res);
+            const std::vector<std::shared_ptr<engine::RequestHandle>>& handles, Dialect& dialect,
+            httplib::Response& res);
+  ResponseMeta MetaOf(engine::ServingInstance& instance, const ApiRequest& request, const Dialect& dialect);
   ParseLimits Limits(engine::ServingInstance& instance);
 
   ServerOptions options_;

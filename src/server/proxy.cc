@@ -102,6 +102,7 @@ std::string Why(const std::string& upstream, const char* what, const std::string
 
 void RunUpstream(Relay* relay, const std::string& upstream, httplib::Request up, int read_timeout_s) {
   auto client = std::make_shared<httplib::Client>("http://" + upstream);
+  client->set_url_encode(false);  // the target is relayed as it came, already encoded
   client->set_connection_timeout(3, 0);
   client->set_read_timeout(read_timeout_s, 0);
   client->set_write_timeout(10, 0);
@@ -140,15 +141,15 @@ void RunUpstream(Relay* relay, const std::string& upstream, httplib::Request up,
   relay->changed.notify_all();
 }
 
+// The request exactly as the client sent it: its target (path and query) byte for byte, and
+// its body raw. Not req.params: cpp-httplib parses a form-encoded body (what `curl -d` sends)
+// into params as well, and re-sending those as a query string made a request line the
+// upstream refused once the body held a '?'.
 httplib::Request UpstreamRequest(const httplib::Request& req) {
   httplib::Request up;
   up.method = req.method;
-  up.path = req.path;
-  if (!req.params.empty()) {
-    up.path.push_back('?');
-    up.path.append(httplib::detail::params_to_query_str(req.params));
-  }
-  for (const char* name : {"Authorization", "Content-Type", "Accept"}) {
+  up.path = req.target.empty() ? req.path : req.target;
+  for (const char* name : {"Authorization", "x-api-key", "anthropic-version", "Content-Type", "Accept"}) {
     if (req.has_header(name)) up.headers.emplace(name, req.get_header_value(name));
   }
   up.headers.emplace(kRelayedHeader, "1");
@@ -156,13 +157,21 @@ httplib::Request UpstreamRequest(const httplib::Request& req) {
   return up;
 }
 
+// Answers passed on piece by piece as they arrive: server-sent events (OpenAI, Anthropic, the
+// Responses API) and newline-delimited JSON (Ollama's streams).
+bool IsStream(const std::string& content_type) {
+  return content_type.rfind("text/event-stream", 0) == 0 || content_type.rfind("application/x-ndjson", 0) == 0;
+}
+
 // Streams what the upstream sends on to the client as it arrives.
 void RelayStream(std::shared_ptr<Relay> relay, const std::string& upstream, const ProxyOptions& options,
                  httplib::Response& res) {
   res.set_header("Cache-Control", "no-cache");
+  const std::string content_type = relay->content_type;
+  const bool sse = content_type.rfind("text/event-stream", 0) == 0;
   res.set_chunked_content_provider(
-      "text/event-stream",
-      [relay, upstream, options](size_t, httplib::DataSink& sink) {
+      content_type,
+      [relay, upstream, options, sse](size_t, httplib::DataSink& sink) {
         std::deque<std::string> chunks;
         bool done = false;
         std::string error;
@@ -188,9 +197,9 @@ void RelayStream(std::shared_ptr<Relay> relay, const std::string& upstream, cons
         if (!done) return true;
         if (!error.empty()) {
           // The upstream went away mid-stream: say so in the stream, then end it.
-          std::string event = "data: ";
+          std::string event = sse ? "data: " : "";
           event += ErrorBody(Why(upstream, "went away", error));
-          event += "\n\n";
+          event += sse ? "\n\n" : "\n";
           sink.write(event.data(), event.size());
         }
         sink.done();
@@ -219,7 +228,7 @@ void ForwardRequest(const std::string& upstream, const httplib::Request& req, ht
                     kJson);
     return;
   }
-  if (relay->status != 200 || relay->content_type.rfind("text/event-stream", 0) != 0) {
+  if (relay->status != 200 || !IsStream(relay->content_type)) {
     lost = WaitUpstream(*relay, lock, options, [&] { return relay->done; });
     if (!lost.empty()) Abandon(*relay, lock);
     if (!lost.empty() || !relay->error.empty()) {

@@ -9,6 +9,7 @@
 #include <memory>
 #include <string>
 #include <utility>
+#include <vector>
 
 #include "core/status.h"
 #include "engine/serving.h"
@@ -29,6 +30,14 @@ struct RouteTarget {
   std::string api;
 };
 
+// One model a router serves, for the listing routes (/v1/models/ID, Ollama's /api/tags).
+struct ModelEntry {
+  std::string id;     // what requests name
+  std::string model;  // the model's name (a cluster instance's model)
+  bool ready = true;
+  std::shared_ptr<engine::ServingInstance> local;  // when served in this process
+};
+
 class InstanceRouter {
  public:
   virtual ~InstanceRouter() = default;
@@ -38,6 +47,8 @@ class InstanceRouter {
   // Whether a stream broken by a lost node should wait for the instance to be placed again
   // and resume there (a cluster), rather than end with an error.
   virtual bool ResumesStreams() const { return false; }
+  // Every model served, ready or not.
+  virtual std::vector<ModelEntry> Models() = 0;
 };
 
 // One instance, whatever the request names (as llama-server: the model field is echoed).
@@ -50,6 +61,7 @@ class SingleInstanceRouter final : public InstanceRouter {
     t.local = instance_;
     return t;
   }
+  std::vector<ModelEntry> Models() override { return {{instance_->name(), instance_->name(), true, instance_}}; }
   engine::ServingInstance& instance() { return *instance_; }
 
  private:

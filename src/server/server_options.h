@@ -20,6 +20,8 @@ struct ServerOptions {
   std::string api_key_file;              // "NAME KEY" per line (api_keys.h); reloaded by ReloadKeys()
   RateLimit rate_limit;                  // per key (per client address without keys)
   FrontOptions front;                    // listen backlog, request deadline, TLS
+  // Browser origins answered with CORS headers and OPTIONS preflights ("*": any); empty: none.
+  std::vector<std::string> cors_origins;
   // Paths answered without a key (exact match); every other path, unknown ones included,
   // needs one when keys are set.
   std::vector<std::string> open_paths = {"/health"};

@@ -40,6 +40,15 @@ TEST(ApiRequestTest, ChatDefaultsAreOpenAis) {
   EXPECT_FALSE(r->stream);
 }
 
+TEST(ApiRequestTest, SixteenStopStringsAreAccepted) {
+  // Autocomplete clients send more than OpenAI's 4; the engine's bound is 16.
+  nlohmann::json stops = nlohmann::json::array();
+  for (int i = 0; i < 16; ++i) stops.push_back(std::string(static_cast<size_t>(i + 1), 's'));
+  auto r = Chat(R"({"messages":[{"role":"user","content":"x"}],"stop":)" + stops.dump() + "}");
+  ASSERT_TRUE(r.ok()) << r.status().ToString();
+  EXPECT_EQ(r->options.stop.size(), 16u);
+}
+
 TEST(ApiRequestTest, ChatFieldsAreRead) {
   auto r = Chat(R"({"messages":[{"role":"user","content":"x"}],"stream":true,
       "stream_options":{"include_usage":true},"max_completion_tokens":9,"max_tokens":100,
@@ -100,12 +109,12 @@ TEST(ApiRequestTest, MalformedInputIsInvalidArgumentNamingTheField) {
       {Endpoint::kChat, R"({"messages":[{"role":"user","content":"x"}],"max_tokens":18446744073709551615})", "max_tokens"},
       {Endpoint::kChat, R"({"messages":[{"role":"user","content":"x"}],"seed":1.5})", "seed"},
       {Endpoint::kChat, R"({"messages":[{"role":"user","content":"x"}],"stop":[1]})", "stop"},
-      {Endpoint::kChat, R"({"messages":[{"role":"user","content":"x"}],"stop":["a","b","c","d","e"]})", "stop"},
+      {Endpoint::kChat, R"({"messages":[{"role":"user","content":"x"}],"stop":["a","b","c","d","e","f","g","h","i","j","k","l","m","n","o","p","q"]})", "stop"},
       {Endpoint::kChat, R"({"messages":[{"role":"user","content":"x"}],"stop":[""]})", "stop"},
       {Endpoint::kChat, R"({"messages":[{"role":"user","content":"x"}],"presence_penalty":9})", "presence_penalty"},
       {Endpoint::kChat, R"({"messages":[{"role":"user","content":"x"}],"top_logprobs":2})", "top_logprobs"},
       {Endpoint::kChat, R"({"messages":[{"role":"user","content":"x"}],"logprobs":true,"top_logprobs":21})", "top_logprobs"},
-      {Endpoint::kChat, R"({"messages":[{"role":"user","content":"x"}],"n":2})", "n"},
+      {Endpoint::kChat, R"({"messages":[{"role":"user","content":"x"}],"n":17})", "n"},
       {Endpoint::kChat, R"({"messages":[{"role":"user","content":"x"}],"stream":"yes"})", "stream"},
       {Endpoint::kChat, R"({"messages":[{"role":"user","content":"x"}],"logit_bias":{"abc":1}})", "logit_bias"},
       {Endpoint::kChat, R"({"messages":[{"role":"user","content":"x"}],"logit_bias":{"9999":1}})", "logit_bias"},

@@ -96,8 +96,9 @@ const jsonCases = [
   ['max_tokens absurd', '/v1/chat/completions', chat({ max_tokens: 1e15 }), 400, 'max_tokens'],
   ['max_tokens fractional', '/v1/chat/completions', chat({ max_tokens: 3.5 }), 400, 'max_tokens'],
   ['max_completion_tokens a string', '/v1/chat/completions', chat({ max_completion_tokens: '10' }), 400, 'max_completion_tokens'],
-  ['n above 1', '/v1/chat/completions', chat({ n: 3 }), 400, 'n'],
-  ['too many stops', '/v1/chat/completions', chat({ stop: ['a', 'b', 'c', 'd', 'e'] }), 400, 'stop'],
+  ['n above 16', '/v1/chat/completions', chat({ n: 17 }), 400, 'n'],
+  ['n above 1 streamed', '/v1/chat/completions', chat({ n: 2, stream: true }), 400, 'n'],
+  ['too many stops', '/v1/chat/completions', chat({ stop: Array.from({ length: 17 }, (_, i) => `s${i}`) }), 400, 'stop'],
   ['stop not a string', '/v1/chat/completions', chat({ stop: [7] }), 400, 'stop'],
   ['empty stop', '/v1/chat/completions', chat({ stop: '' }), 400, 'stop'],
   ['huge stop', '/v1/chat/completions', chat({ stop: 'x'.repeat(5000) }), 400, 'stop'],
@@ -164,6 +165,110 @@ test('malformed JSON and out-of-range fields get 400 with the parameter named', 
     assertOpenAiError(r, status, name);
     assert.equal(JSON.parse(r.text).error.param, param, `${name}: ${r.text}`);
   }
+});
+
+// The other APIs' routes: [name, path, body, field the message must name]. Each answer is a
+// 400 in that API's error shape, naming the field.
+const msg = (extra) => ({ model: 'm', max_tokens: 2, messages: [{ role: 'user', content: 'hi' }], ...extra });
+const anthropicCases = [
+  ['broken JSON', '/v1/messages', '{"messages": [', 'body'],
+  ['body an array', '/v1/messages', [1], 'body'],
+  ['no max_tokens', '/v1/messages', { model: 'm', messages: [{ role: 'user', content: 'hi' }] }, 'max_tokens'],
+  ['max_tokens a string', '/v1/messages', msg({ max_tokens: '5' }), 'max_tokens'],
+  ['no model', '/v1/messages', { max_tokens: 2, messages: [{ role: 'user', content: 'hi' }] }, 'model'],
+  ['messages an object', '/v1/messages', msg({ messages: { role: 'user' } }), 'messages'],
+  ['system role in messages', '/v1/messages', msg({ messages: [{ role: 'system', content: 'x' }] }), 'messages[0].role'],
+  ['content a number', '/v1/messages', msg({ messages: [{ role: 'user', content: 7 }] }), 'messages[0].content'],
+  ['block not an object', '/v1/messages', msg({ messages: [{ role: 'user', content: ['hi'] }] }), 'messages[0].content[0]'],
+  ['block without type', '/v1/messages', msg({ messages: [{ role: 'user', content: [{ text: 'hi' }] }] }), 'messages[0].content[0].type'],
+  ['unknown block', '/v1/messages', msg({ messages: [{ role: 'user', content: [{ type: 'video' }] }] }), 'messages[0].content[0].type'],
+  ['text block text a number', '/v1/messages', msg({ messages: [{ role: 'user', content: [{ type: 'text', text: 1 }] }] }), 'messages[0].content[0].text'],
+  ['tool_use from the user', '/v1/messages', msg({ messages: [{ role: 'user', content: [{ type: 'tool_use', id: 'a', name: 'f', input: {} }] }] }), 'messages[0].content[0]'],
+  ['tool_use input a string', '/v1/messages', msg({ messages: [{ role: 'assistant', content: [{ type: 'tool_use', id: 'a', name: 'f', input: 'x' }] }] }), 'messages[0].content[0].input'],
+  ['tool_result without id', '/v1/messages', msg({ messages: [{ role: 'user', content: [{ type: 'tool_result', content: 'x' }] }] }), 'messages[0].content[0].tool_use_id'],
+  ['tool_result content a number', '/v1/messages', msg({ messages: [{ role: 'user', content: [{ type: 'tool_result', tool_use_id: 'a', content: 3 }] }] }), 'messages[0].content[0].content'],
+  ['system a number', '/v1/messages', msg({ system: 5 }), 'system'],
+  ['temperature above 1', '/v1/messages', msg({ temperature: 1.5 }), 'temperature'],
+  ['top_k negative', '/v1/messages', msg({ top_k: -1 }), 'top_k'],
+  ['stop_sequences a string', '/v1/messages', msg({ stop_sequences: 'x' }), 'stop_sequences'],
+  ['too many stop_sequences', '/v1/messages', msg({ stop_sequences: Array.from({ length: 17 }, (_, i) => `s${i}`) }), 'stop_sequences'],
+  ['tools an object', '/v1/messages', msg({ tools: { name: 'f' } }), 'tools'],
+  ['tool without input_schema', '/v1/messages', msg({ tools: [{ name: 'f' }] }), 'tools[0].input_schema'],
+  ['huge tool list', '/v1/messages', msg({ tools: Array.from({ length: 600 }, (_, i) => ({ name: `f${i}`, input_schema: {} })) }), 'tools'],
+  ['tool_choice unknown', '/v1/messages', msg({ tool_choice: { type: 'maybe' } }), 'tool_choice.type'],
+  ['count_tokens without messages', '/v1/messages/count_tokens', { model: 'm' }, 'messages'],
+];
+const ollamaCases = [
+  ['chat broken JSON', '/api/chat', '{', 'body'],
+  ['chat no model', '/api/chat', { messages: [{ role: 'user', content: 'x' }] }, 'model'],
+  ['chat messages missing', '/api/chat', { model: 'm' }, 'messages'],
+  ['chat content an array', '/api/chat', { model: 'm', messages: [{ role: 'user', content: ['x'] }] }, 'messages[0].content'],
+  ['chat unknown role', '/api/chat', { model: 'm', messages: [{ role: 'root', content: 'x' }] }, 'messages[0].role'],
+  ['chat images', '/api/chat', { model: 'm', messages: [{ role: 'user', content: 'x', images: ['aGk='] }] }, 'messages[0].images'],
+  ['chat stream a string', '/api/chat', { model: 'm', messages: [{ role: 'user', content: 'x' }], stream: 'no' }, 'stream'],
+  ['generate options an array', '/api/generate', { model: 'm', prompt: 'x', options: [] }, 'options'],
+  ['generate temperature a string', '/api/generate', { model: 'm', prompt: 'x', options: { temperature: 'hot' } }, 'options.temperature'],
+  ['generate num_ctx zero', '/api/generate', { model: 'm', prompt: 'x', options: { num_ctx: 0 } }, 'options.num_ctx'],
+  ['generate num_predict past the context', '/api/generate', { model: 'm', prompt: 'x', options: { num_predict: 100000 } }, 'options.num_predict'],
+  ['generate temperature too high', '/api/generate', { model: 'm', prompt: 'x', options: { temperature: 9 } }, 'options.temperature'],
+  ['generate stop too many', '/api/generate', { model: 'm', prompt: 'x', options: { stop: Array.from({ length: 17 }, (_, i) => `s${i}`) } }, 'options.stop'],
+  ['generate prompt a number', '/api/generate', { model: 'm', prompt: 5 }, 'prompt'],
+  ['generate format a number', '/api/generate', { model: 'm', prompt: 'x', format: 3 }, 'format'],
+  ['chat huge tool list', '/api/chat', { model: 'm', messages: [{ role: 'user', content: 'x' }],
+                                         tools: Array.from({ length: 600 }, () => ({ type: 'function', function: { name: 'f' } })) }, 'tools'],
+  ['chat tool not an object', '/api/chat', { model: 'm', messages: [{ role: 'user', content: 'x' }], tools: ['f'] }, 'tools[0]'],
+  ['chat tool_calls without a name', '/api/chat', { model: 'm', messages: [{ role: 'assistant', content: '', tool_calls: [{ function: {} }] }] },
+   'messages[0].tool_calls[0].function'],
+];
+const responsesCases = [
+  ['no input', '/v1/responses', { model: 'm' }, 'input'],
+  ['input a number', '/v1/responses', { model: 'm', input: 3 }, 'input'],
+  ['item unknown type', '/v1/responses', { model: 'm', input: [{ type: 'computer_call' }] }, 'input[0].type'],
+  ['message content a number', '/v1/responses', { model: 'm', input: [{ role: 'user', content: 1 }] }, 'input[0].content'],
+  ['image part', '/v1/responses', { model: 'm', input: [{ role: 'user', content: [{ type: 'input_image', image_url: 'x' }] }] }, 'input[0].content[0].type'],
+  ['function_call_output without call_id', '/v1/responses', { model: 'm', input: [{ type: 'function_call_output', output: 'x' }] }, 'input[0].call_id'],
+  ['previous_response_id', '/v1/responses', { model: 'm', input: 'x', previous_response_id: 'resp_1' }, 'previous_response_id'],
+  ['web search tool', '/v1/responses', { model: 'm', input: 'x', tools: [{ type: 'web_search' }] }, 'tools[0].type'],
+  ['max_output_tokens a string', '/v1/responses', { model: 'm', input: 'x', max_output_tokens: '5' }, 'max_output_tokens'],
+  ['max_output_tokens past the context', '/v1/responses', { model: 'm', input: 'x', max_output_tokens: 100000 }, 'max_output_tokens'],
+  ['huge tool list', '/v1/responses', { model: 'm', input: 'x', tools: Array.from({ length: 600 }, () => ({ type: 'function', name: 'f' })) }, 'tools'],
+  ['tool without a name', '/v1/responses', { model: 'm', input: 'x', tools: [{ type: 'function' }] }, 'tools[0].name'],
+  ['tool_choice a number', '/v1/responses', { model: 'm', input: 'x', tool_choice: 3 }, 'tool_choice'],
+  ['text.format unknown', '/v1/responses', { model: 'm', input: 'x', text: { format: { type: 'xml' } } }, 'text.format.type'],
+  ['function_call arguments an object', '/v1/responses', { model: 'm', input: [{ type: 'function_call', call_id: 'c', name: 'f', arguments: {} }] }, 'input[0].arguments'],
+];
+
+test('the Anthropic, Ollama and Responses routes refuse bad fields with a 400 naming them', async () => {
+  for (const [name, path, body, field] of anthropicCases) {
+    const r = await post(path, body, { raw: typeof body === 'string' });
+    assert.equal(r.status, 400, `${name}: ${r.status} ${r.text}`);
+    const j = JSON.parse(r.text);
+    assert.equal(j.type, 'error', `${name}: ${r.text}`);
+    assert.equal(j.error.type, 'invalid_request_error', name);
+    assert.ok(j.error.message.startsWith(`${field}: `), `${name}: ${r.text}`);
+  }
+  for (const [name, path, body, field] of ollamaCases) {
+    const r = await post(path, body, { raw: typeof body === 'string' });
+    assert.equal(r.status, 400, `${name}: ${r.status} ${r.text}`);
+    const j = JSON.parse(r.text);
+    assert.equal(typeof j.error, 'string', `${name}: ${r.text}`);
+    assert.ok(j.error.startsWith(`${field}: `), `${name}: ${r.text}`);
+  }
+  for (const [name, path, body, field] of responsesCases) {
+    const r = await post(path, body);
+    assertOpenAiError(r, 400, name);
+    assert.equal(JSON.parse(r.text).error.param, field, `${name}: ${r.text}`);
+  }
+  // A key in x-api-key works like a Bearer key; a wrong one gets Anthropic's 401.
+  const res = await fetch(`${server.base}/v1/messages`, {
+    method: 'POST', headers: { 'content-type': 'application/json', 'x-api-key': 'sk-nope' }, body: JSON.stringify(msg({})),
+  });
+  assert.equal(res.status, 401);
+  assert.equal((await res.json()).error.type, 'authentication_error');
+  const ok = await fetch(`${server.base}/v1/messages`, {
+    method: 'POST', headers: { 'content-type': 'application/json', 'x-api-key': KEY }, body: JSON.stringify(msg({})),
+  });
+  assert.equal(ok.status, 200, await ok.text());
 });
 
 test('prompt longer than the context is 400 context_length_exceeded', async () => {

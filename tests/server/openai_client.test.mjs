@@ -151,6 +151,19 @@ test('logprobs: one entry per token with top_logprobs alternatives', async () =>
   assert.equal(content.map((e) => e.token).join(''), r.choices[0].message.content);
 });
 
+test('n choices: each its own generation, usage summed; 16 stop strings', async () => {
+  const params = { model: 'm', messages, max_tokens: 10, temperature: 1, seed: 11, logit_bias: { [EOS]: -100 } };
+  const r = await client.chat.completions.create({ ...params, n: 3 });
+  assert.deepEqual(r.choices.map((c) => c.index), [0, 1, 2]);
+  assert.equal(r.usage.completion_tokens, 30);
+  // Choice 0 is the plain request with the same seed; the others differ (other seeds).
+  assert.equal(r.choices[0].message.content, (await client.chat.completions.create(params)).choices[0].message.content);
+  assert.ok(new Set(r.choices.map((c) => c.message.content)).size > 1);
+  const stops = Array.from({ length: 16 }, (_, i) => `zz${i}`);
+  const s = await client.chat.completions.create({ ...params, stop: stops });
+  assert.equal(s.choices[0].finish_reason, 'length');
+});
+
 test('errors come back as OpenAI errors', async () => {
   await assert.rejects(client.chat.completions.create({ model: 'm', messages: [] }),
                        (e) => e instanceof OpenAI.BadRequestError && e.status === 400 && /messages/.test(e.message));

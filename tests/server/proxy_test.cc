@@ -11,6 +11,7 @@
 #include <chrono>
 #include <string>
 #include <thread>
+#include <vector>
 
 #include "server/proxy.h"
 
@@ -46,6 +47,22 @@ class ForwardTest : public ::testing::Test {
       while (MsSince(start) < plain_ms_ && !release_) Sleep(10);
       res.set_content("{\"ok\":true}", "application/json");
     });
+    // /echo answers with what it was sent: the request target, content type and raw body.
+    upstream_.Post("/echo", [](const httplib::Request& req, httplib::Response& res) {
+      res.set_content(req.target + "\n" + req.get_header_value("Content-Type") + "\n" + req.body, "text/plain");
+    });
+    // /ndjson streams newline-delimited JSON, as Ollama's routes do.
+    upstream_.Post("/ndjson", [this](const httplib::Request&, httplib::Response& res) {
+      res.set_chunked_content_provider("application/x-ndjson", [this](size_t, httplib::DataSink& sink) {
+        for (int i = 0; i < chunks_; ++i) {
+          const std::string line = "{\"n\":" + std::to_string(i) + "}\n";
+          if (!sink.write(line.data(), line.size())) return false;
+          Sleep(gap_ms_);
+        }
+        sink.done();
+        return true;
+      });
+    });
     up_port_ = upstream_.bind_to_any_port("127.0.0.1");
     up_thread_ = std::thread([this] { upstream_.listen_after_bind(); });
     // The forwarding node.
@@ -54,6 +71,8 @@ class ForwardTest : public ::testing::Test {
     };
     front_.Post("/stream", forward);
     front_.Post("/plain", forward);
+    front_.Post("/echo", forward);
+    front_.Post("/ndjson", forward);
     front_port_ = front_.bind_to_any_port("127.0.0.1");
     front_thread_ = std::thread([this] { front_.listen_after_bind(); });
     // Both sockets listen from bind_to_any_port on: a connection waits in the backlog.
@@ -137,6 +156,47 @@ TEST_F(ForwardTest, SilentButAliveCoordinatorIsWaitedFor) {
   ASSERT_TRUE(res) << httplib::to_string(res.error());
   EXPECT_EQ(res->status, 200);
   EXPECT_EQ(res->body, "{\"ok\":true}");
+}
+
+// `curl -d` sends a form content type: cpp-httplib parses such a body into params as well, and
+// the forwarder once re-sent those as a query string, which broke the request line as soon as
+// the body held a '?'. The target and the body arrive as sent.
+TEST_F(ForwardTest, FormEncodedBodyAndQueryArriveAsSent) {
+  httplib::Client client("127.0.0.1", front_port_);
+  const std::string body = R"({"prompt": "Why? a=b & c", "max_tokens": 4})";
+  auto res = client.Post("/echo?x=1%202&y", body, "application/x-www-form-urlencoded");
+  ASSERT_TRUE(res) << httplib::to_string(res.error());
+  EXPECT_EQ(res->status, 200);
+  EXPECT_EQ(res->body, "/echo?x=1%202&y\napplication/x-www-form-urlencoded\n" + body);
+}
+
+// Ollama's streams are NDJSON, not SSE: they too are passed on as they arrive, with their type.
+TEST_F(ForwardTest, NdjsonStreamIsRelayedAsItArrives) {
+  chunks_ = 4;
+  gap_ms_ = 150;
+  httplib::Client client("127.0.0.1", front_port_);
+  httplib::Request req;
+  req.method = "POST";
+  req.path = "/ndjson";
+  req.body = "{}";
+  req.headers.emplace("Content-Type", "application/json");
+  const auto start = Clock::now();
+  std::vector<int64_t> arrivals_ms;
+  std::string body;
+  req.content_receiver = [&](const char* data, size_t n, uint64_t, uint64_t) {
+    arrivals_ms.push_back(MsSince(start));
+    body.append(data, n);
+    return true;
+  };
+  httplib::Response res;
+  httplib::Error error = httplib::Error::Success;
+  ASSERT_TRUE(client.send(req, res, error)) << httplib::to_string(error);
+  EXPECT_EQ(res.status, 200);
+  EXPECT_EQ(res.get_header_value("Content-Type"), "application/x-ndjson");
+  EXPECT_EQ(body, "{\"n\":0}\n{\"n\":1}\n{\"n\":2}\n{\"n\":3}\n");
+  ASSERT_GE(arrivals_ms.size(), 2u);
+  // The first line came long before the stream ended (4 lines 150 ms apart).
+  EXPECT_LT(arrivals_ms.front() + 300, arrivals_ms.back());
 }
 
 }  // namespace
