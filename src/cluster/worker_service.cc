@@ -1,6 +1,7 @@
 // WorkerService; see worker_service.h.
 #include "cluster/worker_service.h"
 
+#include <arpa/inet.h>
 #include <sys/socket.h>
 
 #include "parallel/session.h"
@@ -10,6 +11,12 @@ namespace cohort::cluster {
 Status WorkerServiceOptions::Validate() const {
   if (listen.empty()) return InvalidArgument("the worker service needs a listen address");
   if (slots < 1 || slots > 64) return InvalidArgument("worker slots must be in [1, 64]");
+  if (!key.has_value() && !insecure) {
+    COHORT_ASSIGN_OR_RETURN(const comm::SocketAddress addr, comm::SocketAddress::Parse(listen));
+    if ((ntohl(addr.addr.sin_addr.s_addr) >> 24) != 127) {
+      return InvalidArgument("a worker service beyond loopback (" + listen + ") needs the cluster secret");
+    }
+  }
   return Status::Ok();
 }
 
@@ -35,6 +42,7 @@ void WorkerService::Run() {
     env.cache_dir = options_.cache_dir;
     if (options_.known_files) env.known_files = options_.known_files();
     env.running = &running_;
+    env.key = options_.key;
     const Status st = parallel::ServeOneJob(listener_->fd(), env, &log_);
     if (!st.ok() && !stop_) log_.Info("worker job ended: {}", st.ToString());
   }

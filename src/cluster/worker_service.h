@@ -10,6 +10,7 @@
 #include <functional>
 #include <map>
 #include <memory>
+#include <optional>
 #include <string>
 #include <thread>
 #include <vector>
@@ -27,6 +28,10 @@ struct WorkerServiceOptions {
   std::string cache_dir;  // streamed shares and digests ("": local files only)
   // The model files this node holds and has verified (sha256 -> path), asked per job.
   std::function<std::map<std::string, std::string>()> known_files;
+  // The cluster's data-plane key: coordinators must prove it, and jobs run encrypted.
+  // Unset: plain, which Validate allows on loopback only unless `insecure`.
+  std::optional<comm::ChannelKey> key;
+  bool insecure = false;
   Status Validate() const;
 };
 

@@ -111,6 +111,8 @@ Result<ChannelKey> DeriveChannelKey(std::string_view secret) {
   return key;
 }
 
+bool AesGcmAvailable() { return sodium_init() >= 0 && HaveAes(); }
+
 const char* CipherName(Cipher cipher) {
   return cipher == Cipher::kAes256Gcm ? "AES-256-GCM" : "ChaCha20-Poly1305";
 }

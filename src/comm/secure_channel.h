@@ -32,6 +32,8 @@ Result<ChannelKey> DeriveChannelKey(std::string_view secret);
 
 enum class Cipher : uint8_t { kAes256Gcm = 1, kChaCha20Poly1305 = 2 };
 const char* CipherName(Cipher cipher);
+// Whether this CPU runs libsodium's AES-256-GCM (AES-NI and PCLMUL); sodium_init first.
+bool AesGcmAvailable();
 
 // One end's keys and counters after a handshake. Records in each direction must be opened in
 // the order they were sealed, each exactly once: the counter is the nonce.
