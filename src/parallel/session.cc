@@ -430,7 +430,12 @@ Result<std::unique_ptr<ControlChannel>> AcceptCoordinator(int listen_fd, const W
       return st;
     }
     if (!env.key.has_value()) return std::make_unique<ControlChannel>(fd);
-    auto session = comm::Handshake(fd, comm::HandshakeRole::kServer, *env.key, comm::DeadlineAfter(kHandshakeTimeout));
+    Result<std::unique_ptr<comm::SecureSession>> session = Unavailable("no handshake");
+    {
+      // A service that stops does not wait out a stranger's handshake.
+      const RunningJobs::Registration interruptible(env.running, fd, nullptr);
+      session = comm::Handshake(fd, comm::HandshakeRole::kServer, *env.key, comm::DeadlineAfter(kHandshakeTimeout));
+    }
     if (session.ok()) return std::make_unique<ControlChannel>(fd, std::move(*session));
     if (log != nullptr) log->Warn("refused a connection from {}: {}", PeerOf(fd), session.status().ToString());
     ::close(fd);

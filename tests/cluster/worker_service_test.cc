@@ -136,7 +136,13 @@ TEST(WorkerService, WithAKeyOnlyItsHoldersRunJobs) {
   const Status good = RunOneStep(address, o.key, log);
   EXPECT_TRUE(good.ok()) << good.ToString();
   EXPECT_LT(SecondsSince(start), 10.0);
+  // Stopping does not wait out a stranger's handshake either.
+  auto another = comm::ConnectTcp(*addr, comm::DeadlineAfter(std::chrono::seconds(2)));
+  ASSERT_TRUE(another.ok());
+  ::usleep(200 * 1000);  // the slot is now in its handshake
+  const auto stop = std::chrono::steady_clock::now();
   (*service)->Stop();
+  EXPECT_LT(SecondsSince(stop), 1.0);
 }
 
 TEST(WorkerService, WithoutAKeyListensOnLoopbackOnlyUnlessInsecure) {
