@@ -188,81 +188,86 @@ Status SecureSession::Open(std::span<const std::byte> ad, std::span<std::byte> d
   return Status::Ok();
 }
 
-Result<std::unique_ptr<SecureSession>> Handshake(int fd, HandshakeRole role, const ChannelKey& key,
-                                                 Deadline deadline, bool force_chacha) {
-  if (sodium_init() < 0) return Internal("libsodium failed to initialise");
-  uint8_t pk[crypto_kx_PUBLICKEYBYTES], sk[crypto_kx_SECRETKEYBYTES];
-  crypto_kx_keypair(pk, sk);
-  const uint16_t caps = (!force_chacha && HaveAes()) ? kCapAes : 0;
-  const bool client = role == HandshakeRole::kClient;
-  Transcript t;
-  uint8_t mac_s[kMacBytes], mac_c[kMacBytes], mac_peer[kMacBytes];
-  uint8_t rx[crypto_kx_SESSIONKEYBYTES], tx[crypto_kx_SESSIONKEYBYTES];
-  auto wipe = [&] {
-    sodium_memzero(sk, sizeof(sk));
-    sodium_memzero(rx, sizeof(rx));
-    sodium_memzero(tx, sizeof(tx));
-  };
-  Status st;
+namespace {
+
+// One end's fresh key pair and what the messages carried.
+struct HandshakeState {
+  uint8_t pk[crypto_kx_PUBLICKEYBYTES];
+  uint8_t sk[crypto_kx_SECRETKEYBYTES];
+  uint16_t caps = 0;
   uint16_t peer_caps = 0;
-  if (client) {
-    t.client = EncodeHelloPart(caps, pk);
-    st = Write(fd, t.client.data(), t.client.size(), deadline);
-    if (st.ok()) st = Read(fd, t.server.data(), t.server.size(), deadline);
-    if (st.ok()) st = Read(fd, mac_peer, kMacBytes, deadline);
-  } else {
-    st = Read(fd, t.client.data(), t.client.size(), deadline);
+  Transcript t;
+  ~HandshakeState() { sodium_memzero(sk, sizeof(sk)); }
+};
+
+Status PeerCaps(const HelloPart& part, uint16_t* caps) {
+  COHORT_ASSIGN_OR_RETURN(*caps, DecodeHelloPart(part));
+  return Status::Ok();
+}
+
+// M1 out, M2 in (the server's proof checked), M3 out.
+Status ClientMessages(int fd, const ChannelKey& key, HandshakeState* h, Deadline deadline) {
+  h->t.client = EncodeHelloPart(h->caps, h->pk);
+  COHORT_RETURN_IF_ERROR(Write(fd, h->t.client.data(), h->t.client.size(), deadline));
+  COHORT_RETURN_IF_ERROR(Read(fd, h->t.server.data(), h->t.server.size(), deadline));
+  uint8_t mac_peer[kMacBytes], mac[kMacBytes];
+  COHORT_RETURN_IF_ERROR(Read(fd, mac_peer, kMacBytes, deadline));
+  COHORT_RETURN_IF_ERROR(PeerCaps(h->t.server, &h->peer_caps));
+  h->t.Mac(key, "server", mac);
+  if (crypto_verify_32(mac, mac_peer) != 0) {
+    return Corrupt("authentication failed: the peer does not know the cluster secret (or another secret)");
   }
-  if (st.ok()) {
-    Result<uint16_t> decoded = DecodeHelloPart(client ? t.server : t.client);
-    st = decoded.status();
-    if (decoded.ok()) peer_caps = *decoded;
+  h->t.Mac(key, "client", mac);
+  return Write(fd, mac, kMacBytes, deadline);
+}
+
+// M1 in, M2 out, M3 in (the client's proof checked).
+Status ServerMessages(int fd, const ChannelKey& key, HandshakeState* h, Deadline deadline) {
+  COHORT_RETURN_IF_ERROR(Read(fd, h->t.client.data(), h->t.client.size(), deadline));
+  COHORT_RETURN_IF_ERROR(PeerCaps(h->t.client, &h->peer_caps));
+  h->t.server = EncodeHelloPart(h->caps, h->pk);
+  uint8_t mac_peer[kMacBytes], mac[kMacBytes];
+  h->t.Mac(key, "server", mac);
+  COHORT_RETURN_IF_ERROR(Write(fd, h->t.server.data(), h->t.server.size(), deadline));
+  COHORT_RETURN_IF_ERROR(Write(fd, mac, kMacBytes, deadline));
+  COHORT_RETURN_IF_ERROR(Read(fd, mac_peer, kMacBytes, deadline));
+  h->t.Mac(key, "client", mac);
+  if (crypto_verify_32(mac, mac_peer) != 0) {
+    return Corrupt("authentication failed: the peer does not know the cluster secret");
   }
-  if (!st.ok()) {
-    wipe();
-    return st;
-  }
-  if (!client) {
-    t.server = EncodeHelloPart(caps, pk);
-    t.Mac(key, "server", mac_s);
-    st = Write(fd, t.server.data(), t.server.size(), deadline);
-    if (st.ok()) st = Write(fd, mac_s, kMacBytes, deadline);
-    if (st.ok()) st = Read(fd, mac_peer, kMacBytes, deadline);
-    if (st.ok()) {
-      t.Mac(key, "client", mac_c);
-      if (crypto_verify_32(mac_c, mac_peer) != 0) st = Corrupt("authentication failed: the peer does not know the cluster secret");
-    }
-  } else {
-    t.Mac(key, "server", mac_s);
-    if (crypto_verify_32(mac_s, mac_peer) != 0) {
-      st = Corrupt("authentication failed: the peer does not know the cluster secret (or another secret)");
-    } else {
-      t.Mac(key, "client", mac_c);
-      st = Write(fd, mac_c, kMacBytes, deadline);
-    }
-  }
-  const uint8_t* peer_pk = (client ? t.server.data() : t.client.data()) + 8;
-  if (st.ok()) {
-    const int rc = client ? crypto_kx_client_session_keys(rx, tx, pk, sk, peer_pk)
-                          : crypto_kx_server_session_keys(rx, tx, pk, sk, peer_pk);
-    if (rc != 0) st = Corrupt("authentication failed: the peer's public key is unusable");
-  }
-  if (!st.ok()) {
-    wipe();
-    return st;
-  }
-  // Bind each direction's key to the secret and the transcript, not only to the kx.
-  const std::span<const uint8_t> tx_parts[] = {tx, t.client, t.server};
-  const std::span<const uint8_t> rx_parts[] = {rx, t.client, t.server};
+  return Status::Ok();
+}
+
+// The record keys: crypto_kx's, each bound to the secret and the transcript.
+Result<std::unique_ptr<SecureSession>> DeriveSession(const ChannelKey& key, const HandshakeState& h, bool client) {
+  uint8_t rx[crypto_kx_SESSIONKEYBYTES], tx[crypto_kx_SESSIONKEYBYTES];
+  const uint8_t* peer_pk = (client ? h.t.server.data() : h.t.client.data()) + 8;
+  const int rc = client ? crypto_kx_client_session_keys(rx, tx, h.pk, h.sk, peer_pk)
+                        : crypto_kx_server_session_keys(rx, tx, h.pk, h.sk, peer_pk);
+  if (rc != 0) return Corrupt("authentication failed: the peer's public key is unusable");
+  const std::span<const uint8_t> tx_parts[] = {tx, h.t.client, h.t.server};
+  const std::span<const uint8_t> rx_parts[] = {rx, h.t.client, h.t.server};
   uint8_t tx_key[32], rx_key[32];
   KeyedHash(key, client ? "c2s" : "s2c", tx_parts, tx_key, 32);
   KeyedHash(key, client ? "s2c" : "c2s", rx_parts, rx_key, 32);
-  const Cipher cipher = ((caps & kCapAes) && (peer_caps & kCapAes)) ? Cipher::kAes256Gcm : Cipher::kChaCha20Poly1305;
+  const Cipher cipher =
+      ((h.caps & kCapAes) && (h.peer_caps & kCapAes)) ? Cipher::kAes256Gcm : Cipher::kChaCha20Poly1305;
   auto session = SessionFactory::Make(cipher, tx_key, rx_key);
-  sodium_memzero(tx_key, sizeof(tx_key));
-  sodium_memzero(rx_key, sizeof(rx_key));
-  wipe();
+  for (uint8_t* k : {rx, tx, tx_key, rx_key}) sodium_memzero(k, 32);
   return session;
+}
+
+}  // namespace
+
+Result<std::unique_ptr<SecureSession>> Handshake(int fd, HandshakeRole role, const ChannelKey& key,
+                                                 Deadline deadline, bool force_chacha) {
+  if (sodium_init() < 0) return Internal("libsodium failed to initialise");
+  HandshakeState h;
+  crypto_kx_keypair(h.pk, h.sk);
+  h.caps = (!force_chacha && HaveAes()) ? kCapAes : 0;
+  const bool client = role == HandshakeRole::kClient;
+  COHORT_RETURN_IF_ERROR(client ? ClientMessages(fd, key, &h, deadline) : ServerMessages(fd, key, &h, deadline));
+  return DeriveSession(key, h, client);
 }
 
 Status WriteRecord(int fd, SecureSession& session, std::span<const std::byte> plain, std::vector<std::byte>* scratch,
