@@ -320,5 +320,68 @@ TEST(SecureTcpGroup, RankWithAnotherSecretOrNoneIsRefused) {
   }
 }
 
+// A keyed 2-rank group whose one link runs through a relay that flips one payload byte of
+// the first data frame from rank 1: rank 0's receive fails authentication (and says so)
+// instead of handing the altered bytes up.
+TEST(SecureTcpGroup, FrameAlteredOnTheWireFailsTheReceive) {
+  auto l0 = TcpListener::Bind("127.0.0.1:0");
+  ASSERT_TRUE(l0.ok());
+  auto relay_listener = TcpListener::Bind("127.0.0.1:0");
+  ASSERT_TRUE(relay_listener.ok());
+  const std::string rank0_address = (*l0)->address();
+  // Rank 1 sends 72 handshake bytes and a 44-byte sealed hello, then the frame's 24-byte header.
+  constexpr size_t kFlipAt = 72 + 44 + 24 + 10;
+  std::thread relay([&] {
+    Fd from, to;
+    if (!PollOne((*relay_listener)->fd(), POLLIN, Soon()).ok()) return;
+    from = Fd(::accept4((*relay_listener)->fd(), nullptr, nullptr, SOCK_CLOEXEC));
+    auto addr = SocketAddress::Parse(rank0_address);
+    auto c = ConnectTcp(*addr, Soon());
+    if (!from.valid() || !c.ok()) return;
+    to = std::move(*c);
+    (void)SetNonBlocking(from.get());
+    size_t forwarded = 0;
+    std::byte buf[4096];
+    const Deadline end = Soon();
+    while (Clock::now() < end) {
+      pollfd p[2] = {{from.get(), POLLIN, 0}, {to.get(), POLLIN, 0}};
+      if (::poll(p, 2, 20) <= 0) continue;
+      if (p[0].revents != 0) {
+        const ssize_t n = ::recv(from.get(), buf, sizeof(buf), 0);
+        if (n <= 0) break;
+        if (forwarded <= kFlipAt && kFlipAt < forwarded + static_cast<size_t>(n)) buf[kFlipAt - forwarded] ^= std::byte{4};
+        forwarded += static_cast<size_t>(n);
+        if (!WriteAll(to.get(), std::span<const std::byte>(buf, static_cast<size_t>(n)), Soon()).ok()) break;
+      }
+      if (p[1].revents != 0) {
+        const ssize_t n = ::recv(to.get(), buf, sizeof(buf), 0);
+        if (n <= 0) break;
+        if (!WriteAll(from.get(), std::span<const std::byte>(buf, static_cast<size_t>(n)), Soon()).ok()) break;
+      }
+    }
+  });
+  TcpOptions o;
+  o.addresses = {(*relay_listener)->address(), "127.0.0.1:1"};  // rank 1 reaches rank 0 via the relay
+  o.key = Key("cluster");
+  o.connect_timeout = std::chrono::milliseconds(3000);
+  TcpOptions o1 = o;
+  o1.rank = 1;
+  Result<std::unique_ptr<Transport>> r0 = Unavailable(""), r1 = Unavailable("");
+  std::thread t0([&] { r0 = ConnectTcpGroup(o, std::move(*l0)); });
+  r1 = ConnectTcpGroup(o1);
+  t0.join();
+  ASSERT_TRUE(r0.ok()) << r0.status().ToString();
+  ASSERT_TRUE(r1.ok()) << r1.status().ToString();
+  std::vector<std::byte> out(1000, std::byte{0x5a}), in(1000);
+  ASSERT_TRUE((*r1)->Send(0, 7, out, Soon()).ok());
+  const Status got = (*r0)->Recv(1, 7, in, Soon());
+  EXPECT_EQ(got.code(), StatusCode::kCorrupt) << got.ToString();
+  EXPECT_NE(got.message().find("failed authentication"), std::string::npos) << got.ToString();
+  EXPECT_EQ(std::count(in.begin(), in.end(), std::byte{0x5a}), 0);  // nothing altered reached us
+  (*r0)->Close();
+  (*r1)->Close();
+  relay.join();
+}
+
 }  // namespace
 }  // namespace cohort::comm
