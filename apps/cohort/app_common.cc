@@ -30,12 +30,14 @@ Result<std::string> ReadSecret(const std::string& secret, const std::string& sec
   return line;
 }
 
-void AddClusterFlags(CLI::App* cmd, ClusterFlags* o, const std::string& p) {
+void AddClusterFlags(CLI::App* cmd, ClusterFlags* o, const std::string& p, bool secret_flags) {
   cmd->add_option("--listen", o->listen, p + "control address HOST:PORT (UDP and TCP)");
   cmd->add_option("--advertise", o->advertise, p + "address peers should use (default: --listen)");
   cmd->add_option("--peers", o->peers, p + "other nodes HOST:PORT,... (networks without multicast)");
-  cmd->add_option("--secret", o->secret, p + "the cluster secret");
-  cmd->add_option("--secret-file", o->secret_file, p + "file whose first line is the secret");
+  if (secret_flags) {
+    cmd->add_option("--secret", o->secret, p + "the cluster secret");
+    cmd->add_option("--secret-file", o->secret_file, p + "file whose first line is the secret");
+  }
   cmd->add_option("--state-dir", o->state_dir, p + "keeps this node's id across restarts");
   cmd->add_option("--name", o->name, p + "node name (default: host name)");
   cmd->add_flag("--no-multicast", o->no_multicast, p + "no multicast beacons (use --peers)");

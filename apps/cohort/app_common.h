@@ -40,7 +40,9 @@ struct ClusterFlags {
   bool no_benchmarks = false;   // publish memory and cores only
 };
 // Adds the flags to `cmd`, each help text after `help_prefix` ("" or "cluster: ").
-void AddClusterFlags(CLI::App* cmd, ClusterFlags* flags, const std::string& help_prefix);
+// `secret_flags` false: the command declares --secret/--secret-file itself (serve, whose one
+// secret is both the cluster's and its data plane's) and copies them into `flags`.
+void AddClusterFlags(CLI::App* cmd, ClusterFlags* flags, const std::string& help_prefix, bool secret_flags = true);
 Result<cluster::ClusterOptions> ClusterOptionsOf(const ClusterFlags& flags);
 
 // SIGINT and SIGTERM, blocked in this thread and every thread started after it, so that

@@ -13,6 +13,7 @@
 #include "cluster/model_registry.h"
 #include "cluster/reconciler.h"
 #include "cluster/worker_service.h"
+#include "comm/secure_channel.h"
 #include "cmd_serve.h"
 #include "server/cluster_routes.h"
 #include "server/http_server.h"
@@ -49,7 +50,7 @@ cluster::ReconcilerOptions ReconcilerOptionsOf(const ServeOptions& options, cons
 void AddClusterServeOptions(CLI::App* cmd, ClusterServeOptions* o) {
   o->model_flag = cmd->get_option("--model");
   cmd->add_flag("--cluster", o->enabled, "join a cluster: serve any instance from this node (docs/CLUSTER.md)");
-  AddClusterFlags(cmd, &o->flags, "cluster: ");
+  AddClusterFlags(cmd, &o->flags, "cluster: ", /*secret_flags=*/false);  // serve's --secret (AddDistOptions)
   cmd->add_option("--worker-listen", o->worker_listen, "cluster: worker service HOST:PORT (default: --listen host, any port)");
   cmd->add_option("--cache-dir", o->cache_dir, "cluster: where streamed model shares are kept (default: <state-dir>/cache)");
   cmd->add_option("--max-memory", o->max_memory, "cluster: this node's budget for shards + KV (bytes; K/M/G)");
@@ -84,8 +85,13 @@ int ClusterServeCommand(const ServeOptions& options) {
   if (!options.tls_cert.empty()) {
     return Fail(Unsupported("--tls-cert with --cluster: the relay between nodes does not speak TLS yet"));
   }
-  auto c = ClusterOptionsOf(co.flags);
+  ClusterFlags flags = co.flags;
+  flags.secret = options.dist.secret;  // one secret: membership and the data plane
+  flags.secret_file = options.dist.secret_file;
+  auto c = ClusterOptionsOf(flags);
   if (!c.ok()) return Fail(c.status());
+  auto data_key = comm::DeriveChannelKey(c->secret);
+  if (!data_key.ok()) return Fail(data_key.status());
   // A request relayed to a coordinator cut off the network ends once the coordinator is
   // suspect and has been quiet for a second (proxy.h): say when that exceeds 5 s.
   if (co.flags.suspect_ms + server::ProxyOptions{}.quiet_ms > 5000) {
@@ -115,6 +121,7 @@ int ClusterServeCommand(const ServeOptions& options) {
     for (const cluster::MemberView& m : node.Snapshot().members) hosts.insert(HostOf(m.address));
     return hosts;
   };
+  w.key = *data_key;
   auto workers = cluster::WorkerService::Bind(w, log);
   if (!workers.ok()) return Fail(workers.status());
 
@@ -126,6 +133,7 @@ int ClusterServeCommand(const ServeOptions& options) {
   if (!port.ok()) return Fail(port.status());
 
   cluster::ReconcilerOptions r = ReconcilerOptionsOf(options, name);
+  r.host.key = *data_key;
   r.worker = (*workers)->address();
   r.api = options.host + ":" + std::to_string(*port);
   r.max_memory_bytes = max_memory;

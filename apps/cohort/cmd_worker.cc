@@ -3,6 +3,7 @@
 #include "cmd_worker.h"
 #include "app_common.h"
 
+#include <arpa/inet.h>
 #include <fcntl.h>
 #include <poll.h>
 #include <signal.h>
@@ -18,6 +19,8 @@
 
 #include <CLI/CLI.hpp>
 
+#include "comm/secure_channel.h"
+#include "comm/socket_util.h"
 #include "comm/tcp_transport.h"
 #include "core/byte_size.h"
 #include "core/log.h"
@@ -30,10 +33,22 @@ namespace {
 
 constexpr const char* kListeningPrefix = "cohort worker: listening on ";
 
-// Starts `cohort worker --listen 127.0.0.1:0 --once` and reads the address it got.
-Result<std::string> SpawnWorker(int threads, bool verbose, int* pid_out) {
+// Starts `cohort worker --listen 127.0.0.1:0 --once` and reads the address it got. A secret
+// reaches the worker through an inherited pipe (--secret-file /dev/fd/N), never its argv.
+Result<std::string> SpawnWorker(int threads, bool verbose, const std::string& secret, int* pid_out) {
   int out_pipe[2];
   if (::pipe2(out_pipe, O_CLOEXEC) != 0) return IoError("pipe failed");
+  int secret_pipe[2] = {-1, -1};
+  if (!secret.empty()) {
+    if (::pipe2(secret_pipe, O_CLOEXEC) != 0) return IoError("pipe failed");
+    const std::string line = secret + "\n";  // at most 4 KiB: fits the pipe's buffer
+    const bool written = ::write(secret_pipe[1], line.data(), line.size()) == static_cast<ssize_t>(line.size());
+    ::close(secret_pipe[1]);
+    if (!written) {
+      ::close(secret_pipe[0]);
+      return IoError("could not hand the secret to a spawned worker");
+    }
+  }
   const pid_t parent = ::getpid();
   const pid_t pid = ::fork();
   if (pid < 0) return IoError(std::string("fork: ") + std::strerror(errno));
@@ -46,11 +61,18 @@ Result<std::string> SpawnWorker(int threads, bool verbose, int* pid_out) {
     std::vector<const char*> argv = {"cohort", "-t", t.c_str()};
     if (verbose) argv.push_back("-v");
     for (const char* a : {"worker", "--listen", "127.0.0.1:0", "--once"}) argv.push_back(a);
+    std::string secret_path;
+    if (secret_pipe[0] >= 0) {
+      secret_path = "/dev/fd/" + std::to_string(::dup(secret_pipe[0]));  // dup: not close-on-exec
+      argv.push_back("--secret-file");
+      argv.push_back(secret_path.c_str());
+    }
     argv.push_back(nullptr);
     ::execv("/proc/self/exe", const_cast<char* const*>(argv.data()));
     ::_exit(127);
   }
   ::close(out_pipe[1]);
+  if (secret_pipe[0] >= 0) ::close(secret_pipe[0]);
   *pid_out = pid;
   std::string line;
   const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(30);
@@ -108,7 +130,26 @@ void AddDistOptions(CLI::App* cmd, DistOptions* o) {
   cmd->add_option("--link-latency-us", o->link_latency_us, "TCP link emulation: added one-way delay (us)");
   cmd->add_option("--link-gbit", o->link_gbit, "TCP link emulation: bandwidth cap per link (Gbit/s)");
   cmd->add_flag("--mpi", o->mpi, "distributed: ranks from mpirun (mpirun -np N cohort ... --mpi)");
+  cmd->add_option("--secret", o->secret, "the cluster secret: authenticates and encrypts every link between ranks");
+  cmd->add_option("--secret-file", o->secret_file, "file whose first line is the cluster secret");
+  cmd->add_flag("--insecure", o->insecure, "no secret: plain links (UCX, MPI across machines); trusted networks only");
 }
+
+namespace {
+
+// Whether every rank mpirun started is on this host (Open MPI and MPICH say so in the
+// environment); unknown counts as no.
+bool MpiRanksAllLocal() {
+  for (auto [local, world] : {std::pair{"OMPI_COMM_WORLD_LOCAL_SIZE", "OMPI_COMM_WORLD_SIZE"},
+                              std::pair{"MPI_LOCALNRANKS", "PMI_SIZE"}}) {
+    const char* l = std::getenv(local);
+    const char* w = std::getenv(world);
+    if (l != nullptr && w != nullptr) return std::string(l) == std::string(w);
+  }
+  return false;
+}
+
+}  // namespace
 
 LocalWorkers::~LocalWorkers() { Reap(pids_); }
 
@@ -124,9 +165,19 @@ Result<std::unique_ptr<parallel::DistributedModel>> StartDistributed(const DistO
     COHORT_ASSIGN_OR_RETURN(shares, parallel::ParseShares(options.shares));
   }
   const int worker_threads = options.worker_threads > 0 ? options.worker_threads : threads;
+  COHORT_ASSIGN_OR_RETURN(const std::string secret, ReadSecret(options.secret, options.secret_file));
+  if (!secret.empty() && options.insecure) return InvalidArgument("give a secret or --insecure, not both");
   if (options.mpi) {
     if (!options.workers.empty() || options.local_ranks > 1) {
       return InvalidArgument("--mpi takes its ranks from mpirun, not --workers/--local-ranks");
+    }
+    // MPI moves the activations itself: our encryption cannot wrap them.
+    if (!secret.empty()) {
+      return Unsupported("--mpi cannot carry the data-plane encryption: use --workers with --secret, or --mpi "
+                         "--insecure on a trusted network");
+    }
+    if (!options.insecure && !MpiRanksAllLocal()) {
+      return InvalidArgument("--mpi ranks on other machines travel unencrypted: pass --insecure to allow it");
     }
     parallel::DistributedModel::MpiOptions m;
     m.layout = options.layout;
@@ -151,12 +202,15 @@ Result<std::unique_ptr<parallel::DistributedModel>> StartDistributed(const DistO
                                              : parallel::DataTransport::kTcp;
   s.link.latency_us = options.link_latency_us;
   s.link.bandwidth_bytes_per_s = static_cast<int64_t>(options.link_gbit * 1e9 / 8);
+  if (!secret.empty()) {
+    COHORT_ASSIGN_OR_RETURN(s.key, comm::DeriveChannelKey(secret));
+  }
   // The same digest store the workers on this host use: a local worker finds our hash there.
   if (const std::string cache = DefaultCacheDir(); !cache.empty()) s.digest_cache_dir = cache + "/digests";
   if (options.local_ranks > 1) {
     for (int r = 1; r < options.local_ranks; ++r) {
       int pid = -1;
-      auto address = SpawnWorker(s.worker_threads, options.verbose_workers, &pid);
+      auto address = SpawnWorker(s.worker_threads, options.verbose_workers, secret, &pid);
       if (pid > 0) spawned->Add(pid);
       if (!address.ok()) return address.status();
       s.workers.push_back(*address);
@@ -195,14 +249,49 @@ CLI::App* AddWorkerCommand(CLI::App& app, WorkerOptions* o) {
                   "where streamed model shares and file digests are kept (default: ~/.cache/cohort)");
   cmd->add_option("--models-dir", o->models_dir, "also look for a job's model file (by name) here");
   cmd->add_option("--cache-max", o->cache_max, "bound on the streamed shares kept (bytes; K/M/G; LRU evicted)");
+  cmd->add_option("--secret", o->secret, "the cluster secret: coordinators must prove it; links are encrypted");
+  cmd->add_option("--secret-file", o->secret_file, "file whose first line is the cluster secret");
+  cmd->add_flag("--insecure", o->insecure, "listen beyond loopback without a secret (benchmarks on a trusted network)");
   return cmd;
 }
+
+namespace {
+
+// The worker's key, or none: refused beyond loopback without --insecure, which is loud.
+Result<std::optional<comm::ChannelKey>> WorkerKey(const WorkerOptions& options) {
+  COHORT_ASSIGN_OR_RETURN(const std::string secret, ReadSecret(options.secret, options.secret_file));
+  if (!secret.empty() && options.insecure) return InvalidArgument("give a secret or --insecure, not both");
+  if (!secret.empty()) {
+    COHORT_ASSIGN_OR_RETURN(comm::ChannelKey key, comm::DeriveChannelKey(secret));
+    return std::optional<comm::ChannelKey>(key);
+  }
+  COHORT_ASSIGN_OR_RETURN(const comm::SocketAddress addr, comm::SocketAddress::Parse(options.listen));
+  const bool loopback = (ntohl(addr.addr.sin_addr.s_addr) >> 24) == 127;
+  if (!loopback && !options.insecure) {
+    return InvalidArgument("listening on " + options.listen +
+                           " beyond loopback needs --secret or --secret-file (or --insecure on a trusted network)");
+  }
+  if (!loopback) {
+    std::fprintf(stderr,
+                 "cohort worker: WARNING: --insecure: anyone who can reach %s can run jobs here and read every "
+                 "prompt and activation in clear\n",
+                 options.listen.c_str());
+  }
+  return std::optional<comm::ChannelKey>();
+}
+
+}  // namespace
 
 int WorkerCommand(const WorkerOptions& options, bool verbose) {
   Logger log(verbose ? LogLevel::kInfo : LogLevel::kWarn, stderr, "worker");
   const int64_t cache_max = ParseByteSize(options.cache_max);
   if (cache_max < 0) {
     std::fprintf(stderr, "cohort worker: --cache-max: '%s' is not a size\n", options.cache_max.c_str());
+    return 1;
+  }
+  auto key = WorkerKey(options);
+  if (!key.ok()) {
+    std::fprintf(stderr, "cohort worker: %s\n", key.status().ToString().c_str());
     return 1;
   }
   auto listener = comm::TcpListener::Bind(options.listen);
@@ -214,6 +303,7 @@ int WorkerCommand(const WorkerOptions& options, bool verbose) {
   env.cache_dir = options.cache_dir.empty() ? DefaultCacheDir() : options.cache_dir;
   env.models_dir = options.models_dir;
   env.cache_bytes_max = static_cast<uint64_t>(cache_max);
+  env.key = *key;
   std::printf("%s%s\n", kListeningPrefix, (*listener)->address().c_str());
   std::fflush(stdout);
   for (;;) {

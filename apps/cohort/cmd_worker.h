@@ -37,11 +37,16 @@ struct DistOptions {
   double link_gbit = 0;           // TCP link emulation: bandwidth cap per link (Gbit/s)
   bool verbose_workers = false;   // spawned workers log to stderr (set from -v)
   bool mpi = false;               // ranks from mpirun: rank 0 runs the command, others serve
+  // The cluster secret: the workers must hold the same one; every connection between ranks is
+  // then authenticated and encrypted. `insecure`: plain TCP, UCX and MPI across machines.
+  std::string secret;
+  std::string secret_file;
+  bool insecure = false;
   bool enabled() const { return mpi || !workers.empty() || local_ranks > 1; }
 };
 
-// Adds --workers, --local-ranks, --layout, --shares, --transport, --worker-threads and the
-// link-emulation options to a subcommand.
+// Adds --workers, --local-ranks, --layout, --shares, --transport, --worker-threads, the
+// link-emulation options and --secret/--secret-file/--insecure to a subcommand.
 void AddDistOptions(CLI::App* cmd, DistOptions* options);
 
 // Workers this process spawned on this host (--local-ranks): reaped when destroyed, which
@@ -79,6 +84,9 @@ struct WorkerOptions {
   std::string cache_dir;
   std::string models_dir;  // where else to look for a job's model file, by file name
   std::string cache_max = "32G";  // bound on the streamed shares kept (LRU); "0": none
+  std::string secret;       // coordinators must prove it; jobs run encrypted
+  std::string secret_file;
+  bool insecure = false;    // allow listening beyond loopback without a secret (benchmarks)
 };
 
 // $XDG_CACHE_HOME/cohort, else $HOME/.cache/cohort, else "" (nothing cached).

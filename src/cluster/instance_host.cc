@@ -26,6 +26,7 @@ Result<OpenedInstance> OpenInstance(const Instance& instance, const InstanceHost
     s.setup_timeout = options.setup_timeout;
     s.comm_timeout = options.comm_timeout;
     s.link = options.link;
+    s.key = options.key;
     // Only the header, the tokenizer and rank 0's share: the coordinator does not load the
     // whole model.
     load.make_model = [s, &distributed](const gguf::File& file) -> Result<std::unique_ptr<model::Model>> {

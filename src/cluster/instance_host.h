@@ -12,6 +12,7 @@
 #include <map>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <string>
 #include <thread>
 #include <vector>
@@ -32,6 +33,7 @@ struct InstanceHostOptions {
   std::chrono::milliseconds comm_timeout{3000};    // bounds a collective on a dead link
   std::chrono::milliseconds setup_timeout{10000};  // bounds connecting the ranks
   comm::LinkEmulation link;         // TCP link emulation between ranks (tests, demos)
+  std::optional<comm::ChannelKey> key;  // the cluster's data-plane key (encrypts the ranks' links)
 };
 
 // `instance` opened as its coordinator runs it, and the plan its ranks run (a distributed

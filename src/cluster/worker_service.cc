@@ -1,6 +1,7 @@
 // WorkerService; see worker_service.h.
 #include "cluster/worker_service.h"
 
+#include <arpa/inet.h>
 #include <sys/socket.h>
 
 #include "parallel/session.h"
@@ -12,6 +13,12 @@ Status WorkerServiceOptions::Validate() const {
   if (slots < 1 || slots > 64) return InvalidArgument("worker slots must be in [1, 64]");
   if (slots_per_coordinator < 0 || slots_per_coordinator > slots) {
     return InvalidArgument("worker slots per coordinator must be in [0, slots]");
+  }
+  if (!key.has_value() && !insecure) {
+    COHORT_ASSIGN_OR_RETURN(const comm::SocketAddress addr, comm::SocketAddress::Parse(listen));
+    if ((ntohl(addr.addr.sin_addr.s_addr) >> 24) != 127) {
+      return InvalidArgument("a worker service beyond loopback (" + listen + ") needs the cluster secret");
+    }
   }
   return Status::Ok();
 }
@@ -44,6 +51,7 @@ void WorkerService::Run() {
       // Asked when the job comes, not when the slot began waiting: members come and go.
       env.allowed_host = [this](const std::string& host) { return options_.member_hosts().count(host) > 0; };
     }
+    env.key = options_.key;
     const Status st = parallel::ServeOneJob(listener_->fd(), env, &log_);
     if (!st.ok() && !stop_) log_.Info("worker job ended: {}", st.ToString());
   }

@@ -15,6 +15,7 @@
 #include <map>
 #include <set>
 #include <memory>
+#include <optional>
 #include <string>
 #include <thread>
 #include <vector>
@@ -40,6 +41,10 @@ struct WorkerServiceOptions {
   // a data address on another host, is refused. Unset: any host (a standalone worker).
   std::function<std::set<std::string>()> member_hosts;
   uint64_t cache_bytes_max = 0;  // streamed shares kept, LRU-evicted beyond it; 0: no bound
+  // The cluster's data-plane key: coordinators must prove it, and jobs run encrypted.
+  // Unset: plain, which Validate allows on loopback only unless `insecure`.
+  std::optional<comm::ChannelKey> key;
+  bool insecure = false;
   Status Validate() const;
 };
 

@@ -4,6 +4,7 @@
 // Each transport adds only how bytes move: sockets or rings.
 #pragma once
 
+#include <array>
 #include <cstddef>
 #include <cstdint>
 #include <span>
@@ -14,7 +15,8 @@
 
 namespace cohort::comm {
 
-// One frame on its way out: its header, then the caller's payload.
+// One frame on its way out: its header, then the caller's payload (or, encrypted, its
+// ciphertext and tag).
 struct FrameSend {
   int peer = -1;
   FrameHeaderBytes header{};
@@ -24,14 +26,18 @@ struct FrameSend {
 };
 
 // One frame on its way in: the header lands here and is checked against `tag` and the
-// payload's size before any payload byte is taken.
+// payload's size before any payload byte is taken. On an encrypted stream (TCP with a secret)
+// the AEAD tag follows the payload (trailer_bytes = kSealTagBytes) and the payload is
+// ciphertext until the transport opens it.
 struct FrameRecv {
   int peer = -1;
   uint32_t tag = 0;
   FrameHeaderBytes header{};
   std::span<std::byte> payload;
-  size_t done = 0;  // bytes of header + payload read
-  bool finished() const { return done == kFrameHeaderBytes + payload.size(); }
+  size_t done = 0;  // bytes of header + payload + trailer read
+  std::array<std::byte, 16> trailer{};
+  size_t trailer_bytes = 0;
+  bool finished() const { return done == kFrameHeaderBytes + payload.size() + trailer_bytes; }
 };
 
 class FramedTransport : public Transport {

@@ -1,8 +1,11 @@
 // How N ranks find each other over TCP: bind, connect to lower ranks with retries, accept
-// higher ranks, and exchange hellos so that a stray or garbage connection is refused.
+// higher ranks, and exchange hellos so that a stray or garbage connection is refused. With a
+// key, the secure handshake comes first and the hellos travel sealed: a connection that does
+// not prove the secret is dropped before anything it says is looked at.
 #include <poll.h>
 #include <sys/socket.h>
 
+#include <algorithm>
 #include <thread>
 
 #include <fmt/format.h>
@@ -18,18 +21,40 @@ namespace {
 constexpr std::chrono::milliseconds kHelloTimeout{1000};
 constexpr int kRanksMax = 1024;
 
-Status SendHello(int fd, const Hello& hello, Deadline deadline) {
+// `session` null: in clear; else as one sealed record.
+Status SendHello(int fd, SecureSession* session, const Hello& hello, Deadline deadline) {
   const HelloBytes bytes = EncodeHello(hello);
-  return WriteAll(fd, bytes, deadline);
+  if (session == nullptr) return WriteAll(fd, bytes, deadline);
+  std::vector<std::byte> scratch;
+  return WriteRecord(fd, *session, bytes, &scratch, deadline);
 }
 
-Result<Hello> ReadHello(int fd, Deadline deadline) {
+Result<Hello> ReadHello(int fd, SecureSession* session, Deadline deadline) {
   HelloBytes bytes{};
-  COHORT_RETURN_IF_ERROR(ReadAll(fd, bytes, deadline));
+  if (session == nullptr) {
+    COHORT_RETURN_IF_ERROR(ReadAll(fd, bytes, deadline));
+    return DecodeHello(bytes);
+  }
+  std::vector<std::byte> buffer;
+  COHORT_ASSIGN_OR_RETURN(const size_t n, ReadRecord(fd, *session, &buffer, kHelloBytes, deadline));
+  if (n != kHelloBytes) return Corrupt("sealed hello of the wrong size");
+  std::copy(buffer.begin(), buffer.begin() + kHelloBytes, bytes.begin());
   return DecodeHello(bytes);
 }
 
-Result<Fd> ConnectToPeer(int peer, const TcpOptions& options, Deadline deadline) {
+// The secure session of a fresh connection when the options carry a key (else null).
+Result<std::unique_ptr<SecureSession>> MaybeHandshake(int fd, HandshakeRole role, const TcpOptions& options,
+                                                      Deadline deadline) {
+  if (!options.key.has_value()) return std::unique_ptr<SecureSession>();
+  return Handshake(fd, role, *options.key, deadline);
+}
+
+struct Connected {
+  Fd fd;
+  std::unique_ptr<SecureSession> session;
+};
+
+Result<Connected> ConnectToPeer(int peer, const TcpOptions& options, Deadline deadline) {
   COHORT_ASSIGN_OR_RETURN(const SocketAddress addr, SocketAddress::Parse(options.addresses[peer]));
   const int n = static_cast<int>(options.addresses.size());
   Status last = Unavailable("no attempt");
@@ -37,12 +62,19 @@ Result<Fd> ConnectToPeer(int peer, const TcpOptions& options, Deadline deadline)
     // kUnavailable while the peer is not listening yet: peers start in any order.
     Result<Fd> fd = ConnectTcp(addr, deadline, options.socket_busy_poll, options.socket_buffer_bytes);
     if (fd.ok()) {
-      Status status = SendHello(fd->get(), {options.group_id, uint32_t(options.rank), uint32_t(n)},
-                                deadline);
-      Result<Hello> reply = status.ok() ? ReadHello(fd->get(), deadline) : Result<Hello>(status);
+      auto session = MaybeHandshake(fd->get(), HandshakeRole::kClient, options, deadline);
+      // A peer that does not prove our secret will not learn it by retrying.
+      if (!session.ok() && session.status().code() == StatusCode::kCorrupt) {
+        return session.status().Annotate(fmt::format("rank {} at {}", peer, options.addresses[peer]));
+      }
+      SecureSession* s = session.ok() ? session->get() : nullptr;
+      Status status = session.ok() ? SendHello(fd->get(), s, {options.group_id, uint32_t(options.rank), uint32_t(n)},
+                                               deadline)
+                                   : session.status();
+      Result<Hello> reply = status.ok() ? ReadHello(fd->get(), s, deadline) : Result<Hello>(status);
       if (reply.ok() && reply->group_id == options.group_id && reply->rank == uint32_t(peer) &&
           reply->n_ranks == uint32_t(n)) {
-        return std::move(*fd);
+        return Connected{std::move(*fd), std::move(*session)};
       }
       last = reply.ok() ? Corrupt(fmt::format("{} answered as rank {} of group {:x}",
                                               options.addresses[peer], reply->rank,
@@ -61,8 +93,8 @@ Result<Fd> ConnectToPeer(int peer, const TcpOptions& options, Deadline deadline)
 }
 
 // Accepts until every higher rank has said a valid hello; anything else is dropped.
-Status AcceptPeers(int listen_fd, const TcpOptions& options, Deadline deadline,
-                   std::vector<int>* fds) {
+Status AcceptPeers(int listen_fd, const TcpOptions& options, Deadline deadline, TcpMesh* mesh) {
+  std::vector<int>* fds = &mesh->fds;
   const int n = static_cast<int>(options.addresses.size());
   int missing = n - 1 - options.rank;
   while (missing > 0) {
@@ -76,14 +108,18 @@ Status AcceptPeers(int listen_fd, const TcpOptions& options, Deadline deadline,
     Status status =
         ConfigureStreamSocket(fd.get(), options.socket_busy_poll, options.socket_buffer_bytes);
     const Deadline hello_deadline = std::min(deadline, DeadlineAfter(kHelloTimeout));
-    Result<Hello> hello = status.ok() ? ReadHello(fd.get(), hello_deadline) : Result<Hello>(status);
+    auto session = status.ok() ? MaybeHandshake(fd.get(), HandshakeRole::kServer, options, hello_deadline)
+                               : Result<std::unique_ptr<SecureSession>>(status);
+    SecureSession* s = session.ok() ? session->get() : nullptr;
+    Result<Hello> hello = session.ok() ? ReadHello(fd.get(), s, hello_deadline) : Result<Hello>(session.status());
     const bool valid = hello.ok() && hello->group_id == options.group_id &&
                        hello->n_ranks == uint32_t(n) && hello->rank > uint32_t(options.rank) &&
                        hello->rank < uint32_t(n) && (*fds)[hello->rank] < 0;
     if (!valid ||
-        !SendHello(fd.get(), {options.group_id, uint32_t(options.rank), uint32_t(n)}, deadline).ok()) {
+        !SendHello(fd.get(), s, {options.group_id, uint32_t(options.rank), uint32_t(n)}, deadline).ok()) {
       continue;  // garbage, a stranger, or a duplicate: not one of ours; fd closes it
     }
+    if (s != nullptr) mesh->sessions[hello->rank] = std::move(*session);
     (*fds)[hello->rank] = fd.Release();
     --missing;
   }
@@ -115,40 +151,47 @@ Result<std::unique_ptr<TcpListener>> TcpListener::Bind(const std::string& addres
   return std::unique_ptr<TcpListener>(new TcpListener(std::move(fd), addr.ToString()));
 }
 
-Result<std::vector<int>> ConnectTcpMesh(const TcpOptions& options,
-                                        std::unique_ptr<TcpListener> listener) {
+Result<TcpMesh> ConnectTcpMeshSessions(const TcpOptions& options, std::unique_ptr<TcpListener> listener) {
   COHORT_RETURN_IF_ERROR(options.Validate());
   const int n = static_cast<int>(options.addresses.size());
   const Deadline deadline = DeadlineAfter(options.connect_timeout);
   if (listener == nullptr && options.rank + 1 < n) {
     COHORT_ASSIGN_OR_RETURN(listener, TcpListener::Bind(options.addresses[options.rank]));
   }
-  std::vector<int> fds(n, -1);
-  auto close_all = [&fds] {
-    for (int& fd : fds) CloseFd(&fd);
+  TcpMesh mesh;
+  mesh.fds.assign(n, -1);
+  if (options.key.has_value()) mesh.sessions.resize(n);
+  auto close_all = [&mesh] {
+    for (int& fd : mesh.fds) CloseFd(&fd);
   };
   for (int peer = 0; peer < options.rank; ++peer) {
-    Result<Fd> fd = ConnectToPeer(peer, options, deadline);
-    if (!fd.ok()) {
+    Result<Connected> c = ConnectToPeer(peer, options, deadline);
+    if (!c.ok()) {
       close_all();
-      return fd.status();
+      return c.status();
     }
-    fds[peer] = fd->Release();
+    mesh.fds[peer] = c->fd.Release();
+    if (options.key.has_value()) mesh.sessions[peer] = std::move(c->session);
   }
   if (options.rank + 1 < n) {
-    Status status = AcceptPeers(listener->fd(), options, deadline, &fds);
+    Status status = AcceptPeers(listener->fd(), options, deadline, &mesh);
     if (!status.ok()) {
       close_all();
       return status;
     }
   }
-  return fds;
+  return mesh;
+}
+
+Result<std::vector<int>> ConnectTcpMesh(const TcpOptions& options, std::unique_ptr<TcpListener> listener) {
+  COHORT_ASSIGN_OR_RETURN(TcpMesh mesh, ConnectTcpMeshSessions(options, std::move(listener)));
+  return std::move(mesh.fds);
 }
 
 Result<std::unique_ptr<Transport>> ConnectTcpGroup(const TcpOptions& options,
                                                    std::unique_ptr<TcpListener> listener) {
-  COHORT_ASSIGN_OR_RETURN(std::vector<int> fds, ConnectTcpMesh(options, std::move(listener)));
-  return MakeTcpTransport(options.rank, std::move(fds), options);
+  COHORT_ASSIGN_OR_RETURN(TcpMesh mesh, ConnectTcpMeshSessions(options, std::move(listener)));
+  return MakeTcpTransport(options.rank, std::move(mesh.fds), options, std::move(mesh.sessions));
 }
 
 }  // namespace cohort::comm

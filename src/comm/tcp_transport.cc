@@ -1,5 +1,8 @@
 // The TCP transport's data path: one loop that moves every pending send and receive of an
 // Exchange forward on non-blocking sockets, validating each frame header before its payload.
+// With a secret, each frame's payload travels sealed (secure_channel.h): the clear header is
+// the record's authenticated data, the tag follows the ciphertext, and a frame is opened in
+// place in the caller's buffer once its last byte is in.
 #include "comm/tcp_transport.h"
 
 #include <fcntl.h>
@@ -16,6 +19,7 @@
 #include "comm/frame.h"
 #include "comm/framed_transport.h"
 #include "comm/link_emulator.h"
+#include "comm/secure_channel.h"
 #include "comm/socket_util.h"
 #include "comm/wait.h"
 
@@ -40,10 +44,14 @@ void ConfigureBlockingSlices(int fd) {
 
 class TcpTransport final : public FramedTransport {
  public:
-  TcpTransport(int rank, std::vector<int> fds, const TcpOptions& options)
+  TcpTransport(int rank, std::vector<int> fds, const TcpOptions& options,
+               std::vector<std::unique_ptr<SecureSession>> sessions)
       : FramedTransport("tcp", rank, static_cast<int>(fds.size())),
         fds_(std::move(fds)),
-        wait_(options.wait) {
+        wait_(options.wait),
+        sessions_(std::move(sessions)) {
+    COHORT_CHECK(sessions_.empty() || sessions_.size() == fds_.size());
+    sealed_.resize(sessions_.size());
     for (int fd : fds_) {
       if (fd >= 0) ConfigureBlockingSlices(fd);
     }
@@ -61,6 +69,8 @@ class TcpTransport final : public FramedTransport {
   Status ProgressSend(FrameSend* s, bool* progressed);
   Status ProgressRecv(FrameRecv* r, bool* progressed);
   Status BlockingRecv(FrameRecv* r);
+  Status AfterRecv(FrameRecv* r, size_t n);
+  void SealSends();
   Status Block(Deadline deadline);
   FrameRecv* OnlyPendingRecv();
   std::string DescribePending() const;
@@ -69,11 +79,62 @@ class TcpTransport final : public FramedTransport {
   WaitPolicy wait_;
   std::unique_ptr<LinkEmulator> emulator_;
   std::vector<pollfd> pollfds_;  // reused across calls
+  // Per peer, when encrypted (empty otherwise): the session, and the ciphertext buffer its
+  // sends are sealed into (grown to the largest frame, then reused: no allocation per frame).
+  std::vector<std::unique_ptr<SecureSession>> sessions_;
+  std::vector<std::vector<std::byte>> sealed_;
 };
+
+// Seals every send of this Exchange into its peer's buffer and points the send at it; the
+// receives expect a tag after their payload.
+void TcpTransport::SealSends() {
+  for (FrameSend& s : sends_) {
+    std::vector<std::byte>& buffer = sealed_[s.peer];
+    const size_t n = s.payload.size() + kSealTagBytes;
+    if (buffer.size() < n) buffer.resize(n);
+    sessions_[s.peer]->Seal(s.header, s.payload, std::span<std::byte>(buffer.data(), n));
+    s.payload = std::span<const std::byte>(buffer.data(), n);
+  }
+  for (FrameRecv& r : recvs_) r.trailer_bytes = kSealTagBytes;
+}
+
+// The bookkeeping after `n` bytes of r arrived: the header is checked once complete (before
+// any payload byte is trusted), and a complete encrypted frame is opened.
+Status TcpTransport::AfterRecv(FrameRecv* r, size_t n) {
+  const bool header_was_partial = r->done < kFrameHeaderBytes;
+  r->done += n;
+  if (header_was_partial && r->done >= kFrameHeaderBytes) {
+    COHORT_RETURN_IF_ERROR(CheckFrameHeader(r->header, r->tag, r->payload.size(), r->peer));
+  }
+  if (r->trailer_bytes > 0 && r->finished()) {
+    Status opened = sessions_[r->peer]->Open(r->header, r->payload, r->trailer);
+    if (!opened.ok()) return opened.Annotate(fmt::format("from rank {}", r->peer));
+  }
+  return Status::Ok();
+}
+
+// Where the next bytes of r go: header, payload, trailer, whichever are still missing.
+int RecvIov(FrameRecv* r, iovec iov[3]) {
+  int n_iov = 0;
+  if (r->done < kFrameHeaderBytes) {
+    iov[n_iov++] = {r->header.data() + r->done, kFrameHeaderBytes - r->done};
+  }
+  const size_t payload_done = r->done > kFrameHeaderBytes ? r->done - kFrameHeaderBytes : 0;
+  if (payload_done < r->payload.size()) {
+    iov[n_iov++] = {r->payload.data() + payload_done, r->payload.size() - payload_done};
+  }
+  const size_t before_trailer = kFrameHeaderBytes + r->payload.size();
+  const size_t trailer_done = r->done > before_trailer ? r->done - before_trailer : 0;
+  if (trailer_done < r->trailer_bytes) {
+    iov[n_iov++] = {r->trailer.data() + trailer_done, r->trailer_bytes - trailer_done};
+  }
+  return n_iov;
+}
 
 Status TcpTransport::Exchange(std::span<const SendOp> sends, std::span<const RecvOp> recvs,
                               Deadline deadline) {
   COHORT_RETURN_IF_ERROR(BeginExchange(sends, recvs));
+  if (!sessions_.empty()) SealSends();
   if (emulator_ != nullptr) {
     // Delivered later by the emulator thread; this loop then only receives.
     for (const FrameSend& s : sends_) emulator_->Enqueue(s.peer, s.header, s.payload);
@@ -138,27 +199,17 @@ FrameRecv* TcpTransport::OnlyPendingRecv() {
 // the failed read and the poll() of the general path, about a quarter of a 16 KB exchange.
 // Returns after at most kBlockingSlice with or without progress.
 Status TcpTransport::BlockingRecv(FrameRecv* r) {
-  std::byte* dst;
-  size_t want;
-  if (r->done < kFrameHeaderBytes) {
-    dst = r->header.data() + r->done;
-    want = kFrameHeaderBytes - r->done;  // the header first: its length is not trusted yet
-  } else {
-    dst = r->payload.data() + (r->done - kFrameHeaderBytes);
-    want = r->payload.size() - (r->done - kFrameHeaderBytes);
-  }
-  const ssize_t n = recv(fds_[r->peer], dst, want, MSG_WAITALL);
+  // One segment at a time, the header first: its length is not trusted yet.
+  iovec iov[3];
+  RecvIov(r, iov);
+  const ssize_t n = recv(fds_[r->peer], iov[0].iov_base, iov[0].iov_len, MSG_WAITALL);
   if (n == 0) return Fail(Unavailable(fmt::format("rank {} closed the connection", r->peer)));
   if (n < 0) {
     if (WouldBlock(errno)) return Status::Ok();
     return Fail(Unavailable(fmt::format("recv from rank {} failed: {}", r->peer, std::strerror(errno))));
   }
-  const bool header_was_partial = r->done < kFrameHeaderBytes;
-  r->done += static_cast<size_t>(n);
-  if (header_was_partial && r->done == kFrameHeaderBytes) {
-    Status status = CheckFrameHeader(r->header, r->tag, r->payload.size(), r->peer);
-    if (!status.ok()) return Fail(status);
-  }
+  Status status = AfterRecv(r, static_cast<size_t>(n));
+  if (!status.ok()) return Fail(status);
   return Status::Ok();
 }
 
@@ -191,15 +242,8 @@ Status TcpTransport::ProgressSend(FrameSend* s, bool* progressed) {
 // which is ours to scribble on, and the header is checked as soon as it is complete (a bad one
 // fails the call, so bytes read past it are never trusted or used to size anything).
 Status TcpTransport::ProgressRecv(FrameRecv* r, bool* progressed) {
-  iovec iov[2];
-  int n_iov = 0;
-  if (r->done < kFrameHeaderBytes) {
-    iov[n_iov++] = {r->header.data() + r->done, kFrameHeaderBytes - r->done};
-  }
-  const size_t payload_done = r->done > kFrameHeaderBytes ? r->done - kFrameHeaderBytes : 0;
-  if (payload_done < r->payload.size()) {
-    iov[n_iov++] = {r->payload.data() + payload_done, r->payload.size() - payload_done};
-  }
+  iovec iov[3];
+  const int n_iov = RecvIov(r, iov);
   msghdr msg{};
   msg.msg_iov = iov;
   msg.msg_iovlen = static_cast<size_t>(n_iov);
@@ -209,13 +253,8 @@ Status TcpTransport::ProgressRecv(FrameRecv* r, bool* progressed) {
     if (WouldBlock(errno)) return Status::Ok();
     return Unavailable(fmt::format("recv from rank {} failed: {}", r->peer, std::strerror(errno)));
   }
-  const bool header_was_partial = r->done < kFrameHeaderBytes;
-  r->done += static_cast<size_t>(n);
   *progressed = true;
-  if (header_was_partial && r->done >= kFrameHeaderBytes) {
-    COHORT_RETURN_IF_ERROR(CheckFrameHeader(r->header, r->tag, r->payload.size(), r->peer));
-  }
-  return Status::Ok();
+  return AfterRecv(r, static_cast<size_t>(n));
 }
 
 Status TcpTransport::Block(Deadline deadline) {
@@ -242,7 +281,7 @@ std::string TcpTransport::DescribePending() const {
   for (const FrameRecv& r : recvs_) {
     if (!r.finished()) {
       out += fmt::format("{}recv from rank {} ({} of {} bytes)", out.empty() ? "" : ", ", r.peer,
-                         r.done, r.payload.size() + kFrameHeaderBytes);
+                         r.done, r.payload.size() + kFrameHeaderBytes + r.trailer_bytes);
     }
   }
   return out;
@@ -268,9 +307,9 @@ void TcpTransport::Close() {
 
 }  // namespace
 
-std::unique_ptr<Transport> MakeTcpTransport(int rank, std::vector<int> fds,
-                                            const TcpOptions& options) {
-  return std::make_unique<TcpTransport>(rank, std::move(fds), options);
+std::unique_ptr<Transport> MakeTcpTransport(int rank, std::vector<int> fds, const TcpOptions& options,
+                                            std::vector<std::unique_ptr<SecureSession>> sessions) {
+  return std::make_unique<TcpTransport>(rank, std::move(fds), options, std::move(sessions));
 }
 
 }  // namespace cohort::comm

@@ -1,14 +1,18 @@
 // The TCP transport: a full mesh of persistent TCP connections between N ranks (rank i
 // listens on addresses[i]), TCP_NODELAY, non-blocking sockets driven by one Exchange loop,
-// and an optional link emulation that delays delivery to imitate a slower network.
+// and an optional link emulation that delays delivery to imitate a slower network. With a
+// cluster key, every connection opens with the secure handshake and carries sealed frames
+// (secure_channel.h); without one, plain frames (loopback, or an explicit --insecure).
 #pragma once
 
 #include <chrono>
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
+#include "comm/secure_channel.h"
 #include "comm/socket_util.h"
 #include "comm/transport.h"
 #include "core/status.h"
@@ -41,6 +45,9 @@ struct TcpOptions {
   bool socket_busy_poll = false;  // also ask the kernel to busy-poll the NIC (SO_BUSY_POLL)
   int socket_buffer_bytes = 0;    // SO_SNDBUF/SO_RCVBUF; 0 keeps the kernel's autotuning
   LinkEmulation link;
+  // Set: each connection is authenticated with this key and its frames encrypted; a peer
+  // without it is refused at the handshake. Unset: plain TCP.
+  std::optional<ChannelKey> key;
 
   Status Validate() const;
 };
@@ -70,12 +77,20 @@ Result<std::unique_ptr<Transport>> ConnectTcpGroup(const TcpOptions& options,
                                                    std::unique_ptr<TcpListener> listener = nullptr);
 
 // The rendezvous alone: the connected, hello-checked sockets (fds[rank] == -1), owned by the
-// caller. Other transports (UCX) use it to bootstrap and to watch their peers' liveness.
+// caller, and with a key each one's secure session (sessions[rank] null; empty without a key).
+struct TcpMesh {
+  std::vector<int> fds;
+  std::vector<std::unique_ptr<SecureSession>> sessions;
+};
+Result<TcpMesh> ConnectTcpMeshSessions(const TcpOptions& options, std::unique_ptr<TcpListener> listener = nullptr);
+// The sockets only. Other transports (UCX) use it to bootstrap and to watch their peers'
+// liveness (with a key the bootstrap is authenticated, but their own data is not encrypted).
 Result<std::vector<int>> ConnectTcpMesh(const TcpOptions& options,
                                         std::unique_ptr<TcpListener> listener = nullptr);
 
 // Wraps already-connected sockets (fds[rank] == -1) in a transport; the transport owns them.
-std::unique_ptr<Transport> MakeTcpTransport(int rank, std::vector<int> fds,
-                                            const TcpOptions& options);
+// `sessions` (one per fd, or empty for plain frames) are the handshakes' outcomes.
+std::unique_ptr<Transport> MakeTcpTransport(int rank, std::vector<int> fds, const TcpOptions& options,
+                                            std::vector<std::unique_ptr<SecureSession>> sessions = {});
 
 }  // namespace cohort::comm

@@ -17,7 +17,8 @@
 namespace cohort::parallel {
 
 Result<std::unique_ptr<ControlChannel>> ControlChannel::Connect(const std::string& address,
-                                                                std::chrono::milliseconds timeout) {
+                                                                std::chrono::milliseconds timeout,
+                                                                const std::optional<comm::ChannelKey>& key) {
   COHORT_ASSIGN_OR_RETURN(sockaddr_in addr, comm::ParseAddress(address));
   const comm::Deadline deadline = comm::DeadlineAfter(timeout);
   for (;;) {
@@ -26,7 +27,13 @@ Result<std::unique_ptr<ControlChannel>> ControlChannel::Connect(const std::strin
     if (::connect(fd, reinterpret_cast<const sockaddr*>(&addr), sizeof(addr)) == 0) {
       COHORT_RETURN_IF_ERROR(comm::SetNonBlocking(fd));
       COHORT_RETURN_IF_ERROR(comm::ConfigureStreamSocket(fd, false, 0));
-      return std::make_unique<ControlChannel>(fd);
+      if (!key.has_value()) return std::make_unique<ControlChannel>(fd);
+      auto session = comm::Handshake(fd, comm::HandshakeRole::kClient, *key, deadline);
+      if (!session.ok()) {
+        ::close(fd);
+        return session.status().Annotate("worker " + address);
+      }
+      return std::make_unique<ControlChannel>(fd, std::move(*session));
     }
     const int err = errno;
     ::close(fd);
@@ -61,6 +68,7 @@ Status ControlChannel::Send(const nlohmann::json& message, comm::Deadline deadli
 
 Status ControlChannel::SendBytes(std::span<const uint8_t> bytes, comm::Deadline deadline) {
   if (bytes.size() > kMessageBytesMax) return InvalidArgument("control message too long");
+  if (session_ != nullptr) return comm::WriteRecord(fd_, *session_, std::as_bytes(bytes), &record_, deadline);
   uint8_t len[4];
   for (int i = 0; i < 4; ++i) len[i] = static_cast<uint8_t>(bytes.size() >> (8 * i));
   COHORT_RETURN_IF_ERROR(comm::WriteAll(fd_, std::as_bytes(std::span(len)), deadline));
@@ -68,6 +76,12 @@ Status ControlChannel::SendBytes(std::span<const uint8_t> bytes, comm::Deadline 
 }
 
 Status ControlChannel::ReceiveBytes(std::vector<uint8_t>* bytes, comm::Deadline deadline) {
+  if (session_ != nullptr) {
+    COHORT_ASSIGN_OR_RETURN(const size_t n, comm::ReadRecord(fd_, *session_, &record_, kMessageBytesMax, deadline));
+    const auto* p = reinterpret_cast<const uint8_t*>(record_.data());
+    bytes->assign(p, p + n);
+    return Status::Ok();
+  }
   uint8_t len[4];
   COHORT_RETURN_IF_ERROR(comm::ReadAll(fd_, std::as_writable_bytes(std::span(len)), deadline));
   size_t n = 0;

@@ -1,17 +1,21 @@
 // The control connection between a coordinator and one worker while an instance is set up:
 // small JSON messages, each a 4-byte little-endian length then the text, bounded in size and
 // in time. Activations never travel here (they use comm); this carries the job and, for a
-// worker without the model file, the frames of its share's bytes (shard_transfer.h).
+// worker without the model file, the frames of its share's bytes (shard_transfer.h). With a
+// cluster key the connection opens with the secure handshake and every message is a sealed
+// record (comm/secure_channel.h), so nothing of the job is read from an unauthenticated peer.
 #pragma once
 
 #include <chrono>
 #include <memory>
+#include <optional>
 #include <span>
 #include <string>
 #include <vector>
 
 #include <nlohmann/json.hpp>
 
+#include "comm/secure_channel.h"
 #include "comm/transport.h"
 #include "core/status.h"
 
@@ -21,11 +25,14 @@ class ControlChannel {
  public:
   static constexpr size_t kMessageBytesMax = 16 << 20;
 
-  // Connects to "host:port", retrying until `timeout` (a worker may still be starting).
+  // Connects to "host:port", retrying until `timeout` (a worker may still be starting), and
+  // with a key runs the handshake as its client (kCorrupt: the worker has another secret).
   static Result<std::unique_ptr<ControlChannel>> Connect(const std::string& address,
-                                                         std::chrono::milliseconds timeout);
-  // Takes ownership of a connected socket.
-  explicit ControlChannel(int fd) : fd_(fd) {}
+                                                         std::chrono::milliseconds timeout,
+                                                         const std::optional<comm::ChannelKey>& key = std::nullopt);
+  // Takes ownership of a connected socket; `session` (null: plain) is its handshake's outcome.
+  explicit ControlChannel(int fd, std::unique_ptr<comm::SecureSession> session = nullptr)
+      : fd_(fd), session_(std::move(session)) {}
   ~ControlChannel();
   ControlChannel(const ControlChannel&) = delete;
   ControlChannel& operator=(const ControlChannel&) = delete;
@@ -48,9 +55,12 @@ class ControlChannel {
   // Whether a message (or the peer's close) is waiting to be read, without blocking.
   bool Readable() const;
   int fd() const { return fd_; }
+  bool secure() const { return session_ != nullptr; }
 
  private:
   int fd_ = -1;
+  std::unique_ptr<comm::SecureSession> session_;
+  std::vector<std::byte> record_;  // sealed records in and out, reused
 };
 
 }  // namespace cohort::parallel

@@ -13,6 +13,7 @@
 #include <chrono>
 #include <cstdio>
 #include <cstring>
+#include <optional>
 #include <random>
 #include <thread>
 
@@ -64,7 +65,8 @@ uint64_t FreshGroupId() {
 
 Result<std::unique_ptr<comm::Transport>> ConnectData(const nlohmann::json& job, int rank,
                                                      const std::vector<std::string>& addresses,
-                                                     std::unique_ptr<comm::TcpListener> listener) {
+                                                     std::unique_ptr<comm::TcpListener> listener,
+                                                     const std::optional<comm::ChannelKey>& key) {
   const int n_ranks = job.at("n_ranks").get<int>();
   if (job.at("transport").get<std::string>() == "shm") {
     comm::ShmOptions o;
@@ -79,7 +81,13 @@ Result<std::unique_ptr<comm::Transport>> ConnectData(const nlohmann::json& job, 
   o.addresses = addresses;
   o.group_id = job.at("group_id").get<uint64_t>();
   o.connect_timeout = std::chrono::milliseconds(job.at("setup_timeout_ms").get<int64_t>());
+  o.key = key;
   if (job.at("transport").get<std::string>() == "ucx") {
+    // UCX moves bytes itself (RDMA, its own shm/tcp): our records cannot wrap them.
+    if (key.has_value()) {
+      return Unsupported("the UCX transport cannot carry the data-plane encryption: use --transport tcp, or run "
+                         "without a secret (workers beyond loopback then need --insecure)");
+    }
 #ifdef COHORT_HAVE_UCX
     comm::UcxOptions u;
     u.bootstrap = o;
@@ -117,6 +125,10 @@ Status SessionOptions::Validate() const {
   }
   if (transport != DataTransport::kTcp && link.enabled()) {
     return InvalidArgument("link emulation applies to the TCP transport only");
+  }
+  if (transport == DataTransport::kUcx && key.has_value()) {
+    return Unsupported("the UCX transport cannot carry the data-plane encryption: use --transport tcp, or run "
+                       "without a secret (workers beyond loopback then need --insecure)");
   }
   return Status::Ok();
 }
@@ -223,7 +235,8 @@ Result<std::unique_ptr<Session>> Session::Start(const SessionOptions& options,
   std::unique_ptr<Session> session(new Session());
   const comm::Deadline deadline = comm::DeadlineAfter(options.setup_timeout);
   for (size_t i = 0; i < options.workers.size(); ++i) {
-    COHORT_ASSIGN_OR_RETURN(auto channel, ControlChannel::Connect(options.workers[i], options.setup_timeout));
+    COHORT_ASSIGN_OR_RETURN(auto channel,
+                            ControlChannel::Connect(options.workers[i], options.setup_timeout, options.key));
     job["rank"] = static_cast<int>(i + 1);
     COHORT_RETURN_IF_ERROR(channel->Send(job, deadline).Annotate("worker " + options.workers[i]));
     session->channels_.push_back(std::move(channel));
@@ -247,7 +260,14 @@ Result<std::unique_ptr<Session>> Session::Start(const SessionOptions& options,
   if (!model.ok()) return model.status();
   std::vector<std::string> addresses(n_ranks);
   for (size_t i = 0; i < n_workers; ++i) {
-    if (!replies[i].ok()) return replies[i].status().Annotate("worker " + options.workers[i]);
+    if (!replies[i].ok()) {
+      Status why = replies[i].status().Annotate("worker " + options.workers[i]);
+      // A worker with a secret hangs up on a coordinator without one, unread.
+      if (!options.key.has_value() && why.code() == StatusCode::kUnavailable) {
+        why = why.Annotate("a worker started with --secret refuses coordinators without it");
+      }
+      return why;
+    }
     addresses[i + 1] = *replies[i];
   }
   std::unique_ptr<comm::TcpListener> listener;
@@ -260,7 +280,7 @@ Result<std::unique_ptr<Session>> Session::Start(const SessionOptions& options,
   for (auto& channel : session->channels_) {
     COHORT_RETURN_IF_ERROR(channel->Send({{"addresses", addresses}}, go_deadline));
   }
-  COHORT_ASSIGN_OR_RETURN(auto transport, ConnectData(job, 0, addresses, std::move(listener)));
+  COHORT_ASSIGN_OR_RETURN(auto transport, ConnectData(job, 0, addresses, std::move(listener), options.key));
   session->world_ = std::make_unique<comm::Communicator>(std::move(transport), CommOptionsOf(job));
   COHORT_ASSIGN_OR_RETURN(session->executor_,
                           Executor::Create(std::move(*model), plan, *session->world_,
@@ -349,7 +369,7 @@ Status RunJob(ControlChannel& channel, const nlohmann::json& job, const WorkerEn
   const auto addresses = go.at("addresses").get<std::vector<std::string>>();
   COHORT_RETURN_IF_ERROR(ValidateAddresses(addresses, rank, plan.n_ranks(), coordinator_host,
                                            reply.value("data_address", std::string()), env.allowed_host));
-  COHORT_ASSIGN_OR_RETURN(auto transport, ConnectData(job, rank, addresses, std::move(listener)));
+  COHORT_ASSIGN_OR_RETURN(auto transport, ConnectData(job, rank, addresses, std::move(listener), env.key));
   comm::Transport* data = transport.get();
   comm::Communicator world(std::move(transport), CommOptionsOf(job));
   const std::chrono::milliseconds idle(job.at("idle_timeout_ms").get<int64_t>());
@@ -421,20 +441,54 @@ Result<Admission> AdmitCoordinator(ControlChannel& channel, const WorkerEnvironm
 
 Status ServeOneJob(int listen_fd, Logger* log) { return ServeOneJob(listen_fd, WorkerEnvironment{}, log); }
 
-Status ServeOneJob(int listen_fd, const WorkerEnvironment& env, Logger* log) {
-  int fd = -1;
-  while (fd < 0) {  // a worker waits for its coordinator as long as it takes, an hour per poll
-    const Status ready = comm::PollOne(listen_fd, POLLIN, comm::DeadlineAfter(std::chrono::hours(1)));
-    if (ready.code() == StatusCode::kTimeout) continue;
-    COHORT_RETURN_IF_ERROR(ready);
-    fd = ::accept4(listen_fd, nullptr, nullptr, SOCK_CLOEXEC);
-    // Several threads may wait on one listener: another one took this connection.
-    if (fd < 0 && errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR) {
-      return IoError(std::string("accept: ") + std::strerror(errno));
+namespace {
+
+// A stranger gets this long to prove the key before its slot goes back to waiting.
+constexpr auto kHandshakeTimeout = std::chrono::seconds(3);
+
+std::string PeerOf(int fd) {
+  sockaddr_in addr{};
+  socklen_t len = sizeof(addr);
+  if (::getpeername(fd, reinterpret_cast<sockaddr*>(&addr), &len) != 0) return "?";
+  return comm::FormatAddress(addr);
+}
+
+// The next coordinator's connection that passes the handshake (any connection without a key).
+Result<std::unique_ptr<ControlChannel>> AcceptCoordinator(int listen_fd, const WorkerEnvironment& env, Logger* log) {
+  for (;;) {
+    int fd = -1;
+    while (fd < 0) {  // a worker waits for its coordinator as long as it takes, an hour per poll
+      const Status ready = comm::PollOne(listen_fd, POLLIN, comm::DeadlineAfter(std::chrono::hours(1)));
+      if (ready.code() == StatusCode::kTimeout) continue;
+      COHORT_RETURN_IF_ERROR(ready);
+      fd = ::accept4(listen_fd, nullptr, nullptr, SOCK_CLOEXEC);
+      // Several threads may wait on one listener: another one took this connection.
+      if (fd < 0 && errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR) {
+        return IoError(std::string("accept: ") + std::strerror(errno));
+      }
     }
+    if (Status st = comm::SetNonBlocking(fd); !st.ok()) {
+      ::close(fd);
+      return st;
+    }
+    if (!env.key.has_value()) return std::make_unique<ControlChannel>(fd);
+    Result<std::unique_ptr<comm::SecureSession>> session = Unavailable("no handshake");
+    {
+      // A service that stops does not wait out a stranger's handshake.
+      const RunningJobs::Registration interruptible(env.running, fd, nullptr);
+      session = comm::Handshake(fd, comm::HandshakeRole::kServer, *env.key, comm::DeadlineAfter(kHandshakeTimeout));
+    }
+    if (session.ok()) return std::make_unique<ControlChannel>(fd, std::move(*session));
+    if (log != nullptr) log->Warn("refused a connection from {}: {}", PeerOf(fd), session.status().ToString());
+    ::close(fd);
   }
-  COHORT_RETURN_IF_ERROR(comm::SetNonBlocking(fd));
-  ControlChannel channel(fd);
+}
+
+}  // namespace
+
+Status ServeOneJob(int listen_fd, const WorkerEnvironment& env, Logger* log) {
+  COHORT_ASSIGN_OR_RETURN(std::unique_ptr<ControlChannel> accepted, AcceptCoordinator(listen_fd, env, log));
+  ControlChannel& channel = *accepted;
   const RunningJobs::Registration interruptible(env.running, channel.fd(), nullptr);
   auto admitted = AdmitCoordinator(channel, env);
   if (!admitted.ok()) {

@@ -4,6 +4,10 @@
 // list, and all ranks connect the comm group and build their Executor. A worker serves one
 // job at a time until the coordinator stops it or goes away.
 //
+// With a cluster key (SessionOptions::key, WorkerEnvironment::key) every connection — the
+// control channel and the data mesh — is authenticated and encrypted (comm/secure_channel.h);
+// a worker refuses a coordinator that does not prove the key before reading its job.
+//
 // Model files: the job names the model by path, SHA-256 and size. A worker uses a local file
 // only if its digest matches (its own copy at the job's path, in its models directory, or one
 // it was told of); otherwise the coordinator streams the worker's share of the bytes to it
@@ -14,6 +18,7 @@
 #include <functional>
 #include <map>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -62,6 +67,9 @@ struct SessionOptions {
   std::chrono::milliseconds worker_idle_timeout{10000};
   // Streaming shares to workers without the file: frame size, stall and total bounds.
   TransferOptions transfer;
+  // The cluster key: set, the control channels and the TCP data mesh are authenticated and
+  // encrypted, and UCX (which cannot carry the encryption) is refused.
+  std::optional<comm::ChannelKey> key;
 
   Status Validate() const;
 };
@@ -123,10 +131,14 @@ struct WorkerEnvironment {
   PeerSlots* peer_slots = nullptr;
   // Streamed shares kept in cache_dir, in bytes (least recently used evicted); 0: no bound.
   uint64_t cache_bytes_max = 0;
+  // Set: a connection that does not prove this key in the handshake is dropped (and logged)
+  // before any of its bytes are read as a job, and the job's data mesh is encrypted.
+  std::optional<comm::ChannelKey> key;
 };
 
 // A worker's side: waits on `listen_fd` for a coordinator, runs its job to the end, returns
-// how it ended (Ok when the coordinator stopped it). `log` may be null.
+// how it ended (Ok when the coordinator stopped it). A connection refused at the handshake is
+// no job: it is logged and the wait goes on. `log` may be null.
 Status ServeOneJob(int listen_fd, const WorkerEnvironment& env, Logger* log);
 // The same with no cache: local files only (WorkerEnvironment{}).
 Status ServeOneJob(int listen_fd, Logger* log);
