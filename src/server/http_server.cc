@@ -38,17 +38,6 @@ double SecondsSince(Clock::time_point start) {
   return std::chrono::duration<double>(Clock::now() - start).count();
 }
 
-// Compares without an early exit: the time depends on the key's length only, not on how
-// much of a guess is right.
-bool SameKey(const std::string& given, const std::string& key) {
-  unsigned diff = given.size() != key.size() ? 1u : 0u;
-  for (size_t i = 0; i < key.size(); ++i) {
-    const unsigned char g = i < given.size() ? static_cast<unsigned char>(given[i]) : 0;
-    diff |= g ^ static_cast<unsigned char>(key[i]);
-  }
-  return diff == 0;
-}
-
 ApiError HttpError(int status) {
   ApiError e;
   e.http_status = status;

@@ -263,6 +263,8 @@ TEST(JobLimits, AddressesMustBeTheCoordinatorsAndMembers) {
   EXPECT_FALSE(parallel::ValidateAddresses({good[0]}, 1, 3, "10.0.0.1", "10.0.0.2:5001", members).ok());
   EXPECT_FALSE(parallel::ValidateAddresses({"nonsense", good[1], good[2]}, 1, 3, "10.0.0.1", "10.0.0.2:5001",
                                            members).ok());
+}
+
 // A session to `address` over tiny-llama tp2 with `key`, and its first step's outcome.
 Status RunOneStep(const std::string& address, const std::optional<comm::ChannelKey>& key, Logger& log) {
   COHORT_ASSIGN_OR_RETURN(auto file, gguf::File::Open(kModel));

@@ -45,6 +45,7 @@ class MovingRouter final : public InstanceRouter {
     return t;
   }
   bool ResumesStreams() const override { return true; }
+  std::vector<ModelEntry> Models() override { return {{"demo", "demo", true, nullptr}}; }
   void Move(uint64_t epoch, int port, Status status = Status::Ok()) {
     std::lock_guard<std::mutex> lock(mutex_);
     epoch_ = epoch;
