@@ -67,7 +67,7 @@ PEERS=$(for k in $(seq 1 $N); do printf '%s' "$SUBNET.$k:7946,"; done)
 for i in $(seq 1 $N); do
   ip netns exec "cd$TAG-$i" "$COHORT" -v -t 1 serve --cluster --listen "$SUBNET.$i:7946" \
     --host "$SUBNET.$i" --port 8080 --peers "${PEERS%,}" --no-multicast --secret "dashboard test" \
-    --api-key "$KEY" --state-dir "$WORK/state-$i" --name "n$i" --heartbeat-ms 250 --suspect-ms 1000 \
+    --api-key "$KEY" --state-dir "$WORK/state-$i" --models-dir "$(dirname "$MODEL")" --name "n$i" --heartbeat-ms 250 --suspect-ms 1000 \
     --dead-ms 2500 --comm-timeout-ms 2500 --link-latency-us 2000 -c 256 --chat-template chatml \
     >> "$WORK/n$i.log" 2>&1 &
   PIDS[$i]=$!

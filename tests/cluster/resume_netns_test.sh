@@ -66,7 +66,7 @@ start_node() {
   local i=$1
   ip netns exec "cr$TAG-$i" "$COHORT" -v -t 1 serve --cluster --listen "$SUBNET.$i:7946" \
     --host "$SUBNET.$i" --port 8080 --peers "${PEERS%,}" --no-multicast --secret "resume test" \
-    --state-dir "$WORK/state-$i" --name "n$i" --no-benchmarks --heartbeat-ms 250 --suspect-ms 1000 \
+    --state-dir "$WORK/state-$i" --models-dir "$(dirname "$MODEL")" --name "n$i" --no-benchmarks --heartbeat-ms 250 --suspect-ms 1000 \
     --dead-ms 2500 --comm-timeout-ms 2500 --link-latency-us 2000 -c 256 \
     >> "$WORK/n$i.log" 2>&1 &
   PIDS[$i]=$!

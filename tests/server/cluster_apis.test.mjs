@@ -47,7 +47,7 @@ async function freePort() {
 function startNode(self, peer, name) {
   const proc = spawn(cohortBin, ['-t', '1', 'serve', '--cluster', '--listen', `127.0.0.1:${self}`, '--peers', `127.0.0.1:${peer}`,
                                  '--port', '0', '--secret', 's', '--no-multicast', '--no-benchmarks', '-c', '256',
-                                 '--state-dir', path.join(dir, name), '--api-key', KEY], { stdio: ['ignore', 'ignore', 'pipe'] });
+                                 '--state-dir', path.join(dir, name), '--models-dir', dir, '--api-key', KEY], { stdio: ['ignore', 'ignore', 'pipe'] });
   let log = '';
   const base = new Promise((resolve, reject) => {
     const timer = setTimeout(() => reject(new Error(`${name} did not start:\n${log}`)), 30000);
