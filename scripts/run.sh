@@ -75,7 +75,8 @@ peers=${peers%,}
 echo "starting $nodes cohort nodes ($where); logs in $work"
 for i in $(seq 1 "$nodes"); do
   cmd=("$cohort" -t 1 serve --cluster --listen "$(addr "$i"):7946" --host "$(addr "$i")" --port 8080
-       --peers "$peers" --no-multicast --secret "$secret" --state-dir "$work/node$i" --name "node$i")
+       --peers "$peers" --no-multicast --secret "$secret" --state-dir "$work/node$i" --name "node$i"
+       --models-dir "$(dirname "$(readlink -f "$model")")")
   if [ "$use_netns" = 1 ]; then cmd=(ip netns exec "crun$tag-$i" "${cmd[@]}"); fi
   "${cmd[@]}" > "$work/node$i.log" 2>&1 &
   pids+=($!)
