@@ -16,6 +16,7 @@
 #include "server/api_response.h"
 #include "server/connection_probe.h"
 #include "server/proxy.h"
+#include "server/request_log.h"
 
 namespace cohort::server {
 namespace {
@@ -71,6 +72,14 @@ struct StreamState {
   Clock::time_point start;
 };
 
+// The final counts of a generation, for its request log line.
+void NoteTokens(const engine::RequestOutput& done) {
+  RequestLogEntry& e = CurrentRequestLog();
+  e.prompt_tokens = done.prompt_tokens;
+  e.cached_tokens = done.cached_tokens;
+  e.completion_tokens = done.completion_tokens;
+}
+
 }  // namespace
 
 void SendError(httplib::Response& res, const ApiError& error) {
@@ -112,6 +121,13 @@ HttpServer::HttpServer(const ServerOptions& options, Logger& log)
   http_->set_write_timeout(options_.timeout_s, 0);
   http_->set_keep_alive_timeout(options_.timeout_s);
   http_->set_keep_alive_max_count(100);
+  // cpp-httplib's default options add SO_REUSEPORT, which lets a second server bind a port
+  // in use and the kernel then splits connections between the two: SO_REUSEADDR alone
+  // (a restart need not wait out TIME_WAIT) makes a taken port a bind error.
+  http_->set_socket_options([](socket_t sock) {
+    int yes = 1;
+    ::setsockopt(sock, SOL_SOCKET, SO_REUSEADDR, reinterpret_cast<const void*>(&yes), sizeof(yes));
+  });
   http_->set_error_handler(httplib::Server::HandlerWithResponse(
       [](const httplib::Request&, httplib::Response& res) {
         if (res.body.empty()) res.set_content(ErrorJson(HttpError(res.status)), kJson);
@@ -123,10 +139,20 @@ HttpServer::HttpServer(const ServerOptions& options, Logger& log)
   });
   http_->set_logger([this](const httplib::Request& req, const httplib::Response& res) {
     metrics_.CountResponse(req.path, res.status);
+    if (!options_.request_log) return;
+    const std::string line = RequestLogLine(req.method, req.path, res.status,
+                                            req.remote_addr + ":" + std::to_string(req.remote_port), CurrentRequestLog());
+    if (req.method == "GET" && res.status < 400) {
+      log_.Debug("request {}", line);
+    } else {
+      log_.Record("request", line);
+    }
+    BeginRequestLog();  // a request that never reaches routing (malformed) must not show this one's fields
   });
   // One check for every route but the open ones, before routing: an unknown path says no
   // more than a known one to a caller without a key.
   http_->set_pre_routing_handler([this](const httplib::Request& req, httplib::Response& res) {
+    BeginRequestLog();
     for (const std::string& open : options_.open_paths) {
       if (req.path == open) return httplib::Server::HandlerResponse::Unhandled;
     }
@@ -145,7 +171,8 @@ Result<int> HttpServer::Bind() {
     return port;
   }
   if (!http_->bind_to_port(options_.host, options_.port)) {
-    return IoError(fmt::format("cannot bind {}:{}", options_.host, options_.port));
+    return IoError(fmt::format("cannot listen on {}:{}: the port is in use (another cohort serve?) or the "
+                               "address is not this machine's", options_.host, options_.port));
   }
   return options_.port;
 }
@@ -265,9 +292,15 @@ void HttpServer::HandleGenerate(Endpoint endpoint, const httplib::Request& req, 
     if (auto it = body.find("model"); it != body.end() && it->is_string()) model = it->get<std::string>();
   }
   auto target = router_->Route(model);
+  RequestLogEntry& log_entry = CurrentRequestLog();
+  log_entry.model = model;
   if (!target.ok()) return SendStatus(res, target.status());
-  if (target->local == nullptr) return Relay(*target, req, res);
+  if (target->local == nullptr) {
+    log_entry.upstream = target->upstream;
+    return Relay(*target, req, res);
+  }
   engine::ServingInstance& instance = *target->local;
+  log_entry.model = instance.name();
   Result<ApiRequest> parsed = ParseApiRequest(endpoint, req.body, Limits(instance));
   if (!parsed.ok()) return SendStatus(res, parsed.status());
   ApiRequest& request = *parsed;
@@ -313,10 +346,12 @@ void HttpServer::Wait(engine::ServingInstance& instance, const ApiRequest& reque
     if (!saw_token && !part.tokens.empty()) {
       saw_token = true;
       metrics_.ObserveTimeToFirstToken(SecondsSince(start));
+      CurrentRequestLog().ttft_s = SecondsSince(CurrentRequestLog().start);
     }
     metrics_.AddGeneratedTokens(static_cast<int64_t>(part.tokens.size()));
     total.Append(std::move(part));
   }
+  NoteTokens(total);
   if (!total.status.ok()) return SendStatus(res, total.status);
   ResponseMeta meta;
   meta.endpoint = request.endpoint;
@@ -357,7 +392,9 @@ void HttpServer::Stream(engine::ServingInstance& instance, std::shared_ptr<engin
         if (!state->saw_token && !out.tokens.empty()) {
           state->saw_token = true;
           metrics_.ObserveTimeToFirstToken(SecondsSince(state->start));
+          CurrentRequestLog().ttft_s = SecondsSince(CurrentRequestLog().start);
         }
+        if (out.done) NoteTokens(out);
         metrics_.AddGeneratedTokens(static_cast<int64_t>(out.tokens.size()));
         std::string events;
         const tokenizer::Tokenizer& tok = state->instance->model().tokenizer();
