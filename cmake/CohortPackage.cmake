@@ -22,10 +22,12 @@ set(CPACK_PACKAGE_NAME cohort)
 set(CPACK_PACKAGE_VERSION ${PROJECT_VERSION})
 set(CPACK_PACKAGE_CONTACT "cohort maintainers <cohort@example.org>")
 set(CPACK_PACKAGE_DESCRIPTION_SUMMARY "LLM inference on one machine or a cluster of ordinary ones")
+# (CPack indents the lines after the first itself; each stays under 80 columns.)
 set(CPACK_DEBIAN_PACKAGE_DESCRIPTION "cohort pools ordinary computers into one LLM inference cluster.
- Every machine runs the same binary; together they hold a model no single one could,
- behind one OpenAI-compatible HTTP endpoint. The package installs the cohort command,
- a systemd unit (cohort.service) and its settings in /etc/default/cohort.")
+Every machine runs the same binary; together they hold a model no single
+one could, behind one OpenAI-compatible HTTP endpoint. The package installs
+the cohort command, a systemd unit (cohort.service) and its settings in
+/etc/default/cohort.")
 set(CPACK_DEBIAN_PACKAGE_SECTION science)
 set(CPACK_DEBIAN_PACKAGE_PRIORITY optional)
 set(CPACK_DEBIAN_FILE_NAME DEB-DEFAULT)

@@ -30,6 +30,8 @@ std::string ScalarText(const toml::value& v, const std::string& key) {
   throw CLI::ConversionError("--config: '" + key + "' must be a string, number, boolean or a list of them");
 }
 
+// CLI11 reads configuration files on the main app only, so the file's keys are handed to it
+// as serve's ("serve.port"), but for the options of the main app itself.
 class TomlConfig : public CLI::Config {
  public:
   std::string to_config(const CLI::App*, bool, bool, std::string) const override { return ""; }
@@ -50,6 +52,7 @@ class TomlConfig : public CLI::Config {
       if (std::getenv(EnvNameOf(key).c_str()) != nullptr) continue;
       CLI::ConfigItem item;
       item.name = key;
+      if (key != "threads" && key != "verbose") item.parents = {"serve"};
       if (value.is_array()) {
         for (const toml::value& element : value.as_array()) item.inputs.push_back(ScalarText(element, key));
       } else {
@@ -63,15 +66,18 @@ class TomlConfig : public CLI::Config {
 
 }  // namespace
 
-void AddConfigFile(CLI::App* cmd) {
-  for (CLI::Option* option : cmd->get_options()) {
-    const std::string name = option->get_single_name();
-    if (name.empty() || name == "help" || !option->get_envname().empty()) continue;
-    option->envname(EnvNameOf(name));
+void AddConfigFile(CLI::App* app, CLI::App* serve) {
+  for (CLI::App* cmd : {app, serve}) {
+    for (CLI::Option* option : cmd->get_options()) {
+      const std::string name = option->get_single_name();
+      if (name.empty() || name == "help" || name == "version" || !option->get_envname().empty()) continue;
+      option->envname(EnvNameOf(name));
+    }
+    cmd->allow_config_extras(false);  // a mistyped key is an error, not ignored
   }
-  cmd->set_config("--config", "", "TOML file of flag = value (flags and COHORT_* variables override it)");
-  cmd->config_formatter(std::make_shared<TomlConfig>());
-  cmd->allow_config_extras(false);  // a mistyped key is an error, not ignored
+  // On the main app, where CLI11 reads it; `serve --config FILE` reaches it by fall-through.
+  app->set_config("--config", "", "serve: TOML file of flag = value (flags and COHORT_* variables override it)");
+  app->config_formatter(std::make_shared<TomlConfig>());
 }
 
 }  // namespace cohort::app

@@ -11,7 +11,8 @@ class App;
 
 namespace cohort::app {
 
-// Adds --config to `cmd` and an environment variable COHORT_<FLAG> to each of its options.
-void AddConfigFile(CLI::App* cmd);
+// Adds --config (for `serve`'s options) to `app`, and an environment variable COHORT_<FLAG>
+// to each option of `app` and `serve`.
+void AddConfigFile(CLI::App* app, CLI::App* serve);
 
 }  // namespace cohort::app

@@ -103,7 +103,7 @@ int main(int argc, char** argv) {
 
   ServeOptions serve;
   CLI::App* serve_cmd = AddServeCommand(app, &serve);
-  AddConfigFile(serve_cmd);
+  AddConfigFile(&app, serve_cmd);
 
   BenchOptions bench;
   CLI::App* bench_cmd = AddBenchCommand(app, &bench);

@@ -92,7 +92,10 @@ class ModelsCli : public ::testing::Test {
     for (int i = 0; i < 3; ++i) {
       std::string peers;
       for (int j = 0; j < 3; ++j) {
-        if (j != i) peers += (peers.empty() ? "" : ",") + std::string("127.0.0.1:") + std::to_string(control_[j]);
+        if (j == i) continue;
+        if (!peers.empty()) peers += ',';
+        peers += "127.0.0.1:";
+        peers += std::to_string(control_[j]);
       }
       nodes_[i] = std::make_unique<Child>(Child::Start(
           {CohortBinary(), "-t", "1", "serve", "--cluster", "--listen", "127.0.0.1:" + std::to_string(control_[i]),
@@ -106,7 +109,9 @@ class ModelsCli : public ::testing::Test {
       if (n && n->pid > 0) ::kill(n->pid, SIGTERM);
     }
     for (auto& n : nodes_) {
-      if (n) EXPECT_EQ(n->Wait(15000), 0);
+      if (n) {
+        EXPECT_EQ(n->Wait(15000), 0);
+      }
       n.reset();
     }
   }
