@@ -2,6 +2,7 @@
 // directory at start, proposing the remembered instances, keeping instances.json current,
 // and deleting this node's copies of removed models. See reconciler.h.
 #include <chrono>
+#include <map>
 #include <filesystem>
 #include <thread>
 
@@ -54,11 +55,26 @@ void Reconciler::Restore() {
   const uint64_t start = NowMs();
   uint64_t all_present_since = 0;
   std::set<std::string> registered;
+  // The term of the state each instance was first seen in: gone again under the same term,
+  // someone deleted it (`cohort unload`), and it stays gone; gone under a new term, a merge
+  // with a node that led alone dropped it, and it is proposed again.
+  std::map<std::string, uint64_t> seen_in_term;
   while (!stop_ && !stored.empty() && NowMs() < start + static_cast<uint64_t>(options_.restore_window_ms)) {
-    const Records records = Records::Of(node_.Snapshot().state);
+    const ClusterState state = node_.Snapshot().state;
+    const Records records = Records::Of(state);
     bool all_present = true;
-    for (const StoredInstance& s : stored) {
-      if (records.instances.count(s.id) > 0) continue;
+    for (auto it = stored.begin(); it != stored.end();) {
+      auto seen = seen_in_term.find(it->id);
+      if (records.instances.count(it->id) > 0) {
+        if (seen == seen_in_term.end()) seen_in_term[it->id] = state.term;
+        ++it;
+        continue;
+      }
+      if (seen != seen_in_term.end() && seen->second == state.term) {
+        it = stored.erase(it);
+        continue;
+      }
+      const StoredInstance& s = *it++;
       all_present = false;
       // This node's copy of the model registers it again; otherwise a node that holds it will.
       if (records.models.count(s.model) == 0 && !s.model_path.empty() && registered.insert(s.model_path).second) {
