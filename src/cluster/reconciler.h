@@ -68,6 +68,7 @@ class Reconciler {
   // Start-up: the models directory registered, then the remembered instances proposed until
   // they stay in the agreed state (a merge with a node that led alone may drop them).
   void Restore();
+  void WaitForPeers();  // Restore's first step
   // Keeps instances.json equal to what the state asks for (after Restore), and deletes this
   // node's copies of removed models.
   void Persist(const ClusterSnapshot& snap);

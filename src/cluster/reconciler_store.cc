@@ -16,6 +16,8 @@ constexpr int kRestoreTimeoutMs = 3000;
 // The stored instances must have stayed in the agreed state this long before the restore
 // ends: long enough for nodes that started alone to have met and merged their states.
 constexpr uint64_t kSettledMs = 10000;
+// How long a node that hears nobody waits before it restores alone.
+constexpr uint64_t kAloneMs = 10000;
 
 std::string StorePath(const std::string& state_dir) { return state_dir + "/instances.json"; }
 
@@ -37,7 +39,23 @@ uint64_t NowMs() {
 
 }  // namespace
 
+void Reconciler::WaitForPeers() {
+  // A node restarting alone into a running cluster must not propose what it remembers into
+  // a state of its own: that state could win the merge and drop the running placements.
+  // So it waits until it follows an agreed leader with a peer alive, or until a lone node
+  // has waited long enough to be alone (a one-node cluster).
+  const uint64_t deadline = NowMs() + kAloneMs;
+  while (!stop_ && NowMs() < deadline) {
+    const ClusterSnapshot snap = node_.Snapshot();
+    size_t peers = 0;
+    for (const MemberView& m : snap.members) peers += !m.is_self && m.liveness == Liveness::kAlive ? 1 : 0;
+    if (peers > 0 && !snap.state.leader.IsZero() && snap.state.leader == snap.leader) return;
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  }
+}
+
 void Reconciler::Restore() {
+  WaitForPeers();
   for (const std::string& path : GgufFilesIn(options_.models_dir)) {
     if (stop_) return;
     if (auto entry = ResolveModel(path); !entry.ok()) log_.Warn("models dir: {}: {}", path, entry.status().ToString());
