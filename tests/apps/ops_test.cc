@@ -129,8 +129,7 @@ TEST(Ops, ASecondServerOnAPortInUseIsRefused) {
 TEST(Ops, GlobalOptionsWorkAfterTheSubcommand) {
   const TempDir dir("global");
   std::string out;
-  // `tokenize --detokenize` reads ids on stdin: none here (stdin is the test's), so give a
-  // command that ends by itself: inspect, with -t and -v after it.
+  // -t and -v after the subcommand (and its positional argument), which CLI11 rejected before.
   EXPECT_EQ(RunToEnd({"inspect", DemoModel(), "-t", "1", "-v"}, &out, dir / "err"), 0) << ReadFile(dir / "err");
   EXPECT_NE(out.find("llama"), std::string::npos) << out;
   EXPECT_EQ(RunToEnd({"inspect", DemoModel(), "--threads=1"}, &out, dir / "err"), 0) << ReadFile(dir / "err");
