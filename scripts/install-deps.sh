@@ -5,7 +5,8 @@
 # Versions as Debian 12 (bookworm) ships them, which is what the project is tested with:
 #   g++ 12.2, cmake 3.25.1, libgtest-dev 1.12.1, libpcre2-dev 10.42, libfmt-dev 9.1.0,
 #   nlohmann-json3-dev 3.11.2, libcli11-dev 2.1.2, libcpp-httplib-dev 0.11.4,
-#   libsodium-dev 1.0.18, libssl-dev/openssl 3.0 (the API's TLS; the test CA), clang 14 (libFuzzer), nodejs 18+/npm (test vectors, openai client),
+#   libsodium-dev 1.0.18, libssl-dev/openssl 3.0 (the API's TLS; the test CA), libtoml11-dev 3.7.1
+#   (serve --config), lintian 2.116 (the .deb's check), clang 14 (libFuzzer), nodejs 18+/npm (test vectors, openai client),
 #   g++-aarch64-linux-gnu 12.2 and qemu-user 7.2 with arm64 libgtest-dev/libfmt-dev (the
 #   AArch64 kernels' cross build, run under emulation), chromium 156 (headless, for the
 #   dashboard's browser test; driven by playwright-core from npm, no chromedriver).
@@ -14,7 +15,7 @@ set -euo pipefail
 packages=(
   build-essential cmake pkg-config git ca-certificates
   libgtest-dev libpcre2-dev libfmt-dev nlohmann-json3-dev libcli11-dev
-  libcpp-httplib-dev libsodium-dev libssl-dev openssl
+  libcpp-httplib-dev libsodium-dev libssl-dev openssl libtoml11-dev lintian
   clang libclang-rt-14-dev
   iproute2 chromium
   libopenmpi-dev openmpi-bin libucx-dev

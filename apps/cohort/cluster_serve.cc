@@ -10,6 +10,7 @@
 
 #include "cluster/cluster_node.h"
 #include "core/byte_size.h"
+#include "core/log.h"
 #include "cluster/model_registry.h"
 #include "cluster/reconciler.h"
 #include "cluster/worker_service.h"
@@ -23,7 +24,7 @@ namespace cohort::app {
 namespace {
 
 int Fail(const Status& status) {
-  std::fprintf(stderr, "cohort serve --cluster: %s\n", status.ToString().c_str());
+  std::fprintf(stderr, "%s cohort serve --cluster: %s\n", LogTimestamp().c_str(), status.ToString().c_str());
   return 1;
 }
 
@@ -53,6 +54,7 @@ void AddClusterServeOptions(CLI::App* cmd, ClusterServeOptions* o) {
   AddClusterFlags(cmd, &o->flags, "cluster: ", /*secret_flags=*/false);  // serve's --secret (AddDistOptions)
   cmd->add_option("--worker-listen", o->worker_listen, "cluster: worker service HOST:PORT (default: --listen host, any port)");
   cmd->add_option("--cache-dir", o->cache_dir, "cluster: where streamed model shares are kept (default: <state-dir>/cache)");
+  cmd->add_option("--models-dir", o->models_dir, "cluster: GGUF files offered to the cluster at start (default: <state-dir>/models)");
   cmd->add_option("--max-memory", o->max_memory, "cluster: this node's budget for shards + KV (bytes; K/M/G)");
   cmd->add_option("--nodes", o->nodes, "cluster: nodes of -m's instance (0: as the planner finds best)")->check(CLI::Range(0, 64));
   cmd->add_option("--comm-timeout-ms", o->comm_timeout_ms, "cluster: a collective's bound (a cut link)")->check(CLI::Range(100, 600000));
@@ -137,6 +139,9 @@ int ClusterServeCommand(const ServeOptions& options) {
   r.worker = (*workers)->address();
   r.api = options.host + ":" + std::to_string(*port);
   r.max_memory_bytes = max_memory;
+  r.state_dir = co.flags.state_dir;
+  r.cache_dir = w.cache_dir;
+  r.models_dir = !co.models_dir.empty() ? co.models_dir : (co.flags.state_dir.empty() ? "" : co.flags.state_dir + "/models");
   cluster::Reconciler reconciler(node, registry, r, log);
   server::ClusterRouter router(node, reconciler.host());
   http.ServeInstances(router, /*single_model=*/false);
@@ -145,8 +150,9 @@ int ClusterServeCommand(const ServeOptions& options) {
   (*workers)->Start();
   reconciler.Start();
   http.Start();
-  std::fprintf(stderr, "cohort serve: node %s (%s) control %s, workers %s, API http://%s\n", node.id().Hex().c_str(),
-               name.c_str(), node.address().c_str(), (*workers)->address().c_str(), r.api.c_str());
+  std::fprintf(stderr, "%s cohort serve: node %s (%s) control %s, workers %s, API http://%s\n", LogTimestamp().c_str(),
+               node.id().Hex().c_str(), name.c_str(), node.address().c_str(), (*workers)->address().c_str(),
+               r.api.c_str());
   std::fflush(stderr);
   if (co.model_flag != nullptr && co.model_flag->count() > 0) {
     reconciler.ProposeAtStart(options.model, options.dist.layout, co.nodes);
@@ -159,7 +165,7 @@ int ClusterServeCommand(const ServeOptions& options) {
   reconciler.Stop();
   node.Stop();
   (*workers)->Stop();
-  std::fprintf(stderr, "cohort serve: node stopped\n");
+  std::fprintf(stderr, "%s cohort serve: node stopped\n", LogTimestamp().c_str());
   return 0;
 }
 

@@ -30,6 +30,7 @@ struct ClusterServeOptions {
   ClusterFlags flags = ServeClusterDefaults();
   std::string worker_listen;              // worker service host:port (default: --listen's host, any port)
   std::string cache_dir;                  // streamed shares (default: <state-dir>/cache; none: local files only)
+  std::string models_dir;                 // registered at start, `cohort rm` deletes here (default: <state-dir>/models)
   std::string max_memory;                 // budget for shards + KV: bytes, or with K/M/G suffix
   int nodes = 0;                          // node count of -m's instance and of POSTs without one
   int comm_timeout_ms = 3000;             // a collective waiting on a cut link fails after this

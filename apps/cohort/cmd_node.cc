@@ -104,7 +104,7 @@ int NodeCommand(const NodeOptions& o) {
   std::string http_line = "off";
   if (!o.http.empty()) {
     auto port = http.Bind();
-    if (!port.ok()) return Fail(IoError("cannot listen on " + o.http));
+    if (!port.ok()) return Fail(port.status().Annotate("--http"));
     http_line = "http://" + http_options.host + ":" + std::to_string(*port) + "/v1/cluster";
     http.Start();
   }

@@ -8,6 +8,7 @@
 #include <cstdio>
 #include <filesystem>
 
+#include "core/log.h"
 #include "engine/loaded_model.h"
 #include "server/http_server.h"
 #include "server/router.h"
@@ -16,7 +17,7 @@ namespace cohort::app {
 namespace {
 
 int Fail(const Status& status) {
-  std::fprintf(stderr, "cohort serve: %s\n", status.ToString().c_str());
+  std::fprintf(stderr, "%s cohort serve: %s\n", LogTimestamp().c_str(), status.ToString().c_str());
   return 1;
 }
 
@@ -53,6 +54,7 @@ CLI::App* AddServeCommand(CLI::App& app, ServeOptions* o) {
   cmd->add_option("--max-tokens", o->max_tokens, "largest max_tokens accepted (0: the context)")->check(CLI::Range(0, 1 << 24));
   cmd->add_option("--timeout", o->timeout_s, "socket read/write timeout in seconds")->check(CLI::Range(1, 3600));
   cmd->add_option("--http-threads", o->http_threads, "connections served at once")->check(CLI::Range(2, 4096));
+  cmd->add_flag("--no-request-log", o->no_request_log, "no log line per request on stderr");
   AddDistOptions(cmd, &o->dist);
   AddClusterServeOptions(cmd, &o->cluster);
   return cmd;
@@ -89,6 +91,7 @@ server::ServerOptions HttpOptionsOf(const ServeOptions& options) {
   http.front.tls_cert = options.tls_cert;
   http.front.tls_key = options.tls_key;
   http.front.request_deadline_s = options.request_timeout_s;
+  http.request_log = !options.no_request_log;
   return http;
 }
 
@@ -111,8 +114,8 @@ int ServeCommand(const ServeOptions& options) {
   server.ServeInstances(router, /*single_model=*/true);
   auto port = server.Bind();
   if (!port.ok()) return Fail(port.status());
-  std::fprintf(stderr, "cohort serve: %s (%d slots x %d tokens) listening on %s://%s:%d\n", name.c_str(),
-               sched.n_parallel, sched.n_ctx, server.tls() ? "https" : "http", options.host.c_str(), *port);
+  std::fprintf(stderr, "%s cohort serve: %s (%d slots x %d tokens) listening on %s://%s:%d\n", LogTimestamp().c_str(),
+               name.c_str(), sched.n_parallel, sched.n_ctx, server.tls() ? "https" : "http", options.host.c_str(), *port);
   std::fflush(stderr);
 
   server.Start();
@@ -121,7 +124,7 @@ int ServeCommand(const ServeOptions& options) {
   });
   const Status served = server.Stop();
   if (!served.ok()) return Fail(served);
-  std::fprintf(stderr, "cohort serve: stopped\n");
+  std::fprintf(stderr, "%s cohort serve: stopped\n", LogTimestamp().c_str());
   return 0;
 }
 

@@ -34,6 +34,7 @@ struct ServeOptions {
   int max_tokens = 0;             // largest max_tokens accepted (0: the context)
   int timeout_s = 10;             // socket read/write timeout
   int http_threads = 64;
+  bool no_request_log = false;   // --no-request-log
   int threads = 0;                // compute threads (main fills in)
   bool verbose = false;
   DistOptions dist;               // spread the model over workers (cmd_worker.h)

@@ -5,6 +5,8 @@
 #include <cstdio>
 
 #include "cmd_bench.h"
+#include "config_file.h"
+#include "cmd_models.h"
 #include "cmd_node.h"
 #include "cmd_plan.h"
 #include "cmd_serve.h"
@@ -30,8 +32,14 @@ int main(int argc, char** argv) {
   using namespace cohort::app;
   CLI::App app{"cohort: LLM inference on one machine or a cluster of ordinary ones"};
   app.require_subcommand(1);
+  app.set_version_flag("--version", std::string("cohort ") + COHORT_VERSION);
+  // Every option's default is shown in --help, and subcommands (which inherit both settings)
+  // hand the options they do not know to this level: `cohort serve -t 2` works as `cohort
+  // -t 2 serve` does.
+  app.option_defaults()->always_capture_default();
+  app.fallthrough();
   CommonOptions common;
-  app.add_option("-t,--threads", common.threads, "worker threads (default: all cores)");
+  app.add_option("-t,--threads", common.threads, "worker threads (0: all cores)");
   app.add_flag("-v,--verbose", common.verbose, "log progress to stderr");
 
   RunOptions run;
@@ -95,12 +103,16 @@ int main(int argc, char** argv) {
 
   ServeOptions serve;
   CLI::App* serve_cmd = AddServeCommand(app, &serve);
+  AddConfigFile(&app, serve_cmd);
 
   BenchOptions bench;
   CLI::App* bench_cmd = AddBenchCommand(app, &bench);
 
   NodeOptions node;
   CLI::App* node_cmd = AddNodeCommand(app, &node);
+
+  ManageOptions manage;
+  const ManageCommands manage_cmds = AddManageCommands(app, &manage);
 
   CLI11_PARSE(app, argc, argv);
   // A forced SIMD level this CPU cannot run is a mistake to say, not to run past.
@@ -131,6 +143,7 @@ int main(int argc, char** argv) {
     return ServeCommand(serve);
   }
   if (*bench_cmd) return BenchCommand(bench);
+  if (manage_cmds.Chosen()) return ManageCommand(manage_cmds, manage);
   if (*node_cmd) { node.verbose = common.verbose; return NodeCommand(node); }
   if (*inspect_cmd) return InspectCommand(common, inspect_model, inspect_ctx);
   if (*synth_cmd) {

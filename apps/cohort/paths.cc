@@ -14,10 +14,12 @@ std::string DefaultModelPath() {
   const char* kRelative = "models/stories260K.gguf";
   std::error_code ec;
   // Next to the source tree this binary was built from, then relative to the executable
-  // (build/<preset>/bin/cohort), then the working directory.
+  // (build/<preset>/bin/cohort, or an installed one), then the working directory.
   std::vector<fs::path> candidates = {fs::path(COHORT_SOURCE_DIR) / kRelative};
   const fs::path exe = fs::read_symlink("/proc/self/exe", ec);
   if (!ec) candidates.push_back(exe.parent_path() / "../../.." / kRelative);
+  // Installed (the Debian package): <prefix>/bin/cohort and <prefix>/share/cohort/models.
+  if (!ec) candidates.push_back(exe.parent_path() / "../share/cohort" / kRelative);
   candidates.push_back(fs::path(kRelative));
   for (const fs::path& p : candidates) {
     if (fs::exists(p, ec)) return p.lexically_normal().string();

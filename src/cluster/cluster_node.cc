@@ -72,6 +72,10 @@ Result<std::unique_ptr<ClusterNode>> ClusterNode::Start(const ClusterOptions& op
   node->boot_ms_ = node->clock_->WallMs();
   node->table_ = std::make_unique<MemberTable>(node->id_, options.max_members, options.timeouts);
   node->replay_ = std::make_unique<ReplayGuard>(options.replay_window_ms);
+  std::vector<std::string> seed_names;
+  for (const SocketAddress& s : node->seeds_) seed_names.push_back(s.ToString());
+  node->watch_ = std::make_unique<DiscoveryWatch>(std::move(seed_names), Clock::Real().MonotonicMs(),
+                                                  static_cast<uint64_t>(options.discovery_warn_ms));
   node->tokens_ = options.max_packets_per_s;
   node->tokens_at_ms_ = Clock::Real().MonotonicMs();
   // Until measured, publish what is cheap to know.
@@ -150,6 +154,7 @@ void ClusterNode::TickLoop() {
     std::vector<MemberChange> changes;
     bool state_changed = false;
     Tick(&out, &changes, &state_changed);
+    WarnAboutDiscovery();
     Send(out);
     Notify(changes, state_changed);
     std::unique_lock<std::mutex> lock(stop_mutex_);
@@ -158,11 +163,14 @@ void ClusterNode::TickLoop() {
   }
 }
 
-bool ClusterNode::Admit(std::span<const uint8_t> bytes, Message* message) {
+bool ClusterNode::Admit(std::span<const uint8_t> bytes, const std::string& from, Message* message) {
   switch (DecodeMessage(key_, bytes, message)) {
     case DecodeError::kNone: break;
     case DecodeError::kTooLarge: Drop(DropReason::kTooLarge); return false;
-    case DecodeError::kBadMac: Drop(DropReason::kBadMac); return false;
+    case DecodeError::kBadMac:
+      Drop(DropReason::kBadMac);
+      if (auto warning = watch_->BadMac(from, Clock::Real().MonotonicMs())) log_->Warn("{}", *warning);
+      return false;
     default: Drop(DropReason::kMalformed); return false;
   }
   if (message->sender == id_) return false;  // our own multicast, looped back
@@ -197,7 +205,8 @@ void ClusterNode::HandleDatagram(std::span<const uint8_t> bytes, const SocketAdd
     return;
   }
   Message m;
-  if (!Admit(bytes, &m)) return;
+  if (!Admit(bytes, from.ToString(), &m)) return;
+  watch_->Heard(from.ToString());
   nlohmann::json j = nlohmann::json::parse(m.payload, nullptr, /*allow_exceptions=*/false);
   if (j.is_discarded() || !j.is_object()) {
     Drop(DropReason::kBadPayload);
@@ -383,6 +392,19 @@ void ClusterNode::Tick(std::vector<Outgoing>* out, std::vector<MemberChange>* ch
     }
   }
   ++tick_count_;
+}
+
+void ClusterNode::WarnAboutDiscovery() {
+  size_t alive_peers = 0;
+  std::vector<std::string> addresses;
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    for (const Member& m : table_->List()) {
+      addresses.push_back(m.address);
+      alive_peers += m.liveness == Liveness::kAlive ? 1 : 0;
+    }
+  }
+  for (const std::string& w : watch_->Tick(Clock::Real().MonotonicMs(), alive_peers, addresses)) log_->Warn("{}", w);
 }
 
 bool ClusterNode::UpdateLeadershipLocked() {

@@ -20,6 +20,7 @@
 #include <nlohmann/json.hpp>
 
 #include "cluster/cluster_state.h"
+#include "cluster/discovery_watch.h"
 #include "cluster/member_table.h"
 #include "cluster/node_id.h"
 #include "cluster/profile.h"
@@ -50,6 +51,8 @@ struct ClusterOptions {
   size_t probe_bytes = size_t{4} << 20;
   int tcp_timeout_ms = 3000;            // a control connection's whole life
   int max_pending_connections = 16;
+  // After this long, --peers that never answered and a node still alone are warned about.
+  int discovery_warn_ms = 10000;
   ProfileOptions profile;
   // Borrowed; never null. What liveness (silence timeouts), the ping and probe schedules and
   // message timestamps read. A test injects a ManualClock to move time by hand; the threads
@@ -156,11 +159,13 @@ class ClusterNode {
 
   // UDP.
   void HandleDatagram(std::span<const uint8_t> bytes, const comm::SocketAddress& from, bool truncated);
-  bool Admit(std::span<const uint8_t> bytes, Message* message);  // decode, MAC, replay
+  // Decode, MAC, replay; `from` names the sender in the warning a wrong secret gets.
+  bool Admit(std::span<const uint8_t> bytes, const std::string& from, Message* message);
   void HandleHeartbeat(const Message& m, const nlohmann::json& j, const comm::SocketAddress& from,
                        std::vector<Outgoing>* out, std::vector<MemberChange>* changes);
   void HandleState(const nlohmann::json& j, std::vector<Outgoing>* out, bool* adopted);
   void Tick(std::vector<Outgoing>* out, std::vector<MemberChange>* changes, bool* state_changed);
+  void WarnAboutDiscovery();  // DiscoveryWatch's due warnings, logged
 
   // Leader duties; mutex_ held.
   bool UpdateLeadershipLocked();
@@ -209,6 +214,7 @@ class ClusterNode {
   static constexpr size_t kLatencySamples = 16;
   std::map<NodeId, std::deque<double>> latency_samples_;  // one-way seconds, newest last
   std::unique_ptr<ReplayGuard> replay_;
+  std::unique_ptr<DiscoveryWatch> watch_;  // has its own lock
   double tokens_ = 0;             // rate limiter bucket
   uint64_t tokens_at_ms_ = 0;     // real monotonic ms (the bucket bounds work per real second)
   uint64_t tick_count_ = 0;

@@ -17,6 +17,14 @@ namespace {
 
 constexpr size_t kMaxProbeBytes = size_t{64} << 20;
 
+// "ip:port" of a connection's other end, for warnings.
+std::string PeerName(int fd) {
+  comm::SocketAddress peer;
+  socklen_t len = sizeof(peer.addr);
+  if (::getpeername(fd, reinterpret_cast<sockaddr*>(&peer.addr), &len) != 0) return "an unknown address";
+  return peer.ToString();
+}
+
 // Socket waits are bounded in real time: they block a thread, which only real time releases.
 comm::Deadline AfterMs(uint64_t ms) { return comm::DeadlineAfter(std::chrono::milliseconds(ms)); }
 
@@ -84,7 +92,7 @@ void ClusterNode::HandleConnection(Fd fd) {
     return;
   }
   Message m;
-  if (!Admit(bytes, &m)) return;
+  if (!Admit(bytes, PeerName(fd.get()), &m)) return;
   nlohmann::json j = nlohmann::json::parse(m.payload, nullptr, false);
   if (j.is_discarded() || !j.is_object()) {
     Drop(DropReason::kBadPayload);
@@ -154,7 +162,7 @@ Result<Message> ClusterNode::Request(const SocketAddress& to, MessageType type,
   reply.resize(kWireHeaderBytes + n + kWireMacBytes);
   COHORT_RETURN_IF_ERROR(ReadExact(fd.get(), reply.data() + kWireHeaderBytes, n + kWireMacBytes, deadline));
   Message m;
-  if (!Admit(reply, &m)) return Corrupt("reply from " + to.ToString() + " failed authentication");
+  if (!Admit(reply, to.ToString(), &m)) return Corrupt("reply from " + to.ToString() + " failed authentication");
   if (m.type != reply_type) return Corrupt("unexpected reply type");
   return m;
 }

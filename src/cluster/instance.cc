@@ -19,6 +19,7 @@ namespace {
 constexpr const char* kNodeKeyPrefix = "node:";
 constexpr const char* kModelKeyPrefix = "model:";
 constexpr const char* kRunKeyPrefix = "run:";
+constexpr const char* kRemovedKeyPrefix = "removed:";
 
 using nlohmann::json;
 
@@ -284,6 +285,8 @@ Records Records::Of(const ClusterState& state) {
       if (auto m = ModelEntryFromJson(value); m.ok()) r.models.emplace(name, std::move(*m));
     } else if (std::string inst = named(kRunKeyPrefix); !inst.empty()) {
       if (auto run = RunReportFromJson(value); run.ok()) r.runs.emplace(inst, std::move(*run));
+    } else if (std::string sha = named(kRemovedKeyPrefix); !sha.empty()) {
+      if (value.is_object() && value.value("name", json()).is_string()) r.removed.emplace(sha, value["name"].get<std::string>());
     }
   }
   for (const auto& [id, value] : state.placements) {
@@ -300,6 +303,11 @@ Change PutRunReport(const std::string& id, const RunReport& r) {
 Change DeleteRunReport(const std::string& id) { return {ChangeKind::kDeleteModel, kRunKeyPrefix + id, {}}; }
 Change PutInstance(const Instance& i) { return {ChangeKind::kPutPlacement, i.id, InstanceToJson(i)}; }
 Change DeleteInstance(const std::string& id) { return {ChangeKind::kDeletePlacement, id, {}}; }
+Change DeleteModelEntry(const std::string& name) { return {ChangeKind::kDeleteModel, kModelKeyPrefix + name, {}}; }
+Change PutRemovedModel(const std::string& name, const std::string& sha256) {
+  return {ChangeKind::kPutModel, kRemovedKeyPrefix + sha256, {{"name", name}}};
+}
+Change DeleteRemovedModel(const std::string& sha256) { return {ChangeKind::kDeleteModel, kRemovedKeyPrefix + sha256, {}}; }
 
 std::vector<InstanceView> ListInstances(const ClusterState& state) {
   const Records records = Records::Of(state);

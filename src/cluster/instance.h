@@ -120,6 +120,9 @@ struct Records {
   std::map<std::string, ModelEntry> models;   // by name
   std::map<std::string, RunReport> runs;      // by instance id (any epoch)
   std::map<std::string, Instance> instances;  // by instance id
+  // Model files `cohort rm` removed, sha256 -> name: every node deletes its copies in its
+  // models and cache directories. Registering the same file again clears the entry.
+  std::map<std::string, std::string> removed;
   static Records Of(const ClusterState& state);
 };
 Change PutNodeService(const NodeService& service);
@@ -128,6 +131,9 @@ Change PutRunReport(const std::string& instance_id, const RunReport& report);
 Change DeleteRunReport(const std::string& instance_id);
 Change PutInstance(const Instance& instance);
 Change DeleteInstance(const std::string& instance_id);
+Change DeleteModelEntry(const std::string& name);
+Change PutRemovedModel(const std::string& name, const std::string& sha256);
+Change DeleteRemovedModel(const std::string& sha256);
 
 // An instance with what its coordinator reported for the epoch it is placed at.
 struct InstanceView {

@@ -29,17 +29,25 @@ Reconciler::Reconciler(ClusterNode& node, ModelRegistry& registry, const Reconci
 
 Reconciler::~Reconciler() { Stop(); }
 
-void Reconciler::Start() { loop_thread_ = std::thread([this] { Loop(); }); }
+void Reconciler::Start() {
+  loop_thread_ = std::thread([this] { Loop(); });
+  restore_thread_ = std::thread([this] { Restore(); });
+}
 
 void Reconciler::Stop() {
   stop_ = true;
   if (startup_thread_.joinable()) startup_thread_.join();
+  if (restore_thread_.joinable()) restore_thread_.join();
   if (loop_thread_.joinable()) loop_thread_.join();
   host_.Stop();
 }
 
 Result<ModelEntry> Reconciler::ResolveModel(const std::string& path_or_name) {
   COHORT_ASSIGN_OR_RETURN(ModelEntry entry, registry_.Resolve(path_or_name));
+  // The file was removed once (`cohort rm`) and is back: nodes must stop deleting it.
+  if (Records::Of(node_.Snapshot().state).removed.count(entry.sha256) > 0) {
+    (void)node_.ProposeChange(DeleteRemovedModel(entry.sha256), kProposeTimeoutMs);
+  }
   std::error_code ec;
   if (!std::filesystem::is_regular_file(path_or_name, ec)) return entry;  // a name: nothing held here
   // Proposing through a follower returns before the follower has adopted the new state:
@@ -97,6 +105,7 @@ void Reconciler::Loop() {
     PublishSelf(snap, /*now=*/false);
     placer_.Lead(snap, node_.clock().MonotonicMs());
     host_.Coordinate(snap);
+    Persist(snap);
     for (int waited = 0; waited < options_.tick_ms && !stop_; waited += 20) {
       std::this_thread::sleep_for(std::chrono::milliseconds(20));
     }

@@ -10,6 +10,9 @@
 
 namespace cohort {
 
+// The time a log line carries: UTC, ISO 8601 with milliseconds ("2026-01-02T03:04:05.678Z").
+std::string LogTimestamp();
+
 enum class LogLevel { kDebug = 0, kInfo = 1, kWarn = 2, kError = 3, kOff = 4 };
 
 class Logger {
@@ -34,8 +37,15 @@ class Logger {
   template <typename... Args>
   void Error(fmt::format_string<Args...> f, Args&&... a) { Log(LogLevel::kError, f, std::forward<Args>(a)...); }
 
+  // A line written at any level but kOff, labelled `label` instead of a level: records an
+  // operator always wants (the request log), not diagnostics.
+  void Record(const char* label, const std::string& line) {
+    if (level_ != LogLevel::kOff) Write(label, line);
+  }
+
  private:
   void Write(LogLevel level, const std::string& line);
+  void Write(const char* label, const std::string& line);
 
   LogLevel level_;
   std::FILE* out_;

@@ -273,6 +273,17 @@ Result<std::vector<Layout>> EnumerateLayouts(const PlanRequest& req) {
   return out;
 }
 
+Status CheckLayout(const std::string& layout, int node_count) {
+  PlanRequest req;
+  req.layout = layout;
+  // Alike nodes: only the layout's spelling and its node count are checked, not its fit.
+  NodeProfile node;
+  node.memory_bytes = 1e12;
+  node.memory_bandwidth_Bps = 1e11;
+  req.cluster.nodes.assign(static_cast<size_t>(std::max(node_count, 1)), node);
+  return EnumerateLayouts(req).status();
+}
+
 Result<PlanResult> PlanLayouts(const PlanRequest& req) {
   COHORT_RETURN_IF_ERROR(req.model.Validate());
   COHORT_RETURN_IF_ERROR(req.cluster.Validate());

@@ -58,6 +58,9 @@ std::vector<double> SpeedWeights(const ClusterSpec& cluster, const std::vector<i
 
 // The layouts `request.layout` asks for (all of them for "auto").
 Result<std::vector<Layout>> EnumerateLayouts(const PlanRequest& request);
+// Whether `layout` names layouts that `node_count` nodes of a stack running tensor and
+// pipeline parallelism allow: the check an API caller gets before an instance is recorded.
+Status CheckLayout(const std::string& layout, int node_count);
 
 Result<PlanResult> PlanLayouts(const PlanRequest& request);
 

@@ -7,7 +7,10 @@
 #include <cctype>
 #include <ctime>
 
+#include <fmt/format.h>
 #include <nlohmann/json.hpp>
+
+#include "plan/planner.h"
 
 #include "server/api_response.h"
 #include "server/dashboard.h"
@@ -60,6 +63,19 @@ void CreateInstance(cluster::ClusterNode& node, cluster::Reconciler& reconciler,
   if (!nodes.is_number_integer() || nodes.get<int64_t>() < 0 || nodes.get<int64_t>() > 64) {
     return SendStatus(res, InvalidArgument("nodes: 0..64"));
   }
+  // Mistakes the planner would only record as an unplaced instance are refused here, where
+  // the caller sees them. The defaults (serve's --nodes and --layout) may name nodes that
+  // have yet to join: only their spelling is checked.
+  int alive = 0;
+  for (const cluster::MemberView& m : node.Snapshot().members) alive += m.liveness == cluster::Liveness::kAlive ? 1 : 0;
+  if (body.contains("nodes") && nodes.get<int>() > alive) {
+    return SendStatus(res, InvalidArgument(fmt::format("nodes: {} asked, but {} node(s) of this cluster are alive",
+                                                       nodes.get<int>(), alive)));
+  }
+  const int layout_nodes = body.contains("layout") ? alive : 64;
+  if (Status s = plan::CheckLayout(layout.get<std::string>(), layout_nodes); !s.ok()) {
+    return SendStatus(res, InvalidArgument("layout: " + s.message()));
+  }
   instance.id = id.get<std::string>();
   instance.model = model->name;
   instance.layout = layout.get<std::string>();
@@ -107,6 +123,47 @@ void Rebalance(cluster::ClusterNode& node, const std::string& id, httplib::Respo
   auto version = node.ProposeChange(cluster::PutInstance(instance), kProposeTimeoutMs);
   if (!version.ok()) return SendStatus(res, Unavailable(version.status().ToString()));
   SendJson(res, 202, {{"id", id}, {"rebalancing", true}, {"version", *version}});
+}
+
+// The model files the cluster knows: each with its digest, size, the nodes holding a copy and
+// the instances running it (`cohort models`).
+json ModelFilesJson(const cluster::ClusterState& state) {
+  const cluster::Records records = cluster::Records::Of(state);
+  json list = json::array();
+  for (const auto& [name, entry] : records.models) {
+    json holders = json::array();
+    for (const auto& [id, service] : records.nodes) {
+      if (service.files.count(entry.sha256) > 0) holders.push_back({{"node", id}, {"name", service.name}});
+    }
+    json used_by = json::array();
+    for (const auto& [id, instance] : records.instances) {
+      if (instance.model == name) used_by.push_back(id);
+    }
+    list.push_back({{"name", name}, {"sha256", entry.sha256}, {"file_bytes", entry.file_bytes},
+                    {"layers", entry.shape.n_layer}, {"holders", holders}, {"instances", used_by}});
+  }
+  return list;
+}
+
+// `cohort rm`: the model leaves the registry and every node deletes its copies (reconciler.h).
+void RemoveModelFile(cluster::ClusterNode& node, const std::string& name, httplib::Response& res) {
+  const cluster::Records records = cluster::Records::Of(node.Snapshot().state);
+  auto it = records.models.find(name);
+  if (it == records.models.end()) return SendStatus(res, NotFound("no model '" + name + "' (GET /v1/model-files)"));
+  for (const auto& [id, instance] : records.instances) {
+    if (instance.model != name) continue;
+    ApiError busy;
+    busy.http_status = 409;
+    busy.type = "invalid_request_error";
+    busy.code = "model_in_use";
+    busy.message = "instance " + id + " runs " + name + ": unload it first (DELETE /v1/instances/" + id + ")";
+    return SendError(res, busy);
+  }
+  for (const cluster::Change& change : {cluster::PutRemovedModel(name, it->second.sha256), cluster::DeleteModelEntry(name)}) {
+    auto version = node.ProposeChange(change, kProposeTimeoutMs);
+    if (!version.ok()) return SendStatus(res, Unavailable(version.status().ToString()));
+  }
+  SendJson(res, 200, {{"name", name}, {"sha256", it->second.sha256}, {"removed", true}});
 }
 
 }  // namespace
@@ -190,6 +247,12 @@ void AddClusterRoutes(HttpServer& server, cluster::ClusterNode& node, cluster::R
   });
   http.Post(R"(/v1/instances/([A-Za-z0-9._-]+)/rebalance)", [n](const httplib::Request& req, httplib::Response& res) {
     Rebalance(*n, req.matches[1].str(), res);
+  });
+  http.Get("/v1/model-files", [n](const httplib::Request&, httplib::Response& res) {
+    SendJson(res, 200, {{"object", "list"}, {"data", ModelFilesJson(n->Snapshot().state)}});
+  });
+  http.Delete(R"(/v1/model-files/([A-Za-z0-9._-]+))", [n](const httplib::Request& req, httplib::Response& res) {
+    RemoveModelFile(*n, req.matches[1].str(), res);
   });
   // Instances carry no time of their own: `created` is when this node started serving the API.
   const int64_t created = std::time(nullptr);

@@ -24,6 +24,7 @@
 #include "server/proxy.h"
 #include "server/resuming_relay.h"
 #include "server/responses_routes.h"
+#include "server/request_log.h"
 
 namespace cohort::server {
 namespace {
@@ -109,6 +110,14 @@ bool AllowCors(const std::vector<std::string>& origins, const httplib::Request& 
   return true;
 }
 
+// The final counts of a generation, for its request log line.
+void NoteTokens(const engine::RequestOutput& done) {
+  RequestLogEntry& e = CurrentRequestLog();
+  e.prompt_tokens = done.prompt_tokens;
+  e.cached_tokens = done.cached_tokens;
+  e.completion_tokens = done.completion_tokens;
+}
+
 }  // namespace
 
 void SendError(httplib::Response& res, const ApiError& error) {
@@ -134,6 +143,13 @@ HttpServer::HttpServer(const ServerOptions& options, Logger& log)
   http_->set_write_timeout(options_.timeout_s, 0);
   http_->set_keep_alive_timeout(options_.timeout_s);
   http_->set_keep_alive_max_count(100);
+  // cpp-httplib's default options add SO_REUSEPORT, which lets a second server bind a port
+  // in use and the kernel then splits connections between the two: SO_REUSEADDR alone
+  // (a restart need not wait out TIME_WAIT) makes a taken port a bind error.
+  http_->set_socket_options([](socket_t sock) {
+    int yes = 1;
+    ::setsockopt(sock, SOL_SOCKET, SO_REUSEADDR, reinterpret_cast<const void*>(&yes), sizeof(yes));
+  });
   http_->set_error_handler(httplib::Server::HandlerWithResponse(
       [](const httplib::Request&, httplib::Response& res) {
         if (res.body.empty()) res.set_content(ErrorJson(HttpError(res.status)), kJson);
@@ -145,13 +161,23 @@ HttpServer::HttpServer(const ServerOptions& options, Logger& log)
   });
   http_->set_logger([this](const httplib::Request& req, const httplib::Response& res) {
     metrics_.CountResponse(req.path, res.status);
+    if (!options_.request_log) return;
     // By the key's name: the key itself is never written anywhere.
-    const auto name = keys_->Match(KeyHeaderOf(req));
-    log_.Info("http {} {} {} key={}", req.method, req.path, res.status, name.value_or("-"));
+    const auto key_name = keys_->Match(KeyHeaderOf(req));
+    const std::string line = RequestLogLine(req.method, req.path, res.status,
+                                            req.remote_addr + ":" + std::to_string(req.remote_port), CurrentRequestLog()) +
+                             " key=" + key_name.value_or("-");
+    if (req.method == "GET" && res.status < 400) {
+      log_.Info("request {}", line);  // polling (the dashboard's) would flood the default log
+    } else {
+      log_.Record("request", line);
+    }
+    BeginRequestLog();  // a request that never reaches routing (malformed) must not show this one's fields
   });
   // One check for every route but the open ones, before routing: an unknown path says no
   // more than a known one to a caller without a key.
   http_->set_pre_routing_handler([this](const httplib::Request& req, httplib::Response& res) {
+    BeginRequestLog();
     // CORS before the key check: a browser's preflight carries no key.
     if (AllowCors(options_.cors_origins, req, res)) return httplib::Server::HandlerResponse::Handled;
     for (const std::string& open : options_.open_paths) {
@@ -228,7 +254,8 @@ Result<int> HttpServer::Bind() {
     port = http_->bind_to_any_port(options_.host);
     if (port <= 0) return IoError("cannot bind " + options_.host);
   } else if (!http_->bind_to_port(options_.host, options_.port)) {
-    return IoError(fmt::format("cannot bind {}:{}", options_.host, options_.port));
+    return IoError(fmt::format("cannot listen on {}:{}: the port is in use (another cohort serve?) or the "
+                               "address is not this machine's", options_.host, options_.port));
   }
   COHORT_RETURN_IF_ERROR(http_->RaiseBacklog());
   return port;
@@ -403,11 +430,18 @@ std::shared_ptr<engine::ServingInstance> HttpServer::LocalOrRelay(const std::str
                                                                   const httplib::Request& req,
                                                                   httplib::Response& res, const Dialect& dialect) {
   auto target = router_->Route(model);
+  RequestLogEntry& log_entry = CurrentRequestLog();
+  log_entry.model = model;
   if (!target.ok()) {
     SendIn(dialect, res, target.status());
     return nullptr;
   }
-  if (target->local == nullptr) Relay(*target, req, res);
+  if (target->local == nullptr) {
+    log_entry.upstream = target->upstream;
+    Relay(*target, req, res);
+    return nullptr;
+  }
+  log_entry.model = target->local->name();
   return target->local;
 }
 
@@ -509,6 +543,7 @@ void HttpServer::Wait(engine::ServingInstance& instance, const ApiRequest& reque
       if (!saw_token && !part.tokens.empty()) {
         saw_token = true;
         metrics_.ObserveTimeToFirstToken(SecondsSince(start));
+        if (i == 0) CurrentRequestLog().ttft_s = SecondsSince(CurrentRequestLog().start);
       }
       metrics_.AddGeneratedTokens(static_cast<int64_t>(part.tokens.size()));
       total.Append(std::move(part));
@@ -518,6 +553,7 @@ void HttpServer::Wait(engine::ServingInstance& instance, const ApiRequest& reque
       return SendIn(dialect, res, total.status);
     }
   }
+  NoteTokens(totals.front());
   const ResponseMeta meta = MetaOf(instance, request, dialect);
   const tokenizer::Tokenizer& tok = instance.model().tokenizer();
   res.set_content(totals.size() == 1 ? dialect.Whole(meta, totals.front(), tok) : dialect.WholeChoices(meta, totals, tok),
@@ -551,7 +587,9 @@ void HttpServer::Stream(std::shared_ptr<engine::ServingInstance> instance, const
         if (!state->saw_token && !out.tokens.empty()) {
           state->saw_token = true;
           metrics_.ObserveTimeToFirstToken(SecondsSince(state->start));
+          CurrentRequestLog().ttft_s = SecondsSince(CurrentRequestLog().start);
         }
+        if (out.done) NoteTokens(out);
         metrics_.AddGeneratedTokens(static_cast<int64_t>(out.tokens.size()));
         std::string events;
         Dialect& dialect = *state->dialect;

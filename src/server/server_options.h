@@ -32,6 +32,9 @@ struct ServerOptions {
   int32_t default_max_tokens = 0;        // chat default when unset (0: up to the context)
   int http_threads = 64;                 // connections served at once
   int timeout_s = 10;                    // socket read/write timeout (slow clients are cut off)
+  // One line per request (request_log.h): every POST and DELETE and every failed GET; a
+  // successful GET (a dashboard polling) only at debug level.
+  bool request_log = true;
   Status Validate() const {
     if (port < 0 || port > 65535) return InvalidArgument("port must be in [0, 65535]");
     if (max_body_bytes < 1024) return InvalidArgument("max_body_bytes must be >= 1024");

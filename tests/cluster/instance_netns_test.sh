@@ -299,6 +299,9 @@ echo "instance_netns_test: on 2 nodes it says: $(json "$WORK/inst.json" "j['reas
 
 # --- 5. Only one node has the model file.
 stop_all
+# A fresh cluster: the nodes would otherwise bring back the last instance (of the same name)
+# from their state directories.
+rm -f "$WORK"/state-*/instances.json
 EXTRA=()
 mkdir -p "$WORK/only-n1"
 cp "$MODEL" "$WORK/only-n1/"
