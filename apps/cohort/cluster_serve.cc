@@ -54,7 +54,9 @@ void AddClusterServeOptions(CLI::App* cmd, ClusterServeOptions* o) {
   AddClusterFlags(cmd, &o->flags, "cluster: ", /*secret_flags=*/false);  // serve's --secret (AddDistOptions)
   cmd->add_option("--worker-listen", o->worker_listen, "cluster: worker service HOST:PORT (default: --listen host, any port)");
   cmd->add_option("--cache-dir", o->cache_dir, "cluster: where streamed model shares are kept (default: <state-dir>/cache)");
-  cmd->add_option("--models-dir", o->models_dir, "cluster: GGUF files offered to the cluster at start (default: <state-dir>/models)");
+  cmd->add_option("--models-dir", o->models_dir,
+                  "cluster: the GGUF files offered to the cluster (registered at start; the API loads them by name; "
+                  "`cohort rm` deletes there; default: <state-dir>/models)");
   cmd->add_option("--max-memory", o->max_memory, "cluster: this node's budget for shards + KV (bytes; K/M/G)");
   cmd->add_option("--nodes", o->nodes, "cluster: nodes of -m's instance (0: as the planner finds best)")->check(CLI::Range(0, 64));
   cmd->add_option("--comm-timeout-ms", o->comm_timeout_ms, "cluster: a collective's bound (a cut link)")->check(CLI::Range(100, 600000));
@@ -63,8 +65,6 @@ void AddClusterServeOptions(CLI::App* cmd, ClusterServeOptions* o) {
   cmd->add_option("--worker-slots-per-coordinator", o->worker_slots_per_coordinator,
                   "cluster: worker jobs one coordinator node may hold (0: slots - 1)")
       ->check(CLI::Range(0, 64));
-  cmd->add_option("--models-dir", o->models_dir,
-                  "cluster: the API (POST /v1/instances) loads the GGUF files under it, by name (and -m's file)");
   cmd->add_option("--cache-max", o->cache_max, "cluster: bound on the streamed shares kept (bytes; K/M/G; LRU evicted)");
 }
 
@@ -105,8 +105,12 @@ int ClusterServeCommand(const ServeOptions& options) {
   if (!started.ok()) return Fail(started.status());
   cluster::ClusterNode& node = **started;
   const std::string name = node.Snapshot().members.front().name;
+  // One models directory: what the node registers at start, what the API may load (by name,
+  // besides -m's file), and where `cohort rm` deletes.
+  const std::string models_dir =
+      !co.models_dir.empty() ? co.models_dir : (co.flags.state_dir.empty() ? "" : co.flags.state_dir + "/models");
   cluster::ModelRegistryOptions models;
-  models.models_dir = co.models_dir;
+  models.models_dir = models_dir;
   if (co.model_flag != nullptr && co.model_flag->count() > 0) models.command_line.push_back(options.model);
   cluster::ModelRegistry registry(node, log, models);
 
@@ -141,7 +145,7 @@ int ClusterServeCommand(const ServeOptions& options) {
   r.max_memory_bytes = max_memory;
   r.state_dir = co.flags.state_dir;
   r.cache_dir = w.cache_dir;
-  r.models_dir = !co.models_dir.empty() ? co.models_dir : (co.flags.state_dir.empty() ? "" : co.flags.state_dir + "/models");
+  r.models_dir = models_dir;
   cluster::Reconciler reconciler(node, registry, r, log);
   server::ClusterRouter router(node, reconciler.host());
   http.ServeInstances(router, /*single_model=*/false);

@@ -30,14 +30,14 @@ struct ClusterServeOptions {
   ClusterFlags flags = ServeClusterDefaults();
   std::string worker_listen;              // worker service host:port (default: --listen's host, any port)
   std::string cache_dir;                  // streamed shares (default: <state-dir>/cache; none: local files only)
-  std::string models_dir;                 // registered at start, `cohort rm` deletes here (default: <state-dir>/models)
+  std::string models_dir;                 // registered at start, offered to the API by name, `cohort rm` deletes
+                                          // here (default: <state-dir>/models)
   std::string max_memory;                 // budget for shards + KV: bytes, or with K/M/G suffix
   int nodes = 0;                          // node count of -m's instance and of POSTs without one
   int comm_timeout_ms = 3000;             // a collective waiting on a cut link fails after this
   int forward_timeout_s = 30;             // a coordinator silent this long ends a relayed request
   int worker_slots = 4;                   // jobs this node's worker service runs at once
   int worker_slots_per_coordinator = 0;   // of them, one node's at most (0: slots - 1, at least 1)
-  std::string models_dir;                 // the API offers the GGUF files under it, by name
   std::string cache_max = "32G";          // bound on the streamed shares kept (LRU); "0": none
   const CLI::Option* model_flag = nullptr;  // -m, to tell a given model from the default
 };
