@@ -244,7 +244,8 @@ TEST(Ops, InstancesBeyondTheLiveNodesOrWithAnInvalidLayoutAreRefused) {
   const int control = FreePort();
   ASSERT_GT(control, 0);
   Child node = Child::Start({CohortBinary(), "-t", "1", "serve", "--cluster", "--listen", "127.0.0.1:" + std::to_string(control),
-                             "--port", "0", "--secret", "s", "--no-multicast", "--no-benchmarks"},
+                             "--port", "0", "--secret", "s", "--no-multicast", "--no-benchmarks",
+                             "--models-dir", std::filesystem::path(DemoModel()).parent_path().string()},
                             dir / "err");
   const std::string api = WaitForInFile(dir / "err", R"(API http://127\.0\.0\.1:([0-9]+))", 20000);
   ASSERT_FALSE(api.empty()) << ReadFile(dir / "err");
