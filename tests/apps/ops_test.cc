@@ -31,64 +31,16 @@ namespace {
 using nlohmann::json;
 using parallel::testing::Child;
 using parallel::testing::CohortBinary;
+using parallel::testing::FreePort;
+using parallel::testing::ReadFile;
+using parallel::testing::TempDir;
+using parallel::testing::WaitForInFile;
 
 std::string DemoModel() { return std::string(COHORT_SOURCE_DIR) + "/models/stories260K.gguf"; }
 
-// A port free for both TCP and UDP now (a node's control address takes both).
-int FreePort() {
-  for (int attempt = 0; attempt < 50; ++attempt) {
-    const int tcp = ::socket(AF_INET, SOCK_STREAM, 0);
-    sockaddr_in a{};
-    a.sin_family = AF_INET;
-    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-    socklen_t len = sizeof(a);
-    if (::bind(tcp, reinterpret_cast<sockaddr*>(&a), sizeof(a)) != 0 ||
-        ::getsockname(tcp, reinterpret_cast<sockaddr*>(&a), &len) != 0) {
-      ::close(tcp);
-      continue;
-    }
-    const int udp = ::socket(AF_INET, SOCK_DGRAM, 0);
-    const bool both = ::bind(udp, reinterpret_cast<sockaddr*>(&a), sizeof(a)) == 0;
-    ::close(udp);
-    ::close(tcp);
-    if (both) return ntohs(a.sin_port);
-  }
-  return -1;
-}
 
-std::string ReadFile(const std::string& path) {
-  std::ifstream in(path);
-  std::stringstream s;
-  s << in.rdbuf();
-  return s.str();
-}
 
-// Waits until `pattern` occurs in the file a child writes its stderr to; its first group, or
-// the whole match, or "" on timeout.
-std::string WaitForInFile(const std::string& path, const std::string& pattern, int timeout_ms) {
-  const auto end = std::chrono::steady_clock::now() + std::chrono::milliseconds(timeout_ms);
-  std::smatch m;
-  const std::regex re(pattern);
-  while (std::chrono::steady_clock::now() < end) {
-    const std::string text = ReadFile(path);
-    if (std::regex_search(text, m, re)) return m.size() > 1 ? m[1].str() : m[0].str();
-    std::this_thread::sleep_for(std::chrono::milliseconds(50));
-  }
-  return "";
-}
 
-struct TempDir {
-  explicit TempDir(const std::string& tag)
-      : path((std::filesystem::temp_directory_path() / ("cohort-ops-" + tag + "-" + std::to_string(::getpid()))).string()) {
-    std::filesystem::create_directories(path);
-  }
-  ~TempDir() {
-    std::error_code ec;
-    std::filesystem::remove_all(path, ec);
-  }
-  std::string operator/(const std::string& name) const { return path + "/" + name; }
-  std::string path;
-};
 
 // Runs `cohort ARGS` to its end: exit code and stdout (stderr into `err_path`).
 int RunToEnd(const std::vector<std::string>& args, std::string* out, const std::string& err_path,

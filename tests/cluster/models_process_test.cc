@@ -27,35 +27,11 @@ namespace {
 using nlohmann::json;
 using parallel::testing::Child;
 using parallel::testing::CohortBinary;
+using parallel::testing::FreePort;
+using parallel::testing::ReadFile;
 namespace fs = std::filesystem;
 
-int FreePort() {
-  for (int attempt = 0; attempt < 50; ++attempt) {
-    const int tcp = ::socket(AF_INET, SOCK_STREAM, 0);
-    sockaddr_in a{};
-    a.sin_family = AF_INET;
-    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-    socklen_t len = sizeof(a);
-    if (::bind(tcp, reinterpret_cast<sockaddr*>(&a), sizeof(a)) != 0 ||
-        ::getsockname(tcp, reinterpret_cast<sockaddr*>(&a), &len) != 0) {
-      ::close(tcp);
-      continue;
-    }
-    const int udp = ::socket(AF_INET, SOCK_DGRAM, 0);
-    const bool both = ::bind(udp, reinterpret_cast<sockaddr*>(&a), sizeof(a)) == 0;
-    ::close(udp);
-    ::close(tcp);
-    if (both) return ntohs(a.sin_port);
-  }
-  return -1;
-}
 
-std::string ReadFile(const std::string& path) {
-  std::ifstream in(path);
-  std::stringstream s;
-  s << in.rdbuf();
-  return s.str();
-}
 
 // `cohort ARGS` to its end: exit code; stdout into *out.
 int Cli(const std::vector<std::string>& args, std::string* out, const std::string& err_path) {

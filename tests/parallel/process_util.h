@@ -1,15 +1,25 @@
 // Child processes for the cluster tests: run the cohort binary with arguments, optionally
-// reading the first line it prints (a worker's address), and kill or reap it.
+// reading the first line it prints (a worker's address), and kill or reap it; and what the
+// process tests share around them: a free port, a child's stderr file read and waited on, a
+// scratch folder.
 #pragma once
 
+#include <arpa/inet.h>
 #include <fcntl.h>
+#include <netinet/in.h>
 #include <poll.h>
 #include <signal.h>
+#include <sys/socket.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
 #include <chrono>
+#include <filesystem>
+#include <fstream>
+#include <regex>
+#include <sstream>
 #include <string>
+#include <thread>
 #include <vector>
 
 namespace cohort::parallel::testing {
@@ -88,6 +98,67 @@ struct Child {
     Kill();
     if (out_fd >= 0) ::close(out_fd);
   }
+};
+
+// A port free for both TCP and UDP now (a node's control address takes both); -1 if none.
+inline int FreePort() {
+  for (int attempt = 0; attempt < 50; ++attempt) {
+    const int tcp = ::socket(AF_INET, SOCK_STREAM, 0);
+    sockaddr_in a{};
+    a.sin_family = AF_INET;
+    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    socklen_t len = sizeof(a);
+    if (::bind(tcp, reinterpret_cast<sockaddr*>(&a), sizeof(a)) != 0 ||
+        ::getsockname(tcp, reinterpret_cast<sockaddr*>(&a), &len) != 0) {
+      ::close(tcp);
+      continue;
+    }
+    const int udp = ::socket(AF_INET, SOCK_DGRAM, 0);
+    const bool both = ::bind(udp, reinterpret_cast<sockaddr*>(&a), sizeof(a)) == 0;
+    ::close(udp);
+    ::close(tcp);
+    if (both) return ntohs(a.sin_port);
+  }
+  return -1;
+}
+
+inline std::string ReadFile(const std::string& path) {
+  std::ifstream in(path);
+  std::stringstream s;
+  s << in.rdbuf();
+  return s.str();
+}
+
+// Waits until `pattern` occurs in the file a child writes its stderr to: its first group, or
+// the whole match, or "" on timeout.
+inline std::string WaitForInFile(const std::string& path, const std::string& pattern, int timeout_ms) {
+  const auto end = std::chrono::steady_clock::now() + std::chrono::milliseconds(timeout_ms);
+  std::smatch m;
+  const std::regex re(pattern);
+  while (std::chrono::steady_clock::now() < end) {
+    const std::string text = ReadFile(path);
+    if (std::regex_search(text, m, re)) return m.size() > 1 ? m[1].str() : m[0].str();
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+  return "";
+}
+
+// A scratch folder, removed with what the nodes left in it.
+struct TempDir {
+  explicit TempDir(const std::string& tag)
+      : path((std::filesystem::temp_directory_path() / ("cohort-" + tag + "-" + std::to_string(::getpid()))).string()) {
+    std::filesystem::create_directories(path);
+  }
+  ~TempDir() {
+    std::error_code ec;
+    std::filesystem::remove_all(path, ec);
+  }
+  TempDir(const TempDir&) = delete;
+  TempDir& operator=(const TempDir&) = delete;
+  operator std::string() const { return path; }
+  std::string operator+(const std::string& tail) const { return path + tail; }
+  std::string operator/(const std::string& name) const { return path + "/" + name; }
+  const std::string path;
 };
 
 }  // namespace cohort::parallel::testing
