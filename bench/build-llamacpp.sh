@@ -6,8 +6,11 @@
 #   native (default): -march=native, into build/llama.cpp/build
 #   avx2:             AVX2 + FMA + F16C only (no AVX-512, no AVX-VNNI), into build/llama.cpp-avx2,
 #                     so that a machine with AVX-512 can measure llama.cpp's AVX2 path
+#   avx512:           AVX-512 (F, BW, VL, VNNI, BF16, VBMI) and AVX-VNNI, AMX off, into
+#                     build/llama.cpp-avx512: for VMs whose /proc/cpuinfo lists AMX that the
+#                     guest cannot use (the native build dies there with SIGILL on `tilezero`)
 # Both build from the one clone in build/llama.cpp/src.
-# Usage: bench/build-llamacpp.sh [JOBS] [native|avx2]   (log: build/llama.cpp[-avx2]-build.log)
+# Usage: bench/build-llamacpp.sh [JOBS] [native|avx2|avx512]   (log: build/llama.cpp[-avx2]-build.log)
 set -euo pipefail
 
 root=$(cd "$(dirname "$0")/.." && pwd)
@@ -29,8 +32,16 @@ case "$variant" in
                -DGGML_AVX512_VNNI=OFF -DGGML_AVX512_BF16=OFF -DGGML_AMX_TILE=OFF -DGGML_AMX_INT8=OFF
                -DGGML_AMX_BF16=OFF)
     ;;
+  avx512)
+    out="$root/build/llama.cpp-avx512"
+    log="$root/build/llama.cpp-avx512-build.log"
+    isa_flags=(-DGGML_NATIVE=OFF -DGGML_SSE42=ON -DGGML_AVX=ON -DGGML_AVX2=ON -DGGML_BMI2=ON -DGGML_FMA=ON
+               -DGGML_F16C=ON -DGGML_AVX_VNNI=ON -DGGML_AVX512=ON -DGGML_AVX512_VBMI=ON
+               -DGGML_AVX512_VNNI=ON -DGGML_AVX512_BF16=ON -DGGML_AMX_TILE=OFF -DGGML_AMX_INT8=OFF
+               -DGGML_AMX_BF16=OFF)
+    ;;
   *)
-    echo "build-llamacpp: unknown variant '$variant' (native or avx2)" >&2
+    echo "build-llamacpp: unknown variant '$variant' (native, avx2 or avx512)" >&2
     exit 2
     ;;
 esac

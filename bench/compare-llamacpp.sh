@@ -15,7 +15,7 @@
 #
 # Usage: bench/compare-llamacpp.sh [cohort build dir]      (default: build/perf)
 # Env:   THREADS (2)  ROUNDS (3)  PP (512)  TG (128)  MODELS ("l1b-q4_0 l1b-q8_0 ...")
-#        ISA (native | avx2)  SKIP_PP=1 measures tg only (faster on a busy machine).
+#        ISA (native | avx2 | avx512)  SKIP_PP=1 measures tg only (faster on a busy machine).
 set -euo pipefail
 
 root=$(cd "$(dirname "$0")/.." && pwd)
@@ -35,7 +35,10 @@ case "$isa" in
     llama_bin="$root/build/llama.cpp-avx2/bin"
     export COHORT_SIMD=avx2  # cohort refuses to run if this CPU has no AVX2
     ;;
-  *) echo "compare-llamacpp: ISA must be native or avx2, not '$isa'" >&2; exit 2 ;;
+  # AVX-512 without AMX on both sides (cohort at its best level), for VMs that list AMX the
+  # guest cannot run (build-llamacpp.sh avx512).
+  avx512) llama_bin="$root/build/llama.cpp-avx512/bin" ;;
+  *) echo "compare-llamacpp: ISA must be native, avx2 or avx512, not '$isa'" >&2; exit 2 ;;
 esac
 mkdir -p "$models_dir" "$out" "$root/build/bench"
 
