@@ -147,24 +147,27 @@ struct Service {
 };
 
 // A real session through the service still works (the node is alive and serving).
-void ExpectServesAJob(const std::string& address) {
-  Logger log(LogLevel::kError);
-  auto file = gguf::File::Open(kModel);
-  ASSERT_TRUE(file.ok());
+// A session to `address` over tiny-llama tp2 with `key`, and its first step's outcome.
+Status RunOneStep(const std::string& address, const std::optional<comm::ChannelKey>& key, Logger& log) {
+  COHORT_ASSIGN_OR_RETURN(auto file, gguf::File::Open(kModel));
   parallel::SessionOptions s;
   s.model_path = kModel;
   s.workers = {address};
-  auto plan = parallel::PlanOfLayout(**file, "tp", 2);
-  ASSERT_TRUE(plan.ok());
-  s.plan = *plan;
-  auto model = parallel::DistributedModel::Connect(s, **file);
-  ASSERT_TRUE(model.ok()) << model.status().ToString();
+  s.key = key;
+  s.setup_timeout = std::chrono::seconds(20);
+  COHORT_ASSIGN_OR_RETURN(s.plan, parallel::PlanOfLayout(*file, "tp", 2));
+  COHORT_ASSIGN_OR_RETURN(auto model, parallel::DistributedModel::Connect(s, *file));
   model::KvCacheOptions kv;
   kv.n_ctx = 16;
-  auto cache = (*model)->NewKvCache(kv);
-  ASSERT_TRUE(cache.ok());
+  COHORT_ASSIGN_OR_RETURN(auto cache, model->NewKvCache(kv));
   ThreadPool pool(1);
-  EXPECT_TRUE(Step(**model, **cache, pool, log, 0).ok());
+  return Step(*model, *cache, pool, log, 0);
+}
+
+void ExpectServesAJob(const std::string& address) {
+  Logger log(LogLevel::kError);
+  const Status step = RunOneStep(address, std::nullopt, log);
+  EXPECT_TRUE(step.ok()) << step.ToString();
 }
 
 // Issue 23: a job with 2^31 - 1 threads made the thread pool allocate 2^31 entries and
@@ -263,23 +266,6 @@ TEST(JobLimits, AddressesMustBeTheCoordinatorsAndMembers) {
   EXPECT_FALSE(parallel::ValidateAddresses({good[0]}, 1, 3, "10.0.0.1", "10.0.0.2:5001", members).ok());
   EXPECT_FALSE(parallel::ValidateAddresses({"nonsense", good[1], good[2]}, 1, 3, "10.0.0.1", "10.0.0.2:5001",
                                            members).ok());
-}
-
-// A session to `address` over tiny-llama tp2 with `key`, and its first step's outcome.
-Status RunOneStep(const std::string& address, const std::optional<comm::ChannelKey>& key, Logger& log) {
-  COHORT_ASSIGN_OR_RETURN(auto file, gguf::File::Open(kModel));
-  parallel::SessionOptions s;
-  s.model_path = kModel;
-  s.workers = {address};
-  s.key = key;
-  s.setup_timeout = std::chrono::seconds(20);
-  COHORT_ASSIGN_OR_RETURN(s.plan, parallel::PlanOfLayout(*file, "tp", 2));
-  COHORT_ASSIGN_OR_RETURN(auto model, parallel::DistributedModel::Connect(s, *file));
-  model::KvCacheOptions kv;
-  kv.n_ctx = 16;
-  COHORT_ASSIGN_OR_RETURN(auto cache, model->NewKvCache(kv));
-  ThreadPool pool(1);
-  return Step(*model, *cache, pool, log, 0);
 }
 
 TEST(WorkerService, WithAKeyOnlyItsHoldersRunJobs) {
