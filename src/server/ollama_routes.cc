@@ -194,14 +194,18 @@ class OllamaDialect final : public Dialect {
     Finish(line, total);
     return DumpJson(line);
   }
+  // With tools the text waits and goes out parsed in the last line, since a call is known
+  // only whole.
+
   std::string StreamStart(const ResponseMeta&, int32_t, const tokenizer::Tokenizer&) override { return ""; }
   std::string StreamPiece(const ResponseMeta& meta, const engine::RequestOutput& piece, const tokenizer::Tokenizer&) override {
     if (!piece.tokens.empty() && first_token_ == Clock::time_point{}) first_token_ = Clock::now();
-    if (piece.text.empty()) return "";
+    if (meta.parse_tools) tool_text_ += piece.text;
+    if (piece.text.empty() || meta.parse_tools) return "";
     return DumpJson(Line(meta, piece.text)) + "\n";
   }
   std::string StreamEnd(const ResponseMeta& meta, const engine::RequestOutput& last, const tokenizer::Tokenizer&) override {
-    json line = Line(meta, "");
+    json line = Line(meta, tool_text_);
     Finish(line, last);
     return DumpJson(line) + "\n";
   }
@@ -210,7 +214,18 @@ class OllamaDialect final : public Dialect {
  private:
   json Line(const ResponseMeta& meta, const std::string& text) const {
     json line = {{"model", meta.model}, {"created_at", Rfc3339(std::chrono::system_clock::now())}};
-    if (chat_) {
+    if (chat_ && meta.parse_tools) {
+      const AssistantOutput parsed = ParseToolOutput(meta, text);
+      line["message"] = {{"role", "assistant"}, {"content", parsed.content}};
+      if (!parsed.reasoning.empty()) line["message"]["thinking"] = parsed.reasoning;
+      json calls = json::array();
+      for (const ParsedToolCall& call : parsed.tool_calls) {
+        json args = json::parse(call.arguments, nullptr, false);  // Ollama's arguments are an object
+        if (!args.is_object()) args = json::object();
+        calls.push_back({{"function", {{"name", call.name}, {"arguments", std::move(args)}}}});
+      }
+      if (!calls.empty()) line["message"]["tool_calls"] = std::move(calls);
+    } else if (chat_) {
       line["message"] = {{"role", "assistant"}, {"content", text}};
     } else {
       line["response"] = text;
@@ -235,6 +250,7 @@ class OllamaDialect final : public Dialect {
   }
 
   bool chat_;
+  std::string tool_text_;  // a stream with tools: the text so far
   Clock::time_point start_;
   Clock::time_point first_token_{};
 };
@@ -275,6 +291,7 @@ void HandleGenerate(HttpServer& server, const httplib::Request& req, httplib::Re
                       {"presence_penalty", "options.presence_penalty"},
                       {"frequency_penalty", "options.frequency_penalty"}, {"response_format", "format"}};
   call.dialect = std::move(dialect);
+  call.writes_tool_calls = true;  // message.tool_calls
   server.ServeDialect(req, res, std::move(call));
 }
 
