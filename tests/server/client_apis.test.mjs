@@ -220,6 +220,31 @@ test('ollama: chat, plain and streamed, gives the chat text and counts', async (
   assert.equal(parts.at(-1).eval_count, ref.usage.completion_tokens);
 });
 
+test('ollama: a forced tool gives message.tool_calls with object arguments, plain and streamed', async () => {
+  const tools = [{ type: 'function', function: { name: 'get_weather', description: cityTool.description,
+                                                 parameters: cityTool.input_schema } }];
+  // tool_choice is cohort's extension (Ollama has none); the client passes it through.
+  const params = { model: MODEL, messages: user('Weather in Paris?'), tools, tool_choice: 'required',
+                   options: { temperature: 0, num_predict: 120 } };
+  const r = await ollama.chat({ ...params, stream: false });
+  assert.equal(r.message.tool_calls?.length, 1, JSON.stringify(r.message));
+  const call = r.message.tool_calls[0].function;
+  assert.equal(call.name, 'get_weather');
+  assert.ok(validateCity(call.arguments), JSON.stringify(call.arguments));
+  const parts = [];
+  for await (const part of await ollama.chat({ ...params, stream: true })) parts.push(part);
+  const streamed = parts.flatMap((p) => p.message.tool_calls ?? []);
+  assert.equal(streamed.length, 1);
+  assert.deepEqual(streamed[0].function, call);
+  assert.equal(parts.at(-1).done, true);
+  const answer = await ollama.chat({ model: MODEL, stream: false, tools, options: { temperature: 0, num_predict: 8 },
+    messages: [...user('Weather in Paris?'), { role: 'assistant', content: '', tool_calls: r.message.tool_calls },
+               { role: 'tool', content: 'sunny' }] });
+  assert.equal(answer.done, true);
+  assert.equal(answer.message.tool_calls, undefined);
+  assert.ok(answer.prompt_eval_count > r.prompt_eval_count, 'the call and its result are in the prompt');
+});
+
 test('ollama: generate, with options seed, stop and top_k', async () => {
   const ref = await reference(user('Lily and Tom'), 20);
   const r = await ollama.generate({ model: MODEL, prompt: 'Lily and Tom', stream: false, options: { temperature: 0, num_predict: 20 } });
