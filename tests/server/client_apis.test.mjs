@@ -4,6 +4,9 @@
 // streamed chat, generate, list, show, ps, version) and `openai`'s Responses API
 // (responses.create plain and streamed). Every API runs on the same generation path, so at
 // temperature 0 each must give exactly the text and the counts of OpenAI's chat completion.
+// Forced tool calls (tool_choice tool / required) in each API's shape: Anthropic tool_use
+// blocks (input validated with ajv), Responses function_call items, Ollama message.tool_calls,
+// plain and streamed, and the tool result sent back.
 // Also: GET /v1/models/ID, and CORS for a browser origin given with --cors-origin.
 import { test, before, after } from 'node:test';
 import assert from 'node:assert/strict';
