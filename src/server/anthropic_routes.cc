@@ -4,6 +4,7 @@
 
 #include <httplib.h>
 
+#include <algorithm>
 #include <memory>
 #include <string>
 #include <vector>
@@ -229,30 +230,45 @@ class AnthropicDialect final : public Dialect {
 
   std::string Whole(const ResponseMeta& meta, const engine::RequestOutput& total, const tokenizer::Tokenizer&) override {
     json message = Message(meta, total.prompt_tokens, total.cached_tokens);
-    if (!total.text.empty()) message["content"].push_back({{"type", "text"}, {"text", total.text}});
-    SetStop(message, total);
+    const json blocks = Blocks(meta, total.text);
+    for (const json& block : blocks) message["content"].push_back(block);
+    SetStop(message, total, HasToolUse(blocks));
     message["usage"]["output_tokens"] = total.completion_tokens;
     return DumpJson(message);
   }
 
   std::string StreamStart(const ResponseMeta& meta, int32_t prompt_tokens, const tokenizer::Tokenizer&) override {
     std::string events = NamedEvent("message_start", {{"type", "message_start"}, {"message", Message(meta, prompt_tokens, 0)}});
+    // With tools the blocks are known only once the text is parsed: they all go out at the end.
+    if (meta.parse_tools) return events + NamedEvent("ping", {{"type", "ping"}});
     events += NamedEvent("content_block_start", {{"type", "content_block_start"}, {"index", 0},
                                                  {"content_block", {{"type", "text"}, {"text", ""}}}});
     return events + NamedEvent("ping", {{"type", "ping"}});
   }
 
-  std::string StreamPiece(const ResponseMeta&, const engine::RequestOutput& piece, const tokenizer::Tokenizer&) override {
+  std::string StreamPiece(const ResponseMeta& meta, const engine::RequestOutput& piece, const tokenizer::Tokenizer&) override {
+    if (meta.parse_tools) {
+      tool_text_ += piece.text;
+      return "";
+    }
     if (piece.text.empty()) return "";
     return NamedEvent("content_block_delta", {{"type", "content_block_delta"}, {"index", 0},
                                               {"delta", {{"type", "text_delta"}, {"text", piece.text}}}});
   }
 
-  std::string StreamEnd(const ResponseMeta&, const engine::RequestOutput& last, const tokenizer::Tokenizer&) override {
-    std::string events = NamedEvent("content_block_stop", {{"type", "content_block_stop"}, {"index", 0}});
+  std::string StreamEnd(const ResponseMeta& meta, const engine::RequestOutput& last, const tokenizer::Tokenizer&) override {
+    std::string events;
+    bool tool_use = false;
+    if (meta.parse_tools) {
+      const json blocks = Blocks(meta, tool_text_);
+      tool_use = HasToolUse(blocks);
+      for (size_t i = 0; i < blocks.size(); ++i) events += BlockEvents(blocks[i], i);
+    } else {
+      events = NamedEvent("content_block_stop", {{"type", "content_block_stop"}, {"index", 0}});
+    }
     json delta = {{"type", "message_delta"}, {"delta", json::object()},
                   {"usage", {{"output_tokens", last.completion_tokens}}}};
-    SetStop(delta["delta"], last);
+    SetStop(delta["delta"], last, tool_use);
     events += NamedEvent("message_delta", delta);
     return events + NamedEvent("message_stop", {{"type", "message_stop"}});
   }
@@ -269,8 +285,57 @@ class AnthropicDialect final : public Dialect {
                        {"cache_read_input_tokens", cached_tokens}, {"output_tokens", 0}}}};
   }
 
-  void SetStop(json& target, const engine::RequestOutput& out) const {
+  // The content blocks of a finished text: with tools, its parse (a thinking block, the
+  // text, a tool_use block per call, its input an object); without, the text as it is.
+  static json Blocks(const ResponseMeta& meta, const std::string& text) {
+    json blocks = json::array();
+    if (!meta.parse_tools) {
+      if (!text.empty()) blocks.push_back({{"type", "text"}, {"text", text}});
+      return blocks;
+    }
+    const AssistantOutput parsed = ParseToolOutput(meta, text);
+    if (!parsed.reasoning.empty()) blocks.push_back({{"type", "thinking"}, {"thinking", parsed.reasoning}, {"signature", ""}});
+    if (!parsed.content.empty()) blocks.push_back({{"type", "text"}, {"text", parsed.content}});
+    for (const ParsedToolCall& call : parsed.tool_calls) {
+      json input = json::parse(call.arguments, nullptr, false);  // the parser gives an object's text
+      if (!input.is_object()) input = json::object();
+      blocks.push_back({{"type", "tool_use"}, {"id", "toolu_" + call.id}, {"name", call.name}, {"input", std::move(input)}});
+    }
+    return blocks;
+  }
+
+  static bool HasToolUse(const json& blocks) {
+    return std::any_of(blocks.begin(), blocks.end(), [](const json& b) { return b["type"] == "tool_use"; });
+  }
+
+  // One finished block as Anthropic streams it: its start (a tool_use with an empty input),
+  // its delta (text_delta, thinking_delta or input_json_delta) and its stop.
+  static std::string BlockEvents(const json& block, size_t index) {
+    const std::string type = block["type"];
+    json start = block;
+    json delta;
+    if (type == "tool_use") {
+      start["input"] = json::object();
+      delta = {{"type", "input_json_delta"}, {"partial_json", DumpJson(block["input"])}};
+    } else if (type == "thinking") {
+      start["thinking"] = "";
+      delta = {{"type", "thinking_delta"}, {"thinking", block["thinking"]}};
+    } else {
+      start["text"] = "";
+      delta = {{"type", "text_delta"}, {"text", block["text"]}};
+    }
+    std::string events = NamedEvent("content_block_start", {{"type", "content_block_start"}, {"index", index}, {"content_block", start}});
+    events += NamedEvent("content_block_delta", {{"type", "content_block_delta"}, {"index", index}, {"delta", delta}});
+    return events + NamedEvent("content_block_stop", {{"type", "content_block_stop"}, {"index", index}});
+  }
+
+  void SetStop(json& target, const engine::RequestOutput& out, bool tool_use) const {
     target["stop_sequence"] = nullptr;
+    // A call cut off by max_tokens is still max_tokens; a complete one ends the turn.
+    if (tool_use && out.finish_reason != engine::FinishReason::kLength) {
+      target["stop_reason"] = "tool_use";
+      return;
+    }
     switch (out.finish_reason) {
       case engine::FinishReason::kLength: target["stop_reason"] = "max_tokens"; break;
       case engine::FinishReason::kStop:
@@ -284,6 +349,7 @@ class AnthropicDialect final : public Dialect {
   }
 
   std::vector<std::string> stops_;
+  std::string tool_text_;  // a stream with tools: the text so far, parsed at the end
 };
 
 void HandleMessages(HttpServer& server, const httplib::Request& req, httplib::Response& res, bool count_only) {
@@ -304,6 +370,7 @@ void HandleMessages(HttpServer& server, const httplib::Request& req, httplib::Re
   }
   call.dialect = std::move(dialect);
   call.count_only = count_only;
+  call.writes_tool_calls = true;  // tool_use blocks; tool_choice any/tool forced by grammar
   server.ServeDialect(req, res, std::move(call));
 }
 

@@ -75,8 +75,7 @@ json Header(const ResponseMeta& meta, const char* object) {
 
 // The parsed assistant message for a chat with tools, and its finish_reason.
 json ToolMessage(const ResponseMeta& meta, const engine::RequestOutput& out, bool delta, const char** finish) {
-  AssistantOutput parsed = ParseAssistantOutput(meta.tool_format, out.text, meta.id.substr(meta.id.find('-') + 1));
-  if (!meta.parallel_tool_calls && parsed.tool_calls.size() > 1) parsed.tool_calls.resize(1);
+  AssistantOutput parsed = ParseToolOutput(meta, out.text);
   json message = json::object();
   if (!delta) message["role"] = "assistant";
   if (!parsed.content.empty() || !delta) {
@@ -99,6 +98,13 @@ json ToolMessage(const ResponseMeta& meta, const engine::RequestOutput& out, boo
 }
 
 }  // namespace
+
+AssistantOutput ParseToolOutput(const ResponseMeta& meta, std::string_view text) {
+  const size_t dash = meta.id.find_first_of("-_");
+  AssistantOutput parsed = ParseAssistantOutput(meta.tool_format, text, meta.id.substr(dash == std::string::npos ? 0 : dash + 1));
+  if (!meta.parallel_tool_calls && parsed.tool_calls.size() > 1) parsed.tool_calls.resize(1);
+  return parsed;
+}
 
 std::string ToolChunkEvents(const ResponseMeta& meta, const engine::RequestOutput& out) {
   const char* finish = "stop";

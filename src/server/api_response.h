@@ -4,6 +4,7 @@
 
 #include <cstdint>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "core/status.h"
@@ -46,6 +47,11 @@ struct ResponseMeta {
 
 // "stop" for a stop string or an end-of-generation token, "length" for a limit.
 const char* OpenAiFinishReason(engine::FinishReason reason);
+
+// The parse of a finished chat-with-tools text in meta's format, its call ids unique to this
+// response, cut to the first call when parallel_tool_calls is false. Every dialect that
+// writes tool calls reads them from here.
+AssistantOutput ParseToolOutput(const ResponseMeta& meta, std::string_view text);
 
 // The whole non-streamed response for a finished request.
 std::string CompletionJson(const ResponseMeta& meta, const engine::RequestOutput& output,

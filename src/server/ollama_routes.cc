@@ -12,6 +12,8 @@
 #include <ctime>
 #include <memory>
 #include <string>
+#include <utility>
+#include <vector>
 
 #include <fmt/format.h>
 
@@ -43,12 +45,29 @@ std::string Rfc3339(std::chrono::system_clock::time_point t) {
   return fmt::format("{}.{:09d}Z", buf, ns % 1000000000);
 }
 
+// The id of the call a tool message at `index` answers, taken from `unanswered`: the first
+// named `tool_name` when given, else the first; one of its own when none is left.
+std::string AnswerCall(std::vector<std::pair<std::string, std::string>>& unanswered, const json* tool_name, size_t index) {
+  auto it = unanswered.begin();
+  if (tool_name != nullptr) {
+    it = std::find_if(unanswered.begin(), unanswered.end(), [&](const auto& c) { return c.second == *tool_name; });
+    if (it == unanswered.end()) it = unanswered.begin();
+  }
+  if (it == unanswered.end()) return fmt::format("call_tool_{}", index);
+  std::string id = it->first;
+  unanswered.erase(it);
+  return id;
+}
+
 // Ollama's messages (content a string; tool_calls with arguments as an object) as OpenAI's.
 Status TranslateMessages(const json& body, json& openai) {
   COHORT_ASSIGN_OR_RETURN(const json* list, OptionalField(body, "messages", "messages", Type::array));
   if (list == nullptr || list->empty()) return FieldError("messages", "is required (a non-empty array)");
   if (list->size() > kMaxMessages) return FieldError("messages", "at most " + std::to_string(kMaxMessages));
   json messages = json::array();
+  // Ollama's tool results carry no call id: each answers the next unanswered call of the last
+  // assistant turn (the one named tool_name, when given), in order.
+  std::vector<std::pair<std::string, std::string>> unanswered;  // call id, name
   for (size_t i = 0; i < list->size(); ++i) {
     const json& m = (*list)[i];
     const std::string at = "messages[" + std::to_string(i) + "]";
@@ -77,10 +96,14 @@ Status TranslateMessages(const json& body, json& openai) {
         tool_calls.push_back({{"id", fmt::format("call_{}_{}", i, k)}, {"type", "function"},
                               {"function", {{"name", (*fn)["name"]}, {"arguments", args.dump()}}}});
       }
+      unanswered.clear();
+      for (const json& c : tool_calls) unanswered.emplace_back(c["id"], c["function"]["name"]);
       out["tool_calls"] = std::move(tool_calls);
     }
     COHORT_ASSIGN_OR_RETURN(const json* tool_name, OptionalField(m, "tool_name", at + ".tool_name", Type::string));
     if (tool_name != nullptr) out["name"] = *tool_name;
+    COHORT_ASSIGN_OR_RETURN(const json* call_id, OptionalField(m, "tool_call_id", at + ".tool_call_id", Type::string));
+    if (*role == "tool") out["tool_call_id"] = call_id != nullptr ? call_id->get<std::string>() : AnswerCall(unanswered, tool_name, i);
     messages.push_back(std::move(out));
   }
   openai["messages"] = std::move(messages);
@@ -194,14 +217,18 @@ class OllamaDialect final : public Dialect {
     Finish(line, total);
     return DumpJson(line);
   }
+  // With tools the text waits and goes out parsed in the last line, since a call is known
+  // only whole.
+
   std::string StreamStart(const ResponseMeta&, int32_t, const tokenizer::Tokenizer&) override { return ""; }
   std::string StreamPiece(const ResponseMeta& meta, const engine::RequestOutput& piece, const tokenizer::Tokenizer&) override {
     if (!piece.tokens.empty() && first_token_ == Clock::time_point{}) first_token_ = Clock::now();
-    if (piece.text.empty()) return "";
+    if (meta.parse_tools) tool_text_ += piece.text;
+    if (piece.text.empty() || meta.parse_tools) return "";
     return DumpJson(Line(meta, piece.text)) + "\n";
   }
   std::string StreamEnd(const ResponseMeta& meta, const engine::RequestOutput& last, const tokenizer::Tokenizer&) override {
-    json line = Line(meta, "");
+    json line = Line(meta, tool_text_);
     Finish(line, last);
     return DumpJson(line) + "\n";
   }
@@ -210,7 +237,18 @@ class OllamaDialect final : public Dialect {
  private:
   json Line(const ResponseMeta& meta, const std::string& text) const {
     json line = {{"model", meta.model}, {"created_at", Rfc3339(std::chrono::system_clock::now())}};
-    if (chat_) {
+    if (chat_ && meta.parse_tools) {
+      const AssistantOutput parsed = ParseToolOutput(meta, text);
+      line["message"] = {{"role", "assistant"}, {"content", parsed.content}};
+      if (!parsed.reasoning.empty()) line["message"]["thinking"] = parsed.reasoning;
+      json calls = json::array();
+      for (const ParsedToolCall& call : parsed.tool_calls) {
+        json args = json::parse(call.arguments, nullptr, false);  // Ollama's arguments are an object
+        if (!args.is_object()) args = json::object();
+        calls.push_back({{"function", {{"name", call.name}, {"arguments", std::move(args)}}}});
+      }
+      if (!calls.empty()) line["message"]["tool_calls"] = std::move(calls);
+    } else if (chat_) {
       line["message"] = {{"role", "assistant"}, {"content", text}};
     } else {
       line["response"] = text;
@@ -235,6 +273,7 @@ class OllamaDialect final : public Dialect {
   }
 
   bool chat_;
+  std::string tool_text_;  // a stream with tools: the text so far
   Clock::time_point start_;
   Clock::time_point first_token_{};
 };
@@ -275,6 +314,7 @@ void HandleGenerate(HttpServer& server, const httplib::Request& req, httplib::Re
                       {"presence_penalty", "options.presence_penalty"},
                       {"frequency_penalty", "options.frequency_penalty"}, {"response_format", "format"}};
   call.dialect = std::move(dialect);
+  call.writes_tool_calls = true;  // message.tool_calls
   server.ServeDialect(req, res, std::move(call));
 }
 
@@ -371,6 +411,9 @@ Result<OllamaTranslation> TranslateOllama(const json& body, bool chat) {
       if (!(*tools)[i].is_object()) return FieldError("tools[" + std::to_string(i) + "]", "must be an object");
     }
     out.openai["tools"] = *tools;  // Ollama's are OpenAI-shaped: the chat parse reads them
+    // Not Ollama's: cohort's extension, OpenAI's tool_choice (checked by the chat parse), so
+    // a script can force a call as it can on the other APIs.
+    if (auto c = body.find("tool_choice"); c != body.end() && !c->is_null()) out.openai["tool_choice"] = *c;
   }
   return out;
 }

@@ -176,19 +176,22 @@ class ResponsesDialect final : public Dialect {
     const json response = Response(meta, nullptr, "");
     std::string events = Event("response.created", {{"response", response}});
     events += Event("response.in_progress", {{"response", response}});
+    // With tools the items are known only once the text is parsed: they all go out at the end.
+    if (meta.parse_tools) return events;
     events += Event("response.output_item.added", {{"output_index", 0}, {"item", Item(meta, "", false)}});
     return events + Event("response.content_part.added", {{"item_id", ItemId(meta)}, {"output_index", 0},
                                                           {"content_index", 0}, {"part", Part("")}});
   }
 
   std::string StreamPiece(const ResponseMeta& meta, const engine::RequestOutput& piece, const tokenizer::Tokenizer&) override {
-    if (piece.text.empty()) return "";
     text_ += piece.text;
+    if (piece.text.empty() || meta.parse_tools) return "";
     return Event("response.output_text.delta", {{"item_id", ItemId(meta)}, {"output_index", 0}, {"content_index", 0},
                                                 {"delta", piece.text}, {"logprobs", json::array()}});
   }
 
   std::string StreamEnd(const ResponseMeta& meta, const engine::RequestOutput& last, const tokenizer::Tokenizer&) override {
+    if (meta.parse_tools) return ItemEvents(meta, last);
     const json where = {{"item_id", ItemId(meta)}, {"output_index", 0}, {"content_index", 0}};
     json done = where;
     done["text"] = text_;
@@ -199,6 +202,51 @@ class ResponsesDialect final : public Dialect {
     events += Event("response.content_part.done", part);
     events += Event("response.output_item.done", {{"output_index", 0}, {"item", Item(meta, text_, true)}});
     const json response = Response(meta, &last, text_);
+    const bool complete = response["status"] == "completed";
+    return events + Event(complete ? "response.completed" : "response.incomplete", {{"response", response}});
+  }
+
+  // The end of a stream with tools: each output item of the parse with its events (a
+  // message's part and text, a function_call's arguments), then the response.
+  std::string ItemEvents(const ResponseMeta& meta, const engine::RequestOutput& last) {
+    const json response = Response(meta, &last, text_);
+    std::string events;
+    const json& items = response["output"];
+    for (size_t i = 0; i < items.size(); ++i) {
+      json item = items[i];
+      const json done_item = item;
+      item["status"] = "in_progress";
+      if (item["type"] == "function_call") {
+        item["arguments"] = "";
+        events += Event("response.output_item.added", {{"output_index", i}, {"item", item}});
+        const json where = {{"item_id", item["id"]}, {"output_index", i}};
+        json delta = where;
+        delta["delta"] = done_item["arguments"];
+        events += Event("response.function_call_arguments.delta", delta);
+        json done = where;
+        done["arguments"] = done_item["arguments"];
+        events += Event("response.function_call_arguments.done", done);
+      } else {
+        const std::string text = done_item["content"][0]["text"];
+        item["content"] = json::array();
+        events += Event("response.output_item.added", {{"output_index", i}, {"item", item}});
+        const json where = {{"item_id", item["id"]}, {"output_index", i}, {"content_index", 0}};
+        json part = where;
+        part["part"] = Part("");
+        events += Event("response.content_part.added", part);
+        json delta = where;
+        delta["delta"] = text;
+        delta["logprobs"] = json::array();
+        events += Event("response.output_text.delta", delta);
+        json done = where;
+        done["text"] = text;
+        done["logprobs"] = json::array();
+        events += Event("response.output_text.done", done);
+        part["part"] = Part(text);
+        events += Event("response.content_part.done", part);
+      }
+      events += Event("response.output_item.done", {{"output_index", i}, {"item", done_item}});
+    }
     const bool complete = response["status"] == "completed";
     return events + Event(complete ? "response.completed" : "response.incomplete", {{"response", response}});
   }
@@ -224,6 +272,20 @@ class ResponsesDialect final : public Dialect {
             {"role", "assistant"}, {"content", done ? json::array({Part(text)}) : json::array()}};
   }
 
+  // The output items of a finished text: with tools, a message for the parsed text (when
+  // there is some) and a function_call item per call; without, the one message.
+  static json Output(const ResponseMeta& meta, const std::string& text) {
+    if (!meta.parse_tools) return json::array({Item(meta, text, true)});
+    const AssistantOutput parsed = ParseToolOutput(meta, text);
+    json output = json::array();
+    if (!parsed.content.empty() || parsed.tool_calls.empty()) output.push_back(Item(meta, parsed.content, true));
+    for (const ParsedToolCall& call : parsed.tool_calls) {
+      output.push_back({{"type", "function_call"}, {"id", "fc_" + call.id}, {"call_id", call.id}, {"name", call.name},
+                        {"arguments", call.arguments}, {"status", "completed"}});
+    }
+    return output;
+  }
+
   // The response object; `out` null while it is in progress.
   json Response(const ResponseMeta& meta, const engine::RequestOutput* out, const std::string& text) const {
     json r = {{"id", meta.id}, {"object", "response"}, {"created_at", meta.created}, {"model", meta.model},
@@ -236,7 +298,7 @@ class ResponsesDialect final : public Dialect {
     const bool cut = out->finish_reason == engine::FinishReason::kLength;
     r["status"] = cut ? "incomplete" : "completed";
     if (cut) r["incomplete_details"] = {{"reason", "max_output_tokens"}};
-    r["output"] = json::array({Item(meta, text, true)});
+    r["output"] = Output(meta, text);
     r["usage"] = {{"input_tokens", out->prompt_tokens},
                   {"input_tokens_details", {{"cached_tokens", out->cached_tokens}}},
                   {"output_tokens", out->completion_tokens},
@@ -264,6 +326,7 @@ void HandleResponses(HttpServer& server, const httplib::Request& req, httplib::R
   call.model = t->model;
   call.field_names = {{"max_tokens", "max_output_tokens"}};
   call.dialect = std::move(dialect);
+  call.writes_tool_calls = true;  // function_call items; tool_choice required/named forced by grammar
   server.ServeDialect(req, res, std::move(call));
 }
 

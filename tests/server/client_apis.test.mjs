@@ -4,12 +4,16 @@
 // streamed chat, generate, list, show, ps, version) and `openai`'s Responses API
 // (responses.create plain and streamed). Every API runs on the same generation path, so at
 // temperature 0 each must give exactly the text and the counts of OpenAI's chat completion.
+// Forced tool calls (tool_choice tool / required) in each API's shape: Anthropic tool_use
+// blocks (input validated with ajv), Responses function_call items, Ollama message.tool_calls,
+// plain and streamed, and the tool result sent back.
 // Also: GET /v1/models/ID, and CORS for a browser origin given with --cors-origin.
 import { test, before, after } from 'node:test';
 import assert from 'node:assert/strict';
 import Anthropic from '@anthropic-ai/sdk';
 import { Ollama } from 'ollama';
 import OpenAI from 'openai';
+import Ajv from 'ajv';
 import { startServer, fixture } from './serve_helper.mjs';
 
 const KEY = 'sk-test-apis';
@@ -123,6 +127,80 @@ test('anthropic: a tool conversation is accepted; errors and keys in Anthropic\'
                        (e) => e instanceof Anthropic.AuthenticationError && e.error.error.type === 'authentication_error');
 });
 
+// A random-weight model cannot choose to call a tool, so these force it (tool_choice tool /
+// required): the grammar makes the call well-formed, the dialect must return it in its shape.
+const cityTool = { name: 'get_weather', description: 'Weather of a city',
+                   input_schema: { type: 'object', properties: { city: { type: 'string', maxLength: 8 } },
+                                   required: ['city'], additionalProperties: false } };
+const validateCity = new Ajv({ strict: false }).compile(cityTool.input_schema);
+
+test('anthropic: a forced tool gives a tool_use block, plain and streamed, and a tool_result round-trips', async () => {
+  const params = { model: MODEL, max_tokens: 120, temperature: 0, tools: [cityTool],
+                   tool_choice: { type: 'tool', name: 'get_weather' }, messages: user('Weather in Paris?') };
+  const msg = await anthropic.messages.create(params);
+  assert.equal(msg.stop_reason, 'tool_use', JSON.stringify(msg));
+  const uses = msg.content.filter((b) => b.type === 'tool_use');
+  assert.equal(uses.length, 1, JSON.stringify(msg.content));
+  assert.equal(uses[0].name, 'get_weather');
+  assert.match(uses[0].id, /^toolu_/);
+  assert.equal(typeof uses[0].input, 'object');
+  assert.ok(validateCity(uses[0].input), JSON.stringify(validateCity.errors));
+
+  const final = await anthropic.messages.stream(params).finalMessage();
+  assert.equal(final.stop_reason, 'tool_use');
+  const streamed = final.content.filter((b) => b.type === 'tool_use');
+  assert.equal(streamed.length, 1);
+  assert.equal(streamed[0].name, 'get_weather');
+  assert.deepEqual(streamed[0].input, uses[0].input);  // greedy: the same call both ways
+
+  const answer = await anthropic.messages.create({
+    model: MODEL, max_tokens: 8, temperature: 0, tools: [cityTool],
+    messages: [...user('Weather in Paris?'), { role: 'assistant', content: msg.content },
+               { role: 'user', content: [{ type: 'tool_result', tool_use_id: uses[0].id, content: 'sunny' }] }] });
+  assert.ok(['end_turn', 'max_tokens'].includes(answer.stop_reason), answer.stop_reason);
+  assert.ok(answer.content.every((b) => b.type === 'text'));
+  const count = await anthropic.messages.countTokens({ model: MODEL, messages: user('Weather in Paris?') });
+  assert.ok(answer.usage.input_tokens + answer.usage.cache_read_input_tokens > count.input_tokens,
+            'the call and its result are in the prompt');
+});
+
+test('responses: tool_choice required gives a function_call item, plain and streamed', async () => {
+  const tools = [{ type: 'function', name: 'get_weather', description: cityTool.description,
+                   parameters: cityTool.input_schema, strict: true }];
+  const params = { model: MODEL, input: 'Weather in Paris?', tools, tool_choice: 'required',
+                   max_output_tokens: 120, temperature: 0 };
+  const r = await openai.responses.create(params);
+  const calls = r.output.filter((i) => i.type === 'function_call');
+  assert.equal(calls.length, 1, JSON.stringify(r.output));
+  assert.equal(calls[0].name, 'get_weather');
+  assert.ok(calls[0].call_id);
+  assert.ok(validateCity(JSON.parse(calls[0].arguments)), calls[0].arguments);
+
+  const types = [];
+  let args = '';
+  let done = null;
+  let completed = null;
+  for await (const event of await openai.responses.create({ ...params, stream: true })) {
+    types.push(event.type);
+    if (event.type === 'response.function_call_arguments.delta') args += event.delta;
+    if (event.type === 'response.function_call_arguments.done') done = event.arguments;
+    if (event.type === 'response.completed') completed = event.response;
+  }
+  for (const t of ['response.output_item.added', 'response.function_call_arguments.delta',
+                   'response.function_call_arguments.done', 'response.output_item.done', 'response.completed']) {
+    assert.ok(types.includes(t), `${t} in ${types.join(' ')}`);
+  }
+  assert.equal(args, calls[0].arguments);  // greedy: the same call both ways
+  assert.equal(done, args);
+  assert.equal(completed.output.find((i) => i.type === 'function_call').arguments, args);
+
+  const answer = await openai.responses.create({
+    model: MODEL, tools, max_output_tokens: 8, temperature: 0,
+    input: [{ role: 'user', content: 'Weather in Paris?' }, calls[0],
+            { type: 'function_call_output', call_id: calls[0].call_id, output: 'sunny' }] });
+  assert.equal(answer.output[0].type, 'message');
+});
+
 test('ollama: chat, plain and streamed, gives the chat text and counts', async () => {
   const ref = await reference(user('Once upon a time'), 16);
   const r = await ollama.chat({ model: MODEL, messages: user('Once upon a time'), stream: false,
@@ -143,6 +221,31 @@ test('ollama: chat, plain and streamed, gives the chat text and counts', async (
   assert.equal(parts.map((p) => p.message.content).join(''), ref.text);
   assert.deepEqual(parts.map((p) => p.done), [...Array(parts.length - 1).fill(false), true]);
   assert.equal(parts.at(-1).eval_count, ref.usage.completion_tokens);
+});
+
+test('ollama: a forced tool gives message.tool_calls with object arguments, plain and streamed', async () => {
+  const tools = [{ type: 'function', function: { name: 'get_weather', description: cityTool.description,
+                                                 parameters: cityTool.input_schema } }];
+  // tool_choice is cohort's extension (Ollama has none); the client passes it through.
+  const params = { model: MODEL, messages: user('Weather in Paris?'), tools, tool_choice: 'required',
+                   options: { temperature: 0, num_predict: 120 } };
+  const r = await ollama.chat({ ...params, stream: false });
+  assert.equal(r.message.tool_calls?.length, 1, JSON.stringify(r.message));
+  const call = r.message.tool_calls[0].function;
+  assert.equal(call.name, 'get_weather');
+  assert.ok(validateCity(call.arguments), JSON.stringify(call.arguments));
+  const parts = [];
+  for await (const part of await ollama.chat({ ...params, stream: true })) parts.push(part);
+  const streamed = parts.flatMap((p) => p.message.tool_calls ?? []);
+  assert.equal(streamed.length, 1);
+  assert.deepEqual(streamed[0].function, call);
+  assert.equal(parts.at(-1).done, true);
+  const answer = await ollama.chat({ model: MODEL, stream: false, tools, options: { temperature: 0, num_predict: 8 },
+    messages: [...user('Weather in Paris?'), { role: 'assistant', content: '', tool_calls: r.message.tool_calls },
+               { role: 'tool', content: 'sunny' }] });
+  assert.equal(answer.done, true);
+  assert.equal(answer.message.tool_calls, undefined);
+  assert.ok(answer.prompt_eval_count > r.prompt_eval_count, 'the call and its result are in the prompt');
 });
 
 test('ollama: generate, with options seed, stop and top_k', async () => {

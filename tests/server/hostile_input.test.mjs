@@ -197,6 +197,18 @@ const anthropicCases = [
   ['huge tool list', '/v1/messages', msg({ tools: Array.from({ length: 600 }, (_, i) => ({ name: `f${i}`, input_schema: {} })) }), 'tools'],
   ['tool_choice unknown', '/v1/messages', msg({ tool_choice: { type: 'maybe' } }), 'tool_choice.type'],
   ['count_tokens without messages', '/v1/messages/count_tokens', { model: 'm' }, 'messages'],
+  // The tool shapes: tool_choice forcing, tool_use and tool_result blocks of the wrong types.
+  ['tool_choice a string', '/v1/messages', msg({ tools: [{ name: 'f', input_schema: { type: 'object' } }], tool_choice: 'auto' }), 'tool_choice'],
+  ['tool_choice tool without name', '/v1/messages', msg({ tools: [{ name: 'f', input_schema: { type: 'object' } }], tool_choice: { type: 'tool' } }), 'tool_choice.name'],
+  ['tool_choice name a number', '/v1/messages', msg({ tools: [{ name: 'f', input_schema: { type: 'object' } }], tool_choice: { type: 'tool', name: 3 } }), 'tool_choice.name'],
+  ['tool_choice an unknown tool', '/v1/messages', msg({ tools: [{ name: 'f', input_schema: { type: 'object' } }], tool_choice: { type: 'tool', name: 'nope' } }), 'tool_choice'],
+  ['tool_choice any without tools', '/v1/messages', msg({ tool_choice: { type: 'any' } }), 'tool_choice'],
+  ['disable_parallel_tool_use a string', '/v1/messages', msg({ tools: [{ name: 'f', input_schema: { type: 'object' } }], tool_choice: { type: 'auto', disable_parallel_tool_use: 'yes' } }), 'tool_choice.disable_parallel_tool_use'],
+  ['tool_use id a number', '/v1/messages', msg({ messages: [{ role: 'assistant', content: [{ type: 'tool_use', id: 1, name: 'f', input: {} }] }] }), 'messages[0].content[0].id'],
+  ['tool_use without name', '/v1/messages', msg({ messages: [{ role: 'assistant', content: [{ type: 'tool_use', id: 'a', input: {} }] }] }), 'messages[0].content[0]'],
+  ['tool_result from the assistant', '/v1/messages', msg({ messages: [{ role: 'assistant', content: [{ type: 'tool_result', tool_use_id: 'a' }] }] }), 'messages[0].content[0]'],
+  ['tool_result is_error a string', '/v1/messages', msg({ messages: [{ role: 'user', content: [{ type: 'tool_result', tool_use_id: 'a', is_error: 'no' }] }] }), 'messages[0].content[0].is_error'],
+  ['tool_result content an image block', '/v1/messages', msg({ messages: [{ role: 'user', content: [{ type: 'tool_result', tool_use_id: 'a', content: [{ type: 'image' }] }] }] }), 'messages[0].content[0].content[0]'],
 ];
 const ollamaCases = [
   ['chat broken JSON', '/api/chat', '{', 'body'],
@@ -219,6 +231,13 @@ const ollamaCases = [
   ['chat tool not an object', '/api/chat', { model: 'm', messages: [{ role: 'user', content: 'x' }], tools: ['f'] }, 'tools[0]'],
   ['chat tool_calls without a name', '/api/chat', { model: 'm', messages: [{ role: 'assistant', content: '', tool_calls: [{ function: {} }] }] },
    'messages[0].tool_calls[0].function'],
+  ['chat tool_calls arguments a string', '/api/chat', { model: 'm', messages: [{ role: 'assistant', content: '', tool_calls: [{ function: { name: 'f', arguments: '{}' } }] }] },
+   'messages[0].tool_calls[0].function.arguments'],
+  ['chat tool_name a number', '/api/chat', { model: 'm', messages: [{ role: 'tool', content: 'x', tool_name: 3 }] }, 'messages[0].tool_name'],
+  ['chat tool_call_id a number', '/api/chat', { model: 'm', messages: [{ role: 'tool', content: 'x', tool_call_id: 3 }] }, 'messages[0].tool_call_id'],
+  ['chat tool_choice a number', '/api/chat', { model: 'm', messages: [{ role: 'user', content: 'x' }], tools: [{ type: 'function', function: { name: 'f', parameters: { type: 'object' } } }], tool_choice: 3 }, 'tool_choice'],
+  ['chat tool_choice an unknown tool', '/api/chat', { model: 'm', messages: [{ role: 'user', content: 'x' }], tools: [{ type: 'function', function: { name: 'f', parameters: { type: 'object' } } }],
+                                                    tool_choice: { type: 'function', function: { name: 'nope' } } }, 'tool_choice'],
 ];
 const responsesCases = [
   ['no input', '/v1/responses', { model: 'm' }, 'input'],
@@ -235,6 +254,11 @@ const responsesCases = [
   ['tool without a name', '/v1/responses', { model: 'm', input: 'x', tools: [{ type: 'function' }] }, 'tools[0].name'],
   ['tool_choice a number', '/v1/responses', { model: 'm', input: 'x', tool_choice: 3 }, 'tool_choice'],
   ['text.format unknown', '/v1/responses', { model: 'm', input: 'x', text: { format: { type: 'xml' } } }, 'text.format.type'],
+  ['function_call_output output a number', '/v1/responses', { model: 'm', input: [{ type: 'function_call_output', call_id: 'c', output: 5 }] }, 'input[0].output'],
+  ['function_call without a name', '/v1/responses', { model: 'm', input: [{ type: 'function_call', call_id: 'c', arguments: '{}' }] }, 'input[0]'],
+  ['function_call call_id a number', '/v1/responses', { model: 'm', input: [{ type: 'function_call', call_id: 1, name: 'f' }] }, 'input[0].call_id'],
+  ['tool_choice required without tools', '/v1/responses', { model: 'm', input: 'x', tool_choice: 'required' }, 'tool_choice'],
+  ['tool_choice an unknown function', '/v1/responses', { model: 'm', input: 'x', tools: [{ type: 'function', name: 'f', parameters: { type: 'object' } }], tool_choice: { type: 'function', name: 'nope' } }, 'tool_choice'],
   ['function_call arguments an object', '/v1/responses', { model: 'm', input: [{ type: 'function_call', call_id: 'c', name: 'f', arguments: {} }] }, 'input[0].arguments'],
 ];
 
