@@ -225,16 +225,18 @@ Status Executor::SyncCache(const StepHeader& h, std::span<const int32_t> lengths
 
 Status Executor::RunStep(const Context& ctx, const model::Batch& batch, model::KvCache& cache,
                          std::span<float> logits) {
-  x_.resize(batch.size() * config().n_embd);
-  COHORT_RETURN_IF_ERROR(EnterStage(batch));
-  COHORT_RETURN_IF_ERROR(decoder_->RunLayers(ctx, batch, cache, x_.data(), reducer_.get()));
-  const bool first_in_stage = rank() == stage_first_rank_[stage_];
+  const int64_t n_embd = config().n_embd;
+  x_.resize(batch.size() * n_embd);
+  const bool pipelined = plan_.n_stages() > 1;
+  SplitMicroBatches(static_cast<int64_t>(batch.size()), pipelined ? options_.micro_batch_tokens : 0,
+                    &micro_);
+  for (const TokenRange& range : micro_) {
+    const bool whole = micro_.size() == 1;
+    if (!whole) SliceBatch(batch, range, &part_);
+    COHORT_RETURN_IF_ERROR(
+        RunMicroBatch(ctx, whole ? batch : part_, cache, x_.data() + range.begin * n_embd));
+  }
   if (stage_ + 1 < plan_.n_stages()) {
-    if (first_in_stage) {
-      COHORT_RETURN_IF_ERROR(
-          comm::SendTo(world_, stage_first_rank_[stage_ + 1], Bytes(x_), kActivationTag)
-              .Annotate(fmt::format("sending activations to stage {}", stage_ + 1)));
-    }
     if (rank() == 0 && batch.n_logits() > 0) {
       const size_t n = static_cast<size_t>(batch.n_logits()) * config().n_vocab;
       return comm::RecvFrom(world_, stage_first_rank_.back(),
@@ -246,20 +248,34 @@ Status Executor::RunStep(const Context& ctx, const model::Batch& batch, model::K
   return LeaveLastStage(ctx, batch, logits);
 }
 
-Status Executor::EnterStage(const model::Batch& batch) {
+Status Executor::RunMicroBatch(const Context& ctx, const model::Batch& part, model::KvCache& cache,
+                               float* x) {
+  COHORT_RETURN_IF_ERROR(EnterStage(part, x));
+  COHORT_RETURN_IF_ERROR(decoder_->RunLayers(ctx, part, cache, x, reducer_.get()));
+  if (stage_ + 1 == plan_.n_stages() || rank() != stage_first_rank_[stage_]) return Status::Ok();
+  // The send returns once the next stage takes the bytes, at the latest when it has finished
+  // the micro-batch before: that is the pipeline's rhythm, and this stage runs ahead by one.
+  const std::span<const float> out(x, part.size() * config().n_embd);
+  return comm::SendTo(world_, stage_first_rank_[stage_ + 1], std::as_bytes(out), kActivationTag)
+      .Annotate(fmt::format("sending activations to stage {}", stage_ + 1));
+}
+
+Status Executor::EnterStage(const model::Batch& part, float* x) {
+  const std::span<float> states(x, part.size() * config().n_embd);
   if (stage_ == 0) {
     const plan::Range rows = plan_.Rank(rank()).embd_rows;
-    decoder_->EmbedRows(batch, rows.begin, rows.end, x_.data());
+    decoder_->EmbedRows(part, rows.begin, rows.end, x);
     if (group_ == nullptr) return Status::Ok();
-    return comm::AllReduceSum(*group_, x_).Annotate("summing the split embedding");
+    return comm::AllReduceSum(*group_, states).Annotate("summing the split embedding");
   }
   if (rank() == stage_first_rank_[stage_]) {
-    COHORT_RETURN_IF_ERROR(comm::RecvFrom(world_, stage_first_rank_[stage_ - 1], Bytes(x_),
-                                          kActivationTag)
+    COHORT_RETURN_IF_ERROR(comm::RecvFrom(world_, stage_first_rank_[stage_ - 1],
+                                          std::as_writable_bytes(states), kActivationTag)
                                .Annotate(fmt::format("receiving activations from stage {}", stage_ - 1)));
   }
   if (group_ == nullptr) return Status::Ok();
-  return comm::Broadcast(*group_, 0, Bytes(x_)).Annotate("sharing activations in the stage");
+  return comm::Broadcast(*group_, 0, std::as_writable_bytes(states))
+      .Annotate("sharing activations in the stage");
 }
 
 Status Executor::LeaveLastStage(const Context& ctx, const model::Batch& batch,

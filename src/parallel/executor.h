@@ -23,6 +23,7 @@
 #include "model/decoder.h"
 #include "model/model.h"
 #include "plan/shard_plan.h"
+#include "parallel/micro_batch.h"
 #include "parallel/step_message.h"
 
 namespace cohort::parallel {
@@ -36,6 +37,12 @@ struct ExecutorOptions {
   // Coordinator: after this long without a step it sends the workers a keep-alive, so an
   // alive but idle coordinator keeps them. Must stay well below the workers' idle_timeout.
   std::chrono::milliseconds keepalive_interval{1000};
+  // Pipeline: a step of at least twice this many tokens (a prompt) runs through the stages in
+  // micro-batches of about this size (micro_batch.h), so stage s+1 works on micro-batch i
+  // while stage s works on i+1; each micro-batch still reads its whole stage's weights, so
+  // much smaller ones cost weight traffic. Every rank must use the same value (a stage's
+  // activations arrive per micro-batch); 0 sends whole steps. Ignored with one stage.
+  int micro_batch_tokens = 128;
 };
 
 class Executor final : public model::Model {
@@ -74,7 +81,11 @@ class Executor final : public model::Model {
   // The step every rank runs; logits is non-empty on rank 0 only.
   Status RunStep(const Context& ctx, const model::Batch& batch, model::KvCache& cache,
                  std::span<float> logits);
-  Status EnterStage(const model::Batch& batch);
+  // Embeds (first stage) or receives (later stages) the hidden states x[n_tokens][n_embd] of
+  // one micro-batch, then shares them within the stage's tensor-parallel group.
+  Status EnterStage(const model::Batch& part, float* x);
+  // One micro-batch through this stage: in, the stage's layers, on to the next stage.
+  Status RunMicroBatch(const Context& ctx, const model::Batch& part, model::KvCache& cache, float* x);
   Status LeaveLastStage(const Context& ctx, const model::Batch& batch, std::span<float> logits);
   Status GatherHead(const Context& ctx, const model::Batch& batch, float* full);
   // Worker: makes its cache match the coordinator's options and lengths.
@@ -111,6 +122,8 @@ class Executor final : public model::Model {
   std::vector<float> head_all_;    // [group] every rank's slice, one after another (root)
   std::vector<size_t> head_bytes_; // [group] bytes of each rank's logits slice
   std::vector<float> full_logits_; // [n_logits][n_vocab] on the last stage's first rank
+  std::vector<TokenRange> micro_;  // this step's micro-batches
+  model::Batch part_;              // the micro-batch being run (when the step is split)
   std::vector<std::byte> message_;
   std::vector<int32_t> lengths_;
   StepPayload payload_;

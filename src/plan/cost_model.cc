@@ -213,10 +213,16 @@ void PredictThroughput(const ModelShape& m, const QuantScheme& q, const ClusterS
 
   const int u = std::max(1, std::min(w.ubatch, w.prompt_tokens));
   const int n_ub = (w.prompt_tokens + u - 1) / u;
-  Step prompt = StepFor(m, q, c, *p, shares, u, 1, w.prompt_tokens / 2.0, w.kv_bytes);
+  // Overlapping stages pass each pass on in micro-batches (as parallel::SplitMicroBatches does:
+  // a pass of at least two micro-batches' worth is cut into even shares), and the stages run
+  // one micro-batch apart, so the pipeline fills and drains once per prompt, not per pass.
+  const int n_mb = overlap && w.micro_batch > 0 ? std::max(1, u / w.micro_batch) : 1;
+  const int unit = (u + n_mb - 1) / n_mb;
+  Step prompt = StepFor(m, q, c, *p, shares, overlap ? unit : u, 1, w.prompt_tokens / 2.0, w.kv_bytes);
   double t_prompt = 0;
   if (overlap) {
-    t_prompt = (n_ub + n_stages - 1) * MaxStagePlusHop(prompt) + n_ub * prompt.remote_s;
+    const int n_units = n_ub * n_mb;
+    t_prompt = (n_units + n_stages - 1) * MaxStagePlusHop(prompt) + n_units * prompt.remote_s;
   } else {
     t_prompt = n_ub * (Sum(prompt.stage_s) + prompt.parts.hops_s + prompt.remote_s);
   }
@@ -228,8 +234,9 @@ void PredictThroughput(const ModelShape& m, const QuantScheme& q, const ClusterS
 }  // namespace
 
 Status Workload::Validate() const {
-  if (batch < 1 || prompt_tokens < 1 || context_tokens < 0 || ubatch < 1 || !(kv_bytes > 0)) {
-    return InvalidArgument("workload: batch, prompt and ubatch must be >= 1, context >= 0");
+  if (batch < 1 || prompt_tokens < 1 || context_tokens < 0 || ubatch < 1 || micro_batch < 0 ||
+      !(kv_bytes > 0)) {
+    return InvalidArgument("workload: batch, prompt and ubatch must be >= 1, context and micro_batch >= 0");
   }
   return Status::Ok();
 }

@@ -19,6 +19,9 @@ struct Workload {
   int prompt_tokens = 512;
   int context_tokens = 512;  // context each generated token attends to
   int ubatch = 512;          // prompt tokens per forward pass
+  // Prompt tokens per pipeline micro-batch within a forward pass, for a stack that overlaps
+  // stages (cohort's parallel::ExecutorOptions::micro_batch_tokens); 0: whole passes.
+  int micro_batch = 128;
   double kv_bytes = 2;       // bytes per KV-cache element (f16)
   Status Validate() const;
 };

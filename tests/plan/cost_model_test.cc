@@ -55,6 +55,21 @@ TEST(CostModel, PipelineAtBatchOneAddsMemoryNotSpeed) {
   EXPECT_GT(pp4.gen_tok_s_batch, 2.5 * pp4.gen_tok_s_b1);
 }
 
+// A long prompt through a pipeline whose stages run micro-batches one apart (the executor's
+// micro_batch_tokens): the pipeline fills and drains once, 16 micro-batches of 128 tokens
+// reaching 16 / (16 + 1) of the stages' overlap where whole 512-token passes reach 4 / 5. (The
+// stages are not equal, the last one holds the LM head, so neither is 2x one node.)
+TEST(CostModel, PromptMicroBatchesOverlapPipelineStages) {
+  Workload w;
+  w.prompt_tokens = 2048;
+  const Prediction one = PredictWith("llama-3.2-1b", "q4_0", IdealLinkCluster(1), LayoutSpec::Tensor(1), w);
+  const Prediction pp2 = PredictWith("llama-3.2-1b", "q4_0", IdealLinkCluster(2), LayoutSpec::Pipeline(2), w);
+  w.micro_batch = 0;
+  const Prediction whole = PredictWith("llama-3.2-1b", "q4_0", IdealLinkCluster(2), LayoutSpec::Pipeline(2), w);
+  EXPECT_NEAR(whole.ttft_s / pp2.ttft_s, (16.0 / 17) / (4.0 / 5), 0.02);
+  EXPECT_GT(one.ttft_s / pp2.ttft_s, 1.5);
+}
+
 // The link delays per token, as measured on real ranks (tiny model, emulated one-way delay of
 // 1 and 2 ms): a pipeline over N ranks pays N delays (N-1 activation hops, then the logits back
 // to the coordinator); tensor parallelism pays one per all-reduce, 2 per layer plus the split
