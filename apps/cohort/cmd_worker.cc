@@ -15,6 +15,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <set>
 #include <thread>
 
 #include <CLI/CLI.hpp>
@@ -252,6 +253,9 @@ CLI::App* AddWorkerCommand(CLI::App& app, WorkerOptions* o) {
   cmd->add_option("--secret", o->secret, "the cluster secret: coordinators must prove it; links are encrypted");
   cmd->add_option("--secret-file", o->secret_file, "file whose first line is the cluster secret");
   cmd->add_flag("--insecure", o->insecure, "listen beyond loopback without a secret (benchmarks on a trusted network)");
+  cmd->add_option("--allow-coordinator", o->allow_coordinators,
+                  "only these hosts may coordinate jobs or be their ranks (IPv4, comma-separated; default: any)")
+      ->delimiter(',');
   return cmd;
 }
 
@@ -304,6 +308,12 @@ int WorkerCommand(const WorkerOptions& options, bool verbose) {
   env.models_dir = options.models_dir;
   env.cache_bytes_max = static_cast<uint64_t>(cache_max);
   env.key = *key;
+  if (!options.allow_coordinators.empty()) {
+    // Checked per job on the control connection's peer and every data address (session.cc),
+    // so a secret leaked to another host does not let that host run jobs here.
+    const std::set<std::string> allowed(options.allow_coordinators.begin(), options.allow_coordinators.end());
+    env.allowed_host = [allowed](const std::string& host) { return allowed.count(host) > 0; };
+  }
   std::printf("%s%s\n", kListeningPrefix, (*listener)->address().c_str());
   std::fflush(stdout);
   for (;;) {

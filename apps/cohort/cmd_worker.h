@@ -87,6 +87,9 @@ struct WorkerOptions {
   std::string secret;       // coordinators must prove it; jobs run encrypted
   std::string secret_file;
   bool insecure = false;    // allow listening beyond loopback without a secret (benchmarks)
+  // Hosts (IPv4, as peers connect from) allowed to coordinate jobs and to be a job's ranks;
+  // empty: any host holding the secret (a standalone worker knows no membership).
+  std::vector<std::string> allow_coordinators;
 };
 
 // $XDG_CACHE_HOME/cohort, else $HOME/.cache/cohort, else "" (nothing cached).
