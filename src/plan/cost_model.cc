@@ -324,6 +324,13 @@ Result<Prediction> Predict(const ModelShape& model, const QuantScheme& quant,
     rc.weight_bytes = StorageBytes(model, quant, s);
     rc.kv_bytes = static_cast<double>(workload.batch) * workload.context_tokens *
                   model.KvElementsPerToken() * workload.kv_bytes * s.kv_fraction * s.layers;
+    // Hybrid models: each sequence also holds its conv + DeltaNet state (f32, fixed size, does
+    // not grow with context). Charged by the rank's share of layers and heads, as a stage holds
+    // about its share of the recurrent layers and tp splits the state with its heads.
+    if (model.is_hybrid() && model.n_layer > 0) {
+      rc.kv_bytes += static_cast<double>(workload.batch) * model.RecurrentStateElements() * 4.0 *
+                     s.layers / model.n_layer * s.kv_fraction;
+    }
     rc.memory_bytes = rc.weight_bytes + rc.kv_bytes + cluster.stack.memory_overhead_bytes;
     rc.usable_bytes = node.usable_bytes();
     rc.read_bytes_b1 = RankStepTime(model, quant, node, cluster.stack, s, 1, workload.context_tokens,

@@ -165,5 +165,23 @@ TEST(CostModel, MemoryPerNodeAndErrors) {
                        Layout{"tp2", LayoutSpec::Tensor(2), {}}, w).ok());
 }
 
+// A hybrid model's per-sequence recurrent state is charged to memory even with no context, and a
+// pipeline stage holds its share of it.
+TEST(CostModel, HybridCountsTheRecurrentState) {
+  Workload w;
+  w.batch = 4;
+  w.context_tokens = 0;
+  const ModelShape m = *FindBuiltinShape("qwen3.5-397b-a17b");
+  const double state = 4.0 * m.RecurrentStateElements() * 4.0;
+  ASSERT_GT(state, 0);
+  const Prediction one = PredictWith("qwen3.5-397b-a17b", "q4_k_m", IdealLinkCluster(1), LayoutSpec::Tensor(1), w);
+  EXPECT_NEAR(one.ranks[0].kv_bytes, state, 1e-6 * state);
+  const Prediction pp2 = PredictWith("qwen3.5-397b-a17b", "q4_k_m", IdealLinkCluster(2), LayoutSpec::Pipeline(2), w);
+  EXPECT_NEAR(pp2.ranks[0].kv_bytes + pp2.ranks[1].kv_bytes, state, 1e-6 * state);
+  // A dense transformer has none.
+  const Prediction llama = PredictWith("llama-3.1-70b", "q8_0", IdealLinkCluster(1), LayoutSpec::Tensor(1), w);
+  EXPECT_EQ(llama.ranks[0].kv_bytes, 0);
+}
+
 }  // namespace
 }  // namespace cohort::plan
