@@ -138,6 +138,8 @@ bool IsWeightType(DType type) {
     case DType::kQ4_K:
     case DType::kQ5_K:
     case DType::kQ6_K:
+    case DType::kIQ4_NL:
+    case DType::kIQ4_XS:
     case DType::kMXFP4: return true;
     default: return false;
   }
@@ -152,6 +154,7 @@ DType VecDotType(DType weight) {
     case DType::kQ4_0:
     case DType::kQ5_0:
     case DType::kQ8_0:
+    case DType::kIQ4_NL:
     case DType::kMXFP4: return DType::kQ8_0;
     case DType::kQ4_1:
     case DType::kQ5_1: return DType::kQ8_1;
@@ -159,7 +162,8 @@ DType VecDotType(DType weight) {
     case DType::kQ3_K:
     case DType::kQ4_K:
     case DType::kQ5_K:
-    case DType::kQ6_K: return DType::kQ8_K;
+    case DType::kQ6_K:
+    case DType::kIQ4_XS: return DType::kQ8_K;
     case DType::kF32:
     case DType::kF16:
     case DType::kBF16: return weight;
@@ -173,6 +177,8 @@ void DequantizeRow(DType type, const void* src, float* dst, int64_t n) {
   COHORT_CHECK_EQ(n % Traits(type).block_size, 0);
   if (type == DType::kMXFP4) {
     ref::DequantizeMxfp4Row(src, dst, n);
+  } else if (ref::IsIqType(type)) {
+    ref::DequantizeIqRow(type, src, dst, n);
   } else if (ref::IsKType(type)) {
     ref::DequantizeKRow(type, src, dst, n);
   } else {
@@ -185,6 +191,8 @@ void QuantizeRow(DType type, const float* src, void* dst, int64_t n) {
   COHORT_CHECK_EQ(n % Traits(type).block_size, 0);
   if (type == DType::kMXFP4) {
     ref::QuantizeMxfp4Row(src, dst, n);
+  } else if (ref::IsIqType(type)) {
+    ref::QuantizeIqRow(type, src, dst, n);
   } else if (ref::IsKType(type)) {
     ref::QuantizeKRow(type, src, dst, n);
   } else if (!HasAvx512(BestSimdLevel()) || !avx512::QuantizeRow(type, src, dst, n)) {
@@ -216,6 +224,34 @@ bool F32InGgmlOrder(SimdLevel level) {
 #endif
 }
 
+// The i-quants: every level, the scalar one and ARM's included, sums in llama.cpp's x86 order
+// (ref::GetIqX86OrderVecDot), so that llama.cpp's x86 goldens hold to the bit everywhere.
+VecDotFn GetIqVecDot(DType weight, SimdLevel level) {
+  if (HasAvx512(level)) {
+    if (VecDotFn fn = avx512::GetIqVecDot(weight)) return fn;
+  }
+  if (HasAvx2(level)) {
+    if (VecDotFn fn = avx2::GetIqVecDot(weight)) return fn;
+  }
+  if (HasNeonDot(level)) {
+    if (VecDotFn fn = neon::GetIqVecDot(weight)) return fn;
+  }
+  return ref::GetIqX86OrderVecDot(weight);
+}
+
+VecDotFn GetIqVecDotGrouped(DType weight, SimdLevel level) {
+  if (HasAvx512(level)) {
+    if (VecDotFn fn = avx512::GetIqVecDotGrouped(weight)) return fn;
+  }
+  if (HasAvx2(level)) {
+    if (VecDotFn fn = avx2::GetIqVecDotGrouped(weight)) return fn;
+  }
+  if (HasNeonDot(level)) {
+    if (VecDotFn fn = neon::GetIqVecDotGrouped(weight)) return fn;
+  }
+  return ref::GetIqX86OrderVecDotGrouped(weight);
+}
+
 }  // namespace
 
 VecDotFn GetVecDot(DType weight, SimdLevel level) {
@@ -226,6 +262,7 @@ VecDotFn GetVecDot(DType weight, SimdLevel level) {
     if (HasAvx2(level)) return avx2::GetMxfp4VecDot();
     return ref::VecDotMxfp4Q8_0;
   }
+  if (ref::IsIqType(weight)) return GetIqVecDot(weight, level);
   if (HasAvx512(level)) {
     if (VecDotFn fn = avx512::GetVecDot(weight)) return fn;
   }
@@ -245,6 +282,7 @@ VecDotFn GetVecDot(DType weight, SimdLevel level) {
 }
 
 VecDotFn GetVecDotGrouped(DType weight, SimdLevel level) {
+  if (ref::IsIqType(weight)) return GetIqVecDotGrouped(weight, level);
   if (weight == DType::kQ4_K && HasAvx2(level)) return avx2::GetKVecDotGrouped(weight);
   if (weight == DType::kF32 && F32InGgmlOrder(level)) return F32SgemmOrder;
   if (HasNeonDot(level)) {

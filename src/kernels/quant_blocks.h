@@ -97,6 +97,27 @@ inline float Mxfp4HalfScale(uint8_t e) {
   return f;
 }
 
+// IQ4_NL and IQ4_XS: 4-bit indices into kIq4NlValues (ggml's kvalues_iq4nl), laid out as Q4_0's
+// nibbles (element j low nibble of qs[j], element j+16 the high one, per 32 elements).
+struct __attribute__((packed)) BlockIq4Nl {
+  uint16_t d;
+  uint8_t qs[kQK / 2];
+};
+struct __attribute__((packed)) BlockIq4Xs {
+  uint16_t d;                 // super scale
+  uint16_t scales_h;          // high 2 bits of the 8 sub-block scales
+  uint8_t scales_l[kQK_K / 64];  // low 4 bits, two scales a byte
+  uint8_t qs[kQK_K / 2];
+};
+inline constexpr int8_t kIq4NlValues[16] = {-127, -104, -83, -65, -49, -35, -22, -10,
+                                            1,    13,   25,  38,  53,  69,  89,  113};
+// Sub-block ib's scale of an IQ4_XS block, -32..31.
+inline int Iq4XsScale(const BlockIq4Xs& b, int ib) {
+  return (((b.scales_l[ib / 2] >> 4 * (ib % 2)) & 0xf) | (((b.scales_h >> 2 * ib) & 3) << 4)) - 32;
+}
+
+static_assert(sizeof(BlockIq4Nl) == 18);
+static_assert(sizeof(BlockIq4Xs) == 136);
 static_assert(sizeof(BlockQ4_0) == 18);
 static_assert(sizeof(BlockMxfp4) == 17);
 static_assert(sizeof(BlockQ4_1) == 20);

@@ -62,6 +62,18 @@ float VecDotMxfp4Q8_0(const void* w, const void* a, int64_t n);
 // with a multiple of 8 rows, experts included): acc = fma(block sum, scale_w * d_a, acc).
 float VecDotMxfp4Q8_0Repacked(const void* w, const void* a, int64_t n);
 
+// IQ4_NL and IQ4_XS (the 4-bit non-linear i-quants): quant_ref_iq.cc.
+bool IsIqType(DType type);
+void DequantizeIqRow(DType type, const void* src, float* dst, int64_t n);
+void QuantizeIqRow(DType type, const float* src, void* dst, int64_t n);  // ggml's, no imatrix
+// ggml's generic order (for tests: the same sum, other roundings); nullptr for other types.
+VecDotFn GetIqVecDot(DType weight);
+// llama.cpp's x86 order (AVX2 and AVX-512 builds), which every level follows for these types.
+VecDotFn GetIqX86OrderVecDot(DType weight);
+// The same for batches of GroupedTokens (quant.h): IQ4_XS in the order of llama.cpp's x86
+// panel GEMM (iqp.cpp, AVX-512 VNNI build), IQ4_NL as GetIqX86OrderVecDot.
+VecDotFn GetIqX86OrderVecDotGrouped(DType weight);
+
 }  // namespace ref
 
 // SIMD kernel tables: nullptr where a level has no kernel of its own for that type.
@@ -70,15 +82,21 @@ VecDotFn GetVecDot(DType weight);   // vec_dot_avx2.cc: plain and legacy types
 VecDotFn GetKVecDot(DType weight);  // vec_dot_avx2_k.cc: K-quants
 VecDotFn GetKVecDotGrouped(DType weight);  // the same, in llama.cpp's repacked-GEMM order
 VecDotFn GetMxfp4VecDot();  // vec_dot_avx2_mxfp4.cc: in ref::VecDotMxfp4Q8_0Repacked's order
+VecDotFn GetIqVecDot(DType weight);  // vec_dot_avx2_iq.cc: in ref::GetIqX86OrderVecDot's order
+VecDotFn GetIqVecDotGrouped(DType weight);  // the same, ref::GetIqX86OrderVecDotGrouped's
 }
 namespace neon {
 VecDotFn GetVecDot(DType weight);  // vec_dot_neon.cc: Q4_0, Q8_0, Q4_K, Q6_K (AArch64 dotprod)
 VecDotFn GetVecDotGrouped(DType weight);  // the same, Q4_K in llama.cpp's repacked-GEMM order
+VecDotFn GetIqVecDot(DType weight);  // vec_dot_neon_iq.cc: in ref::GetIqX86OrderVecDot's order
+VecDotFn GetIqVecDotGrouped(DType weight);  // the same, ref::GetIqX86OrderVecDotGrouped's
 }
 namespace avx512 {
 VecDotFn GetVecDot(DType weight);
 // quantize_avx512.cc: Q8_0 and Q8_1 rows (ref::QuantizeLegacyRow's bytes); false for others.
 bool QuantizeRow(DType type, const float* src, void* dst, int64_t n);
+VecDotFn GetIqVecDot(DType weight);  // vec_dot_avx512_iq.cc: in ref::GetIqX86OrderVecDot's order
+VecDotFn GetIqVecDotGrouped(DType weight);  // the same, ref::GetIqX86OrderVecDotGrouped's
 }
 
 }  // namespace cohort::kernels

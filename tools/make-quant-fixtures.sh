@@ -1,0 +1,78 @@
+#!/usr/bin/env bash
+# Makes tiny-llama fixtures in the quantization types the README's set lacks (the i-quants:
+# IQ4_NL, IQ4_XS, ...) with their llama.cpp goldens, in the fixtures' own layout
+# (tests/data/fixtures/README.md): llama-quantize --pure from tiny-llama-f32, then
+# tools/llama_logits with the golden settings (1 thread, F32 KV cache, flash attention off,
+# weight repacking on): the 16-id prompt as one batch, then 32 greedy single-token steps.
+# A developer tool: run it once and commit what it writes; the files are never hand-edited.
+#   tools/make-quant-fixtures.sh [TYPE ...]        (default: iq4_nl iq4_xs)
+# LLAMA_CPP_DIR: a llama.cpp tree in bench/build-llamacpp.sh's layout (src/ and build/); the
+# fixtures' goldens came from an AVX-512 build, so the default is build/llama.cpp-avx512's.
+set -euo pipefail
+root=$(cd "$(dirname "$0")/.." && pwd)
+work=$(mktemp -d)
+trap 'rm -rf "$work"' EXIT
+if [ -n "${LLAMA_CPP_DIR:-}" ]; then
+  llama=$LLAMA_CPP_DIR
+else
+  llama="$work/llama"
+  mkdir -p "$llama"
+  ln -s "$root/build/llama.cpp/src" "$llama/src"
+  ln -s "$root/build/llama.cpp-avx512" "$llama/build"
+fi
+fixtures="$root/tests/data/fixtures"
+f32="$fixtures/models/tiny-llama-f32.gguf"
+types=("$@")
+[ ${#types[@]} -gt 0 ] || types=(iq4_nl iq4_xs)
+
+"$root/tools/build-llama-logits.sh" "$llama" "$work/llama_logits"
+# llama-quantize is not among the binaries bench/build-llamacpp.sh builds: link it here from
+# its two sources and the build's libraries.
+b="$llama/build"
+g++ -std=c++17 -O1 -fopenmp -I"$llama/src/include" -I"$llama/src/ggml/include" -I"$llama/src/common" \
+  -I"$llama/src/vendor" "$llama/src/tools/quantize/main.cpp" "$llama/src/tools/quantize/quantize.cpp" \
+  "$b/common/libllama-common.a" "$b/common/libllama-common-base.a" "$b/src/libllama.a" \
+  "$b/ggml/src/libggml.a" "$b/ggml/src/libggml-cpu.a" "$b/ggml/src/ggml-rpc/libggml-rpc.a" \
+  "$b/ggml/src/libggml-base.a" -lpthread $(pkg-config --exists libibverbs && echo -libverbs) \
+  -o "$work/llama-quantize"
+
+prompt=1,10,20,30,40,50,60,70,80,90,100,110,120,130,140,150
+n_vocab=512
+row_bytes=$((n_vocab * 4))
+commit=$(git -C "$llama/src" rev-parse HEAD 2>/dev/null || echo unknown)
+for t in "${types[@]}"; do
+  name="tiny-llama-$t"
+  model="$fixtures/models/$name.gguf"
+  "$work/llama-quantize" --pure "$f32" "$model" "$(echo "$t" | tr a-z A-Z)" >"$work/quantize.log" 2>&1 ||
+    { cat "$work/quantize.log"; exit 1; }
+  greedy=$("$work/llama_logits" "$model" "$prompt" 16 "$work/all.f32" 32)
+  head -c $((16 * row_bytes)) "$work/all.f32" >"$fixtures/golden/$name.logits.f32"
+  tail -c $((32 * row_bytes)) "$work/all.f32" >"$fixtures/golden/$name.gen_logits.f32"
+  cat >"$fixtures/golden/$name.golden.json" <<EOF
+{
+  "model_file": "$name.gguf",
+  "model_sha256": "$(sha256sum "$model" | cut -d' ' -f1)",
+  "made_by": "tools/make-quant-fixtures.sh: llama-quantize --pure tiny-llama-f32.gguf $(echo "$t" | tr a-z A-Z), then tools/llama_logits",
+  "llama_cpp_commit": "$commit",
+  "llama_cpp_build": "$(readlink -f "$b")",
+  "settings": {"backend": "CPU", "n_threads": 1, "n_ctx": 256, "type_k": "f32", "type_v": "f32", "flash_attn": false, "weight_repack": true, "prompt_decode": "one batch"},
+  "n_vocab": $n_vocab,
+  "prompt_ids": [${prompt//,/, }],
+  "n_prompt": 16,
+  "logits_file": "$name.logits.f32",
+  "logits_sha256": "$(sha256sum "$fixtures/golden/$name.logits.f32" | cut -d' ' -f1)",
+  "greedy_ids": [${greedy//,/, }],
+  "gen_logits_file": "$name.gen_logits.f32",
+  "gen_logits_sha256": "$(sha256sum "$fixtures/golden/$name.gen_logits.f32" | cut -d' ' -f1)"
+}
+EOF
+  # The fixtures' hash lists, this fixture's lines replaced.
+  for f in "models/$name.gguf" "golden/$name.logits.f32" "golden/$name.gen_logits.f32"; do
+    sums="$fixtures/$(dirname "$f")/SHA256SUMS"
+    base=$(basename "$f")
+    grep -v "  $base\$" "$sums" >"$work/sums" || true
+    (cd "$fixtures/$(dirname "$f")" && sha256sum "$base") >>"$work/sums"
+    cp "$work/sums" "$sums"
+  done
+  echo "made $model and its goldens"
+done
