@@ -44,8 +44,10 @@ dpkg --root="$root" -s cohort | grep -q '^Status: install ok installed$' ||
   { echo "FAIL: dpkg does not report cohort installed"; exit 1; }
 "$root/usr/bin/cohort" --version | grep -q cohort || { echo "FAIL: installed binary"; exit 1; }
 
-# verify looks for ExecStart's binary; with --root it finds the one just installed.
-systemd-analyze verify --root="$root" /usr/lib/systemd/system/cohort.service > "$work/verify.log" 2>&1 ||
+# verify looks for ExecStart's binary and needs the system's targets (sysinit.target), which a
+# throwaway root lacks: check the installed unit with ExecStart pointed at the installed binary.
+sed "s|/usr/bin/cohort|$root/usr/bin/cohort|" "$root/usr/lib/systemd/system/cohort.service" > "$work/cohort.service"
+systemd-analyze verify --man=no "$work/cohort.service" > "$work/verify.log" 2>&1 ||
   { cat "$work/verify.log"; echo "FAIL: systemd-analyze verify"; exit 1; }
 if [ -s "$work/verify.log" ]; then cat "$work/verify.log"; echo "FAIL: verify warnings"; exit 1; fi
 echo "PASS"
