@@ -10,6 +10,8 @@
 //         both phases and the p99 ratio.
 // Usage: node bench/prefix-cache.mjs BASE_URL ttft 2000 50 3
 //        node bench/prefix-cache.mjs BASE_URL itl 4 4000 48
+import http from 'node:http';
+
 const [base, mode, ...args] = process.argv.slice(2);
 const VOCAB_LO = 1000, VOCAB_HI = 100000;  // plain-text ids of a llama-3 vocabulary
 
@@ -24,42 +26,51 @@ function randomIds(n) {
 }
 
 // Streams one completion; calls onToken(now) per SSE event carrying text; resolves with the
-// time to the first event and the usage.
-async function stream(prompt, maxTokens, { onToken, signal } = {}) {
+// time to the first event and the usage. Node's http, not fetch: fetch gives up on a body that
+// is silent for 300 s, and a 4,000-token prompt prefilled in small chunks beside other streams
+// on a loaded 2-core machine can take longer than that to its first token.
+function stream(prompt, maxTokens, { onToken, signal } = {}) {
   const t0 = performance.now();
-  const res = await fetch(`${base}/v1/completions`, {
-    method: 'POST',
-    headers: { 'content-type': 'application/json' },
-    body: JSON.stringify({ prompt, max_tokens: maxTokens, temperature: 0, ignore_eos: true, stream: true,
-                           stream_options: { include_usage: true } }),
-    signal,
-  });
-  if (res.status !== 200) throw new Error(`HTTP ${res.status}: ${await res.text()}`);
-  let ttft = null;
-  let usage = null;
-  let buffered = '';
-  const decoder = new TextDecoder();
-  try {
-    for await (const chunk of res.body) {
-      buffered += decoder.decode(chunk, { stream: true });
-      let end;
-      while ((end = buffered.indexOf('\n\n')) >= 0) {
-        const event = buffered.slice(0, end);
-        buffered = buffered.slice(end + 2);
-        if (!event.startsWith('data: ') || event === 'data: [DONE]') continue;
-        const data = JSON.parse(event.slice(6));
-        if (data.usage) usage = data.usage;
-        if (data.choices?.length) {
-          const now = performance.now();
-          if (ttft === null) ttft = now - t0;
-          onToken?.(now);
-        }
+  const body = JSON.stringify({ prompt, max_tokens: maxTokens, temperature: 0, ignore_eos: true, stream: true,
+                                stream_options: { include_usage: true } });
+  return new Promise((resolve, reject) => {
+    let ttft = null;
+    let usage = null;
+    let buffered = '';
+    const done = () => resolve({ ttft, usage });
+    const req = http.request(`${base}/v1/completions`, {
+      method: 'POST', headers: { 'content-type': 'application/json', 'content-length': Buffer.byteLength(body) },
+    }, (res) => {
+      if (res.statusCode !== 200) {
+        let text = '';
+        res.on('data', (c) => { text += c; });
+        res.on('end', () => reject(new Error(`HTTP ${res.statusCode}: ${text}`)));
+        return;
       }
-    }
-  } catch (e) {
-    if (e.name !== 'AbortError') throw e;
-  }
-  return { ttft, usage };
+      res.setEncoding('utf8');
+      res.on('data', (chunk) => {
+        buffered += chunk;
+        let end;
+        while ((end = buffered.indexOf('\n\n')) >= 0) {
+          const event = buffered.slice(0, end);
+          buffered = buffered.slice(end + 2);
+          if (!event.startsWith('data: ') || event === 'data: [DONE]') continue;
+          const data = JSON.parse(event.slice(6));
+          if (data.usage) usage = data.usage;
+          if (data.choices?.length) {
+            const now = performance.now();
+            if (ttft === null) ttft = now - t0;
+            onToken?.(now);
+          }
+        }
+      });
+      res.on('end', done);
+      res.on('error', () => done());
+    });
+    req.on('error', (e) => (signal?.aborted ? done() : reject(e)));
+    signal?.addEventListener('abort', () => { req.destroy(); done(); });
+    req.end(body);
+  });
 }
 
 const median = (xs) => [...xs].sort((a, b) => a - b)[Math.floor(xs.length / 2)];

@@ -353,15 +353,32 @@ void Scheduler::MeasureStep(double seconds, int n_decode, int n_prompt) {
   // per token; a prompt token's share is what the step took beyond a decode-only step. Both
   // are moving averages, so the chunk follows the machine's load and the context's growth.
   constexpr double kKeep = 0.8;
+  // A prompt token beside decoding streams costs at most this many times its share of a
+  // prompt computed alone (a big batch, the kernels' best case; small batches are dearer).
+  constexpr double kMixedOverAlone = 2.0;
+  constexpr int kAloneMinTokens = 16;  // a prompt-alone step this big says what a token costs
   if (n_prompt == 0) {
     if (n_decode == 0) return;
     decode_step_s_ = decode_step_s_ > 0.0 ? kKeep * decode_step_s_ + (1 - kKeep) * seconds : seconds;
+  } else if (n_decode == 0) {
+    // Only steps beside decoding streams size the chunk directly: a prompt alone runs in big
+    // batches, whose cost per token is lower than a small chunk's. It bounds it, below.
+    if (n_prompt < kAloneMinTokens) return;
+    const double per_token = seconds / n_prompt;
+    prompt_alone_s_ = prompt_alone_s_ > 0.0 ? kKeep * prompt_alone_s_ + (1 - kKeep) * per_token : per_token;
   } else {
-    // Only steps beside decoding streams size the chunk: a prompt alone runs in big batches,
-    // whose cost per token is lower than a small chunk's.
-    if (n_decode == 0 || decode_step_s_ <= 0.0) return;
-    const double per_token = std::max(seconds - decode_step_s_, seconds * 0.05) / n_prompt;
+    if (decode_step_s_ <= 0.0) return;
+    double per_token = std::max(seconds - decode_step_s_, seconds * 0.05) / n_prompt;
+    // On a busy machine one step can take several times its cost (another process held the
+    // core), and with a chunk of a few tokens that stall is all the sample measures: unclipped,
+    // one stall shrinks the chunk to a token, where the steps' noise rather than the prompt's
+    // cost sets it, and it stays there (a 4,000-token prompt then took 290 s instead of ~60).
+    // So one sample moves the average by at most a factor of 2.
+    if (prompt_token_s_ > 0.0) per_token = std::clamp(per_token, prompt_token_s_ / 2, prompt_token_s_ * 2);
     prompt_token_s_ = prompt_token_s_ > 0.0 ? kKeep * prompt_token_s_ + (1 - kKeep) * per_token : per_token;
+  }
+  if (prompt_alone_s_ > 0.0 && prompt_token_s_ > 0.0) {
+    prompt_token_s_ = std::min(prompt_token_s_, kMixedOverAlone * prompt_alone_s_);
   }
   if (decode_step_s_ <= 0.0 || prompt_token_s_ <= 0.0) return;
   const double allowed = (options_.prefill_step_factor - 1.0) * decode_step_s_ / prompt_token_s_;

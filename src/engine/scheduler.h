@@ -183,6 +183,7 @@ class Scheduler {
   int32_t prefill_chunk_ = 0;        // prompt tokens per step beside decoding streams
   double decode_step_s_ = 0.0;       // moving average of decode-only steps (0: none yet)
   double prompt_token_s_ = 0.0;      // moving average of one prompt token's share of a step
+  double prompt_alone_s_ = 0.0;      // moving average of a token's share of a prompt-alone step
   int last_decode_ = 0;              // this step's decode rows and prompt tokens
   int last_prompt_ = 0;
   std::vector<std::unique_ptr<Slot>> slots_;
