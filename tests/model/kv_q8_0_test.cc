@@ -3,13 +3,18 @@
 // flash-attention kernel does. Its logits must match llama.cpp's with -ctk q8_0 -ctv q8_0
 // (tests/data/kv-q8_0, made by tools/make-kv-q8_0-goldens.sh) on every row within the
 // quantized fixtures' row tolerance, and differ from an F32 cache's (the rows are quantized).
+#include <sys/types.h>
+#include <unistd.h>
+
 #include <bit>
+#include <cctype>
 #include <cstdio>
 #include <filesystem>
 
 #include "golden_util.h"
 #include "kernels/quant.h"
 #include "model/attention_core.h"
+#include "model/synth.h"
 
 namespace cohort::model::testing {
 namespace {
@@ -210,6 +215,71 @@ TEST_P(KvQ8_0GoldenTest, DiffersFromAnF32CacheOnlyByQuantization) {
 INSTANTIATE_TEST_SUITE_P(Fixtures, KvQ8_0GoldenTest,
                          ::testing::Values("tiny-llama-f32", "tiny-llama-q4_0", "tiny-qwen3-q8_0"),
                          FixtureParamName);
+
+// `cohort synth` models (tools/make-kv-q8_0-goldens.sh) for what the fixtures lack: gpt-oss's
+// sliding window and sinks (32-wide heads: no rotation), glm4moe's 128-wide heads (a 128-point
+// key rotation), Qwen3.5's gated attention (256-wide heads, rotated back before the gate).
+// Rebuilt here (synth is deterministic) and fed as llama.cpp was: the prompt as one batch,
+// then its greedy ids one at a time.
+class KvQ8_0SynthGoldenTest : public ::testing::TestWithParam<const char*> {};
+
+TEST_P(KvQ8_0SynthGoldenTest, MatchesLlamaCppWithAQ8_0Cache) {
+  const std::string golden = std::string(COHORT_TEST_DATA) + "/kv-q8_0/" + GetParam();
+  std::ifstream meta_in(golden + ".json");
+  ASSERT_TRUE(meta_in.good()) << golden << ".json missing: run tools/make-kv-q8_0-goldens.sh";
+  const nlohmann::json meta = nlohmann::json::parse(meta_in);
+  const auto dir = std::filesystem::temp_directory_path() /
+                   ("cohort-kv-q8_0-" + std::string(GetParam()) + "-" + std::to_string(::getpid()));
+  std::filesystem::create_directories(dir);
+  SynthOptions o;
+  o.shape = meta.at("shape").get<std::string>();
+  o.type = meta.at("type").get<std::string>();
+  o.pure = true;
+  o.n_layer_override = meta.at("layers").get<int>();
+  o.vocab_file = std::string(COHORT_TEST_DATA) + "/" + meta.at("vocab").get<std::string>();
+  o.output = (dir / "model.gguf").string();
+  ThreadPool pool(1);
+  Context ctx{&pool, nullptr};
+  const Status st = Synthesize(o, &pool);
+  ASSERT_TRUE(st.ok()) << st.ToString();
+  std::vector<float> got;
+  int n_vocab = 0;
+  size_t n_prompt = 0;
+  {
+    auto file = gguf::File::Open(o.output);
+    ASSERT_TRUE(file.ok()) << file.status().ToString();
+    auto model = Model::Load(**file);
+    ASSERT_TRUE(model.ok()) << model.status().ToString();
+    std::vector<int32_t> tokens = meta.at("prompt_ids").get<std::vector<int32_t>>();
+    n_prompt = tokens.size();
+    const auto greedy = meta.at("greedy_ids").get<std::vector<int32_t>>();
+    tokens.insert(tokens.end(), greedy.begin(), greedy.end());
+    KvCacheOptions kv;
+    kv.n_ctx = 64;
+    kv.type = DType::kQ8_0;
+    auto cache = (*model)->NewKvCache(kv);
+    ASSERT_TRUE(cache.ok()) << cache.status().ToString();
+    n_vocab = (*model)->config().n_vocab;
+    got = RunChunks(**model, ctx, **cache, tokens, n_prompt, 1);
+  }
+  std::filesystem::remove_all(dir);
+  const std::vector<float> want = ReadFloats(golden + ".logits.f32");
+  ASSERT_EQ(got.size(), want.size());
+  const Diff d = Compare(got, want, n_vocab, kQuantRowTol);
+  std::printf("[ golden ] %-20s q8_0 cache: max_abs %.3g, rows within %.0e: %d/%d, argmax agree %d/%d\n",
+              GetParam(), d.max_abs, kQuantRowTol, d.rows_within, d.rows, d.argmax_agree, d.rows);
+  EXPECT_LE(d.max_abs, kQuantRowTol);
+  EXPECT_EQ(d.rows_within, d.rows);
+  EXPECT_EQ(d.argmax_agree, d.rows);
+}
+
+INSTANTIATE_TEST_SUITE_P(Synth, KvQ8_0SynthGoldenTest,
+                         ::testing::Values("gpt-oss-test-f32", "glm-4.5-air-mini-f32", "qwen3.5-0.8b-f32"),
+                         [](const ::testing::TestParamInfo<const char*>& info) {
+                           std::string name = info.param;
+                           for (char& c : name) c = std::isalnum(static_cast<unsigned char>(c)) ? c : '_';
+                           return name;
+                         });
 
 }  // namespace
 }  // namespace cohort::model::testing
