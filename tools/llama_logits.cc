@@ -9,7 +9,9 @@
 // With N_GEN, then decodes N_GEN greedy tokens one at a time (the argmax of the last row, a
 // tie to the lowest id), appends their rows ([n_ids + N_GEN][n_vocab] in all) and prints
 // their ids, comma-separated, on stdout.
-// KV_TYPE q8_0 is llama.cpp's -ctk q8_0 -ctv q8_0, which needs flash attention (on then).
+// KV_TYPE q8_0 is llama.cpp's -ctk q8_0 -ctv q8_0, which needs flash attention (on then); with
+// a quantized cache llama.cpp also rotates q, k and v into a Walsh-Hadamard basis unless
+// LLAMA_ATTN_ROT_DISABLE is set (tools/make-kv-q8_0-goldens.sh unsets it).
 #include <llama.h>
 
 #include <cstdio>

@@ -18,7 +18,8 @@ namespace {
 // Q8_0 (K's vec-dot type), takes each score with the Q8_0 x Q8_0 vec-dot, and folds the value
 // rows, dequantized to floats, into an online softmax: a running maximum M, the sum S of
 // exp(score - M), and the weighted sum rescaled whenever M grows; the result is divided by S at
-// the end. ggml's value update is a fused multiply-add per lane; AddScaled rounds the product
+// the end. The rows and the query are in the rotated basis KvRotation describes (the callers
+// rotate them). ggml's value update is a fused multiply-add per lane; AddScaled rounds the product
 // first, so the two agree to rounding (the Q8_0 tolerance is far wider).
 void AttendQ8_0(const float* q, int64_t dk, CacheRows k, CacheRows v, int64_t dv, int n_pos, float scale,
                 float* out, int first_pos, const float* sink) {
@@ -30,10 +31,9 @@ void AttendQ8_0(const float* q, int64_t dk, CacheRows k, CacheRows v, int64_t dv
   alignas(64) float v_row[kMaxWidth];
   kernels::QuantizeRow(DType::kQ8_0, q, q_q8, dk);
   const kernels::VecDotFn dot = kernels::GetVecDot(DType::kQ8_0, kernels::BestSimdLevel());
-  // Positions before first_pos are masked out; a sink (gpt-oss) is one more logit whose value
-  // row is zero, so the online softmax starts from it: M = sink, S = exp(0) = 1.
-  float m = sink != nullptr ? *sink : -std::numeric_limits<float>::infinity();
-  float sum = sink != nullptr ? 1.0f : 0.0f;
+  // Positions before first_pos are masked out (ggml skips cells whose mask is -inf).
+  float m = -std::numeric_limits<float>::infinity();
+  float sum = 0.0f;
   std::memset(out, 0, dv * sizeof(float));
   for (int p = first_pos; p < n_pos; ++p) {
     const float s = dot(k.data + p * k.stride_bytes, q_q8, dk) * scale;
@@ -51,6 +51,20 @@ void AttendQ8_0(const float* q, int64_t dk, CacheRows k, CacheRows v, int64_t dv
     kernels::AddScaled(v_row, vs, dv, out);
     sum = sum * ms + vs;
   }
+  // A sink (gpt-oss) is one more logit whose value row is zero; ggml folds it in after the
+  // cached positions, as one more step of the online softmax.
+  if (sink != nullptr) {
+    float ms = 1.0f;
+    float vs = 1.0f;
+    if (*sink > m) {
+      ms = std::exp(m - *sink);
+      m = *sink;
+      kernels::Scale(ms, dv, out);
+    } else {
+      vs = std::exp(*sink - m);
+    }
+    sum = sum * ms + vs;
+  }
   kernels::Scale(sum == 0.0f ? 0.0f : 1.0f / sum, dv, out);
 }
 
@@ -66,6 +80,39 @@ void MaskedSoftmax(float* scores, int n_pos, int n_padded, const AttendMask& mas
 }
 
 }  // namespace
+
+KvRotation KvRotationFor(DType cache_type, int64_t head_dim_k, int64_t head_dim_v) {
+  KvRotation r;
+  if (!Traits(cache_type).quantized) return r;
+  if (head_dim_k > 0 && head_dim_k % 64 == 0) {
+    r.k = 64;
+    while (head_dim_k % (2 * r.k) == 0) r.k *= 2;
+  }
+  if (head_dim_v > 0 && head_dim_v % 64 == 0) r.v = 64;
+  return r;
+}
+
+void RotateHadamard(float* x, int64_t n_elems, int n) {
+  if (n == 0) return;
+  COHORT_CHECK(n > 0 && (n & (n - 1)) == 0 && n_elems % n == 0);
+  const float scale = 1.0f / std::sqrt(static_cast<float>(n));
+  for (int64_t c = 0; c < n_elems; c += n) {
+    float* y = x + c;
+    for (int i = 0; i < n; ++i) y[i] *= scale;
+    // Each butterfly rounds once (u + v, u - v), whatever order or lanes take them, so this
+    // equals ggml's SIMD passes exactly.
+    for (int len = 1; len < n; len *= 2) {
+      for (int i = 0; i < n; i += 2 * len) {
+        for (int j = i; j < i + len; ++j) {
+          const float u = y[j];
+          const float v = y[j + len];
+          y[j] = u + v;
+          y[j + len] = u - v;
+        }
+      }
+    }
+  }
+}
 
 void AttendOne(const float* q, int64_t dk, CacheRows k, CacheRows v, int64_t dv, int n_pos,
                float scale, float* scores, float* out, kernels::SumOrder order, AttendMask mask) {

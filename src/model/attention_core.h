@@ -40,6 +40,26 @@ struct AttendMask {
   const float* sinks = nullptr;  // [n_heads] of the call (AttendHeads: its heads in order)
 };
 
+// llama.cpp rotates attention into a Walsh-Hadamard basis when its KV cache is quantized
+// (llama_kv_cache's attn_rot_k / attn_rot_v, on unless LLAMA_ATTN_ROT_DISABLE is set): an
+// orthonormal rotation spreads an outlier over a whole block, so Q8_0's per-block scale loses
+// less. Queries and keys (after RoPE) go through the k-point transform, values through the
+// v-point one before they are stored, and the attention output through the v-point one again
+// (H * H = I) before the output projection; the scores are unchanged but for rounding.
+// k is the largest power of two (>= 64) dividing the key head width, v is 64; either is 0
+// (no rotation) for an unquantized cache or a head width that is not a multiple of 64.
+struct KvRotation {
+  int k = 0;
+  int v = 0;
+};
+KvRotation KvRotationFor(DType cache_type, int64_t head_dim_k, int64_t head_dim_v);
+
+// Applies the orthonormal n-point Walsh-Hadamard transform (Sylvester order) to each of the
+// n_elems / n consecutive chunks of x, in place; n == 0 leaves x as it is. Bit for bit ggml's
+// CPU kernel for a mul_mat tagged GGML_HINT_SRC0_IS_HADAMARD: each value times 1/sqrtf(n),
+// then the butterflies (u + v, u - v) at spans 1, 2, 4, ... n/2.
+void RotateHadamard(float* x, int64_t n_elems, int n);
+
 void AttendOne(const float* q, int64_t dk, CacheRows k, CacheRows v, int64_t dv, int n_pos,
                float scale, float* scores, float* out,
                kernels::SumOrder order = kernels::SumOrder::kVecDot, AttendMask mask = {});

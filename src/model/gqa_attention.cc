@@ -120,6 +120,11 @@ void GqaAttention(const BlockEnv& env, const GqaWeights& w, const GqaParams& p, 
   }
   NormAndRope(env, p, w.q_norm, n_q, s.q.data(), s.rope_cache);
   NormAndRope(env, p, w.k_norm, n_kv, s.k.data(), s.rope_cache);
+  // A quantized cache holds keys and values in llama.cpp's rotated basis (attention_core.h).
+  const KvRotation rot = KvRotationFor(cache.type(), hd, hd);
+  RotateHadamard(s.q.data(), n_tokens * q_width, rot.k);
+  RotateHadamard(s.k.data(), n_tokens * kv_width, rot.k);
+  RotateHadamard(s.v.data(), n_tokens * kv_width, rot.v);
 
   // Append the whole batch first: a token then sees earlier tokens of its own sequence in the
   // batch through the cache, masked causally by position.
@@ -183,6 +188,7 @@ void GqaAttention(const BlockEnv& env, const GqaWeights& w, const GqaParams& p, 
     }
   });
 
+  RotateHadamard(s.attn.data(), n_tokens * q_width, rot.v);  // back from the rotated value basis
   kernels::MatMul(ColumnSlice(w.wo, q0, q0 + q_width), s.attn.data(), n_tokens, out, env.pool,
                   env.matmul_scratch);
   if (heads.begin == 0) AddBias(w.bo, p.n_embd, n_tokens, out);

@@ -147,6 +147,7 @@ void Qwen35Model::GatedAttention(const BlockEnv& env, const GqaWeights& w, int c
   s.v.resize(static_cast<size_t>(n_tokens) * kv_width);
   s.attn.resize(static_cast<size_t>(n_tokens) * q_width);
   s.rope_cache.resize(p.rope.n_rot);
+  const KvRotation rot = KvRotationFor(cache.type(), hd, hd);
   const kernels::MatMulProduct qkv[] = {{w.wq, x, n_tokens, s.qg.data()},
                                         {w.wk, x, n_tokens, s.k.data()},
                                         {w.wv, x, n_tokens, s.v.data()}};
@@ -163,13 +164,15 @@ void Qwen35Model::GatedAttention(const BlockEnv& env, const GqaWeights& w, int c
     }
     kernels::Rope(p.rope, env.positions[t], s.q.data() + t * q_width, n_q, hd, s.rope_cache.data());
     kernels::Rope(p.rope, env.positions[t], s.k.data() + t * kv_width, n_kv, hd, s.rope_cache.data());
+    RotateHadamard(s.q.data() + t * q_width, q_width, rot.k);  // a quantized cache's basis
+    RotateHadamard(s.k.data() + t * kv_width, kv_width, rot.k);
+    RotateHadamard(s.v.data() + t * kv_width, kv_width, rot.v);
     cache.Store(cache_layer, env.seq_ids[t], env.positions[t], s.k.data() + t * kv_width,
                 s.v.data() + t * kv_width);
   }
   const int n_threads = env.pool != nullptr ? env.pool->size() : 1;
   const int stride = ScoresStride(cache.n_ctx());
   s.scores.resize(static_cast<size_t>(n_threads) * group * stride);
-  const int64_t elem = cache.type() == DType::kF16 ? 2 : 4;
   RunOnPool(env.pool, [&](int thread, int threads) {
     int64_t begin, end;
     SplitRange(static_cast<int64_t>(n_tokens) * n_kv, thread, threads, &begin, &end);
@@ -178,13 +181,16 @@ void Qwen35Model::GatedAttention(const BlockEnv& env, const GqaWeights& w, int c
       const int t = static_cast<int>(i / n_kv);
       const int g = static_cast<int>(i % n_kv);
       const int seq = env.seq_ids[t];
-      const CacheRows k{cache.KRow(cache_layer, seq, 0) + g * hd * elem, kv_width * elem, cache.type()};
-      const CacheRows v{cache.VRow(cache_layer, seq, 0) + g * hd * elem, kv_width * elem, cache.type()};
+      // Head g starts g * hd elements into rows of the cache's type (whole Q8_0 blocks).
+      const int64_t head = cache.ElementsBytes(g * hd);
+      const CacheRows k{cache.KRow(cache_layer, seq, 0) + head, cache.k_row_bytes(), cache.type()};
+      const CacheRows v{cache.VRow(cache_layer, seq, 0) + head, cache.v_row_bytes(), cache.type()};
       AttendHeads(s.q.data() + t * q_width + g * group * hd, hd, group, hd, k, v, hd,
                   env.positions[t] + 1, p.kq_scale, scores,
                   s.attn.data() + t * q_width + g * group * hd, hd, BatchSumOrder(n_tokens));
     }
   });
+  RotateHadamard(s.attn.data(), n_tokens * q_width, rot.v);  // back, before the gate (as llama.cpp)
   for (int t = 0; t < n_tokens; ++t) {
     for (int h = 0; h < n_q; ++h) {
       const float* gate = s.qg.data() + (t * n_q + h) * 2 * hd + hd;

@@ -5,7 +5,9 @@
 // DeltaNet step matches its definition computed directly.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
+#include <cstdio>
 #include <cstring>
 #include <filesystem>
 #include <random>
@@ -127,10 +129,11 @@ class HybridTest : public ::testing::Test {
   }
   void TearDown() override { std::filesystem::remove_all(dir_); }
 
-  std::unique_ptr<KvCache> Cache(int n_seq) {
+  std::unique_ptr<KvCache> Cache(int n_seq, DType type = DType::kF32) {
     KvCacheOptions o;
     o.n_ctx = 64;
     o.n_seq = n_seq;
+    o.type = type;
     auto c = model_->NewKvCache(o);
     EXPECT_TRUE(c.ok()) << c.status().ToString();
     return std::move(*c);
@@ -268,6 +271,29 @@ TEST_F(HybridTest, TruncatingResetsTheRecurrentState) {
   cache->Truncate(0, 0);
   EXPECT_EQ(cache->length(0), 0);
   EXPECT_EQ(Run(*cache, b, 1), Run(*Cache(1), b, 1));
+}
+
+// A Q8_0 cache (--kv-type q8_0) holds each KV head's rows as whole 34-byte blocks; the gated
+// attention finds every head's (it once stepped 4 bytes per element, reading KV head 1 from
+// the wrong place). Its logits differ from an F32 cache's by 8-bit rounding alone.
+TEST_F(HybridTest, AQ8_0CacheDiffersFromF32OnlyByQuantization) {
+  const std::vector<int32_t> t = {1, 5, 9, 33, 2, 70, 70, 12, 95, 4, 8};
+  const auto f32 = Run(*Cache(1), t, t.size());
+  const auto q8 = Run(*Cache(1, DType::kQ8_0), t, t.size());
+  const auto q8_single = Run(*Cache(1, DType::kQ8_0), t, 1);
+  float max_abs = 0.0f, peak = 0.0f;
+  int argmax_agree = 0;
+  for (size_t i = 0; i < f32.size(); ++i) {
+    max_abs = std::max(max_abs, std::fabs(q8[i] - f32[i]));
+    peak = std::max(peak, std::fabs(f32[i]));
+    ASSERT_NEAR(q8[i], q8_single[i], 2e-4f) << "row " << i / kVocab;
+  }
+  for (size_t r = 0; r < t.size(); ++r) argmax_agree += Argmax(&q8[r * kVocab]) == Argmax(&f32[r * kVocab]);
+  std::printf("[ q8_0 ] hybrid vs f32 cache: max_abs %.3g (logits up to %.3g), argmax agree %d/%zu\n", max_abs,
+              peak, argmax_agree, t.size());
+  EXPECT_GT(max_abs, 0.0f) << "the rows were not quantized";
+  EXPECT_LE(max_abs, 0.05f * peak);
+  EXPECT_GE(argmax_agree, static_cast<int>(t.size()) - 1);
 }
 
 TEST_F(HybridTest, AModelOfDeltaNetLayersOnlyAdvancesItsSequences) {
