@@ -51,7 +51,9 @@ done
 # (tests/parallel/arch_golden_test.cc checks one process and 2-4 ranks against them).
 vocab="$root/tests/data/fixtures/models/tiny-llama-f32.gguf"
 prompt=1,10,20,30,40,50,60,70,80,90,100,110,120,130,140,150
-# name shape type
+# name shape type [layers (default: all)]. Qwen3.5 keeps 4 layers (three DeltaNet, then gated
+# full attention) and gpt-oss-test its 2 (a 16-token prompt and 32 steps cross its 8-position
+# window); those are --pure, as their cases above are.
 arch_cases=(
   "glm-4.5-air-mini glm-4.5-air-mini f32"
   "glm-4.5-air-mini glm-4.5-air-mini q8_0"
@@ -59,13 +61,22 @@ arch_cases=(
   "minimax-m2-mini minimax-m2-mini f32"
   "minimax-m2-mini minimax-m2-mini q8_0"
   "minimax-m2-mini minimax-m2-mini q4_k_m"
+  "qwen3.5-0.8b-tiny-vocab qwen3.5-0.8b f32 4"
+  "qwen3.5-35b-a3b-mini-tiny-vocab qwen3.5-35b-a3b-mini q8_0 4"
+  "gpt-oss-test-tiny-vocab gpt-oss-test f32 2"
+  "gpt-oss-test-tiny-vocab gpt-oss-test mxfp4 2"
 )
 for c in "${arch_cases[@]}"; do
-  read -r name shape type <<<"$c"
+  read -r name shape type layers <<<"$c"
   [[ "$name-$type" =~ $only ]] || continue
-  "$cohort" synth --shape "$shape" --type "$type" --vocab "$vocab" -o "$work/$name.gguf"
+  flags=() layers_json=""
+  if [ -n "${layers:-}" ]; then
+    flags=(--pure --layers "$layers")
+    layers_json=", \"layers\": $layers"
+  fi
+  "$cohort" synth --shape "$shape" --type "$type" "${flags[@]}" --vocab "$vocab" -o "$work/$name.gguf"
   greedy=$("$work/llama_logits" "$work/$name.gguf" "$prompt" 16 "$out/$name-$type.logits.f32" 32)
-  printf '{"shape": "%s", "type": "%s", "vocab": "fixtures/models/tiny-llama-f32.gguf", "prompt_ids": [%s], "greedy_ids": [%s]}\n' \
-    "$shape" "$type" "$prompt" "$greedy" >"$out/$name-$type.json"
+  printf '{"shape": "%s", "type": "%s"%s, "vocab": "fixtures/models/tiny-llama-f32.gguf", "prompt_ids": [%s], "greedy_ids": [%s]}\n' \
+    "$shape" "$type" "$layers_json" "$prompt" "$greedy" >"$out/$name-$type.json"
   echo "made $out/$name-$type.logits.f32"
 done

@@ -58,10 +58,20 @@ class Qwen35Model final : public Decoder {
 
   Result<std::unique_ptr<KvCache>> NewKvCache(const KvCacheOptions& options) const override {
     const ModelConfig& c = config();
-    const LayerShard whole = FullShard(c);
-    if (shard().heads.begin != whole.heads.begin || shard().heads.end != whole.heads.end) {
-      return Unsupported(fmt::format("{}: splitting attention and DeltaNet heads over ranks is "
-                                     "not supported (whole layers per rank are)", ArchName(c.arch)));
+    const HeadRange delta = DeltaHeads();
+    if (delta.size() <= 0) {
+      return Unsupported(fmt::format("{}: attention heads [{}, {}) of {} take no DeltaNet key head of {}; "
+                                     "split the heads over fewer ranks", ArchName(c.arch), shard().heads.begin,
+                                     shard().heads.end, c.n_head, c.ssm.k_heads));
+    }
+    if (delta.size() != c.ssm.k_heads) {
+      // A share's output projection reads runs of its value heads' columns.
+      const int64_t block = DeltaOutBlock();
+      if ((delta.begin * c.ssm.head_dim) % block != 0 || (delta.size() * c.ssm.head_dim) % block != 0) {
+        return Unsupported(fmt::format("{}: DeltaNet key heads [{}, {}) of {} columns each do not fall on "
+                                       "the {}-wide quant blocks of ssm_out; split the heads over fewer ranks",
+                                       ArchName(c.arch), delta.begin, delta.end, c.ssm.head_dim, block));
+      }
     }
     KvCacheOptions o = options;
     if (o.n_ctx == 0) o.n_ctx = c.n_ctx_train;
@@ -73,12 +83,18 @@ class Qwen35Model final : public Decoder {
     // KV rows for the full-attention layers only (one unused layer when the stage has none).
     auto cache = std::make_unique<KvCache>(o, std::max(n_attn, 1), KvKeyWidth(), KvValueWidth());
     cache->SetSequenceState(std::make_unique<RecurrentState>(
-        n_rec, o.n_seq, DeltaNetConvFloats(c.ssm), DeltaNetStateFloats(c.ssm)));
+        n_rec, o.n_seq, DeltaNetConvFloats(c.ssm, delta.size()), DeltaNetStateFloats(c.ssm, delta.size())));
     return cache;
   }
 
  protected:
-  int64_t KvKeyWidth() const override { return static_cast<int64_t>(params_.n_head_kv) * params_.head_dim; }
+  // The KV heads the shard's query heads read (a range may split a group, as in GqaAttention).
+  int64_t KvKeyWidth() const override {
+    const int group = params_.n_head / params_.n_head_kv;
+    const int kv_begin = shard().heads.begin / group;
+    const int kv_end = (shard().heads.end + group - 1) / group;
+    return static_cast<int64_t>(kv_end - kv_begin) * params_.head_dim;
+  }
   int64_t KvValueWidth() const override { return KvKeyWidth(); }
   const float* AttnNorm(int layer) const override { return layers_[layer].attn_norm; }
   const float* FfnNorm(int layer) const override { return layers_[layer].post_norm; }
@@ -110,13 +126,23 @@ class Qwen35Model final : public Decoder {
           cache.Store(0, env.seq_ids[t], env.positions[t], zero_row_.data(), zero_row_.data());
         }
       }
-      DeltaNet(env, layers_[layer].delta, c.ssm, c.rms_eps, index, x, *state, delta_scratch_, out);
+      DeltaNet(env, layers_[layer].delta, c.ssm, DeltaHeads(), c.rms_eps, index, x, *state, delta_scratch_,
+               out);
     } else {
       GatedAttention(env, layers_[layer].attn, index, x, cache, out);
     }
   }
 
  private:
+  HeadRange DeltaHeads() const { return DeltaNetHeadsOf(config(), shard().heads); }
+  // The largest quant block of the stage's DeltaNet output projections.
+  int64_t DeltaOutBlock() const {
+    int64_t block = 1;
+    for (int l = stage_shard().layer_begin; l < stage_shard().layer_end; ++l) {
+      if (layers_[l].recurrent) block = std::max(block, Traits(layers_[l].delta.wout.type).block_size);
+    }
+    return block;
+  }
   bool StageHasAttention() const {
     for (int l = stage_shard().layer_begin; l < stage_shard().layer_end; ++l) {
       if (!config().ssm.is_recurrent(l)) return true;
@@ -139,8 +165,15 @@ void Qwen35Model::GatedAttention(const BlockEnv& env, const GqaWeights& w, int c
   GatedAttnScratch& s = attn_scratch_;
   const int n_tokens = env.n_tokens;
   const int64_t hd = p.head_dim;
-  const int n_q = p.n_head, n_kv = p.n_head_kv, group = n_q / n_kv;
+  const int group = p.n_head / p.n_head_kv;
+  // The shard's query heads and the KV heads they read (a range may split a group when
+  // tensor-parallel ranks outnumber the KV heads), as GqaAttention takes them.
+  const HeadRange heads = shard().heads;
+  const int kv_begin = heads.begin / group;
+  const int n_q = heads.size(), n_kv = (heads.end + group - 1) / group - kv_begin;
+  const int q_offset = heads.begin - kv_begin * group;
   const int64_t q_width = n_q * hd, kv_width = n_kv * hd;
+  COHORT_CHECK_EQ(cache.k_width(), kv_width);
   s.qg.resize(static_cast<size_t>(n_tokens) * 2 * q_width);
   s.q.resize(static_cast<size_t>(n_tokens) * q_width);
   s.k.resize(static_cast<size_t>(n_tokens) * kv_width);
@@ -148,9 +181,10 @@ void Qwen35Model::GatedAttention(const BlockEnv& env, const GqaWeights& w, int c
   s.attn.resize(static_cast<size_t>(n_tokens) * q_width);
   s.rope_cache.resize(p.rope.n_rot);
   const KvRotation rot = KvRotationFor(cache.type(), hd, hd);
-  const kernels::MatMulProduct qkv[] = {{w.wq, x, n_tokens, s.qg.data()},
-                                        {w.wk, x, n_tokens, s.k.data()},
-                                        {w.wv, x, n_tokens, s.v.data()}};
+  const int64_t qg0 = heads.begin * 2 * hd, kv0 = kv_begin * hd;  // [q_h, gate_h] rows per head
+  const kernels::MatMulProduct qkv[] = {{w.wq.Rows(qg0, qg0 + 2 * q_width), x, n_tokens, s.qg.data()},
+                                        {w.wk.Rows(kv0, kv0 + kv_width), x, n_tokens, s.k.data()},
+                                        {w.wv.Rows(kv0, kv0 + kv_width), x, n_tokens, s.v.data()}};
   kernels::MatMulBatch(qkv, env.pool, env.matmul_scratch);
   for (int t = 0; t < n_tokens; ++t) {
     for (int h = 0; h < n_q; ++h) {
@@ -180,14 +214,17 @@ void Qwen35Model::GatedAttention(const BlockEnv& env, const GqaWeights& w, int c
     for (int64_t i = begin; i < end; ++i) {
       const int t = static_cast<int>(i / n_kv);
       const int g = static_cast<int>(i % n_kv);
+      // The local query heads [h0, h1) that read local KV head g.
+      const int h0 = std::max(0, g * group - q_offset);
+      const int h1 = std::min(n_q, (g + 1) * group - q_offset);
       const int seq = env.seq_ids[t];
       // Head g starts g * hd elements into rows of the cache's type (whole Q8_0 blocks).
       const int64_t head = cache.ElementsBytes(g * hd);
       const CacheRows k{cache.KRow(cache_layer, seq, 0) + head, cache.k_row_bytes(), cache.type()};
       const CacheRows v{cache.VRow(cache_layer, seq, 0) + head, cache.v_row_bytes(), cache.type()};
-      AttendHeads(s.q.data() + t * q_width + g * group * hd, hd, group, hd, k, v, hd,
+      AttendHeads(s.q.data() + t * q_width + h0 * hd, hd, h1 - h0, hd, k, v, hd,
                   env.positions[t] + 1, p.kq_scale, scores,
-                  s.attn.data() + t * q_width + g * group * hd, hd, BatchSumOrder(n_tokens));
+                  s.attn.data() + t * q_width + h0 * hd, hd, BatchSumOrder(n_tokens));
     }
   });
   RotateHadamard(s.attn.data(), n_tokens * q_width, rot.v);  // back, before the gate (as llama.cpp)
@@ -198,7 +235,8 @@ void Qwen35Model::GatedAttention(const BlockEnv& env, const GqaWeights& w, int c
       for (int64_t i = 0; i < hd; ++i) a[i] *= kernels::Sigmoid(gate[i]);
     }
   }
-  kernels::MatMul(w.wo, s.attn.data(), n_tokens, out, env.pool, env.matmul_scratch);
+  kernels::MatMul(ColumnSlice(w.wo, heads.begin * hd, heads.end * hd), s.attn.data(), n_tokens, out, env.pool,
+                  env.matmul_scratch);
 }
 
 Result<GqaWeights> LoadGatedAttention(const WeightLoader& loader, const ModelConfig& c, int il) {

@@ -96,7 +96,11 @@ TensorTake LayerTake(std::string_view rest, const model::ModelConfig& c,
     const int group = c.n_head / c.n_head_kv;
     const int64_t kv0 = l.heads.begin / group * hd;
     const int64_t kv1 = (l.heads.end + group - 1) / group * hd;
-    if (rest == "attn_q.weight") return {Take::kRows, l.heads.begin * hd, l.heads.end * hd};
+    // Qwen3.5's gated attention: [q_h, gate_h] rows per head. (Its DeltaNet layers' tensors
+    // are read whole: a rank's rows of them are not one run.)
+    const bool gated = c.arch == model::Arch::kQwen35 || c.arch == model::Arch::kQwen35Moe;
+    const int64_t q_rows = gated ? 2 * hd : hd;
+    if (rest == "attn_q.weight") return {Take::kRows, l.heads.begin * q_rows, l.heads.end * q_rows};
     if (rest == "attn_k.weight" || rest == "attn_v.weight") return {Take::kRows, kv0, kv1};
   }
   if (rest == "attn_output.weight") {

@@ -18,6 +18,7 @@
 #include "core/thread_pool.h"
 #include "gguf/gguf.h"
 #include "gguf/writer.h"
+#include "model/decoder.h"
 #include "model/delta_net.h"
 #include "model/model.h"
 #include "model/recurrent_state.h"
@@ -315,6 +316,37 @@ TEST_F(HybridTest, AModelOfDeltaNetLayersOnlyAdvancesItsSequences) {
   b.Add(20, 3, 0, true);
   EXPECT_TRUE((*model)->Forward(ctx_, b, **cache, logits).ok());
   EXPECT_EQ((*cache)->length(0), 4);
+}
+
+// Tensor parallelism splits the DeltaNet layers by key heads, in the proportion of the rank's
+// attention heads: a share that would take no key head is refused with a clear error, one
+// that takes some holds their state only. (That the shares' partial sums give llama.cpp's
+// logits: tests/parallel/arch_golden_test.cc, tp2 and tp3.)
+TEST_F(HybridTest, DeltaNetSharesByKeyHeads) {
+  const ModelConfig& c = model_->config();
+  EXPECT_EQ(DeltaNetHeadsOf(c, {0, kHead}).size(), kKHeads);
+  EXPECT_EQ(DeltaNetHeadsOf(c, {0, 2}).end, 1);
+  EXPECT_EQ(DeltaNetHeadsOf(c, {2, 4}).begin, 1);
+  auto* decoder = dynamic_cast<Decoder*>(model_.get());
+  ASSERT_NE(decoder, nullptr);
+  StageShard shard = decoder->stage_shard();
+  shard.layer.heads = {0, 1};  // a quarter of the attention heads: [0, 1/2) of the key heads
+  ASSERT_TRUE(decoder->SetStageShard(shard).ok());
+  KvCacheOptions o;
+  o.n_ctx = 16;
+  auto refused = model_->NewKvCache(o);
+  ASSERT_FALSE(refused.ok());
+  EXPECT_NE(refused.status().ToString().find("no DeltaNet key head"), std::string::npos) << refused.status().ToString();
+
+  // Half the attention heads take one key head (and its two value heads): a cache for it.
+  shard.layer.heads = {2, 4};
+  ASSERT_TRUE(decoder->SetStageShard(shard).ok());
+  auto half = model_->NewKvCache(o);
+  ASSERT_TRUE(half.ok()) << half.status().ToString();
+  auto* state = dynamic_cast<RecurrentState*>((*half)->sequence_state());
+  ASSERT_NE(state, nullptr);
+  EXPECT_EQ(state->delta_floats(), (kVHeads / kKHeads) * kSsmDim * kSsmDim);
+  EXPECT_EQ(state->conv_floats(), (2 + kVHeads / kKHeads) * kSsmDim * (kConv - 1));
 }
 
 TEST(DeltaNetStep, MatchesTheGatedDeltaRule) {

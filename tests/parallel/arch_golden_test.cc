@@ -1,13 +1,16 @@
 // llama.cpp's logits for the architectures that have no tiny fixture of their own: glm4moe
 // (partial RoPE, q/k/v biases, a leading dense layer, sigmoid routing with selection bias,
 // renormalised and scaled weights, a shared expert, an MTP block in the file that is never
-// run) and minimax-m2 (q/k RMSNorm over all heads at once, partial RoPE, sigmoid routing with
-// selection bias). `cohort synth` is deterministic, so the test rebuilds the whole "-mini"
-// models tools/make-synth-goldens.sh gave llama.cpp (with the fixtures' 512-token vocabulary)
-// and feeds them as llama.cpp was fed: the prompt as one batch, then llama.cpp's 32 greedy
-// tokens one at a time. Every row must be within the fixtures' tolerances of llama.cpp's, and
-// every row's argmax must be llama.cpp's next greedy token, in one process and over 2, 3 and
-// 4 ranks (tensor, pipeline and hybrid layouts, ranks as threads).
+// run), minimax-m2 (q/k RMSNorm over all heads at once, partial RoPE, sigmoid routing with
+// selection bias), Qwen3.5 (gated DeltaNet layers with their recurrent state, split by key
+// heads over tensor-parallel ranks, then gated full attention; dense and MoE) and gpt-oss
+// (sinks, a sliding window the prompt crosses, biases, MXFP4 experts). `cohort synth` is
+// deterministic, so the test rebuilds the models tools/make-synth-goldens.sh gave llama.cpp
+// (with the fixtures' 512-token vocabulary) and feeds them as llama.cpp was fed: the prompt as
+// one batch, then llama.cpp's 32 greedy tokens one at a time. Every row must be within the
+// fixtures' tolerances of llama.cpp's, and every row's argmax must be llama.cpp's next greedy
+// token, in one process and over 2, 3 and 4 ranks (tensor, pipeline and hybrid layouts, and
+// tensor with the experts split by columns; ranks as threads).
 #include <cmath>
 #include <cstdio>
 #include <filesystem>
@@ -39,6 +42,7 @@ const std::string kGolden = std::string(COHORT_TEST_DATA) + "/synth-golden";
 
 struct ArchGolden {
   std::string shape, type;
+  int layers = 0;  // > 0: the shape cut to this many layers, every matrix in `type` (--pure)
   std::vector<int32_t> prompt, greedy;
   std::vector<float> logits;  // [prompt + greedy][n_vocab]
 };
@@ -51,6 +55,7 @@ ArchGolden LoadArchGolden(const std::string& name) {
   const nlohmann::json j = nlohmann::json::parse(in);
   g.shape = j.at("shape").get<std::string>();
   g.type = j.at("type").get<std::string>();
+  g.layers = j.value("layers", 0);
   g.prompt = j.at("prompt_ids").get<std::vector<int32_t>>();
   g.greedy = j.at("greedy_ids").get<std::vector<int32_t>>();
   std::ifstream f(kGolden + "/" + name + ".logits.f32", std::ios::binary | std::ios::ate);
@@ -120,14 +125,28 @@ Result<std::vector<float>> RanksAsThreads(const gguf::File& file, const plan::Sh
 // models differ from llama.cpp by ~6e-7 from row 0, as F32 matmuls do), after which an activation's
 // quantization may round the other way: judged by the golden test's criterion for batch
 // shapes llama.cpp did not take (at most 0.3 off, >= 90% of the argmaxes llama.cpp's), in one
-// process and over ranks.
-void ExpectMatches(const std::vector<float>& got, const ArchGolden& g, bool quantized,
-                   bool distributed, const std::string& what) {
+// process and over ranks. gpt-oss's MXFP4 experts meet the F32 criterion (as llama.cpp's
+// repacked order, every row within 1e-6 of it). Qwen3.5's MoE at Q8_0 (recurrent): its first
+// rows are llama.cpp's to the bit too, then differ by ~0.06 from row 2 of the prompt batch on
+// in one process already, and its DeltaNet state carries each such difference into every
+// later row, so that over 48 rows the largest difference reaches 0.46 (one process, 0.44-0.47
+// over ranks) where the 12-row golden of tests/apps/synth_golden_test.cc stays under 0.1: the
+// first row within 1e-4, every row within 0.5 and >= 90% of the argmaxes llama.cpp's.
+enum class Criterion { kF32, kQuantized, kRecurrentQuantized };
+
+Criterion CriterionOf(const ArchGolden& g) {
+  if (g.type == "f32" || g.type == "mxfp4") return Criterion::kF32;
+  return g.shape.rfind("qwen3.5", 0) == 0 ? Criterion::kRecurrentQuantized : Criterion::kQuantized;
+}
+
+void ExpectMatches(const std::vector<float>& got, const ArchGolden& g, const std::string& what) {
+  const Criterion criterion = CriterionOf(g);
+  const bool quantized = criterion != Criterion::kF32;
   const size_t rows = g.prompt.size() + g.greedy.size();
   ASSERT_EQ(got.size(), g.logits.size()) << what;
   ASSERT_EQ(got.size() % rows, 0u);
   const size_t n_vocab = got.size() / rows;
-  float max_abs = 0.0f;
+  float max_abs = 0.0f, first_row = 0.0f;
   size_t within = 0, argmax_ok = 0;
   for (size_t r = 0; r < rows; ++r) {
     float row_max = 0.0f;
@@ -138,6 +157,7 @@ void ExpectMatches(const std::vector<float>& got, const ArchGolden& g, bool quan
       if (got[r * n_vocab + v] > got[r * n_vocab + best]) best = v;
     }
     max_abs = std::max(max_abs, row_max);
+    if (r == 0) first_row = row_max;
     within += row_max <= (quantized ? 1e-3f : 1e-4f);
     // Row prompt-1+k predicts greedy[k]; the last row predicts a token past the goldens.
     const size_t k = r + 1 - g.prompt.size();
@@ -159,20 +179,35 @@ void ExpectMatches(const std::vector<float>& got, const ArchGolden& g, bool quan
     EXPECT_EQ(argmax_ok, rows) << what;
     return;
   }
-  EXPECT_LE(max_abs, 0.3f) << what;
+  if (criterion == Criterion::kRecurrentQuantized) {
+    EXPECT_LE(first_row, 1e-4f) << what;
+    EXPECT_LE(max_abs, 0.5f) << what;
+  } else {
+    EXPECT_LE(max_abs, 0.3f) << what;
+  }
   EXPECT_GE(argmax_ok * 10, rows * 9) << what;
-  (void)distributed;
 }
 
 struct Layout {
   const char* name;
   const char* layout;
   int n_ranks;
+  int n_stages;
+  // Routed experts split by columns (every rank a share of every expert) instead of whole.
+  bool expert_columns = false;
 };
 
-const Layout kLayouts[] = {{"tp2", "tp", 2},     {"tp3", "tp", 3},
-                           {"pp2", "pp", 2},     {"pp3", "pp", 3},
-                           {"hybrid2x2", "hybrid:2", 4}};
+const Layout kLayouts[] = {{"tp2", "tp", 2, 1},     {"tp3", "tp", 3, 1},
+                           {"pp2", "pp", 2, 2},     {"pp3", "pp", 3, 3},
+                           {"hybrid2x2", "hybrid:2", 4, 2},
+                           {"tp2 expert columns", "tp", 2, 1, true}};
+
+// The plan of a layout: ParseLayout's, with the experts split as the layout says.
+Result<plan::ShardPlan> PlanFor(const gguf::File& file, const Layout& l) {
+  COHORT_ASSIGN_OR_RETURN(plan::LayoutSpec spec, ParseLayout(l.layout, l.n_ranks, {}));
+  if (l.expert_columns) spec.expert_split = plan::ExpertSplit::kColumns;
+  return PlanOfModel(file, spec);
+}
 
 // A folder for the synthesized models, removed when the tests end.
 class SynthDir : public ::testing::Environment {
@@ -196,6 +231,8 @@ std::unique_ptr<gguf::File> Synthesize(const ArchGolden& g) {
   o.shape = g.shape;
   o.type = g.type;
   o.vocab_file = std::string(COHORT_TEST_DATA) + "/fixtures/models/tiny-llama-f32.gguf";
+  o.n_layer_override = g.layers;
+  o.pure = g.layers > 0;
   o.output = (SynthDir::Path() / (g.shape + "-" + g.type + ".gguf")).string();
   ThreadPool pool(2);
   const Status s = model::Synthesize(o, &pool);
@@ -213,27 +250,31 @@ TEST_P(ArchGoldenTest, OneProcessAndRanksMatchLlamaCpp) {
   const ArchGolden g = LoadArchGolden(name);
   ASSERT_FALSE(g.logits.empty());
   ASSERT_EQ(g.greedy.size(), 32u);
-  const bool quantized = g.type != "f32";
   auto file = Synthesize(g);
   ASSERT_NE(file, nullptr);
   auto one = OneProcess(*file, g);
   ASSERT_TRUE(one.ok()) << one.status().ToString();
-  ExpectMatches(*one, g, quantized, false, name + " 1 rank");
+  ExpectMatches(*one, g, name + " 1 rank");
+  auto config = model::ModelConfig::FromGguf(*file);
+  ASSERT_TRUE(config.ok());
   for (const Layout& l : kLayouts) {
     // At Q4_K_M the minis' 128-wide expert columns and 3-head attention slices are narrower
     // than a 256-wide K-quant block, which the planner refuses to cut (a clear error, checked
-    // below): those run pipeline layouts only.
-    if (g.type == "q4_k_m" && std::string(l.layout) != "pp") {
-      EXPECT_FALSE(PlanOfLayout(*file, l.layout, l.n_ranks, {}).ok()) << name << " " << l.name;
+    // below): those run pipeline layouts only. A model of fewer layers than a layout's
+    // stages (gpt-oss-test's 2) is refused likewise.
+    const bool dense = config->moe.n_expert == 0;
+    if ((g.type == "q4_k_m" && std::string(l.layout) != "pp") || l.n_stages > config->n_layer) {
+      EXPECT_FALSE(PlanFor(*file, l).ok()) << name << " " << l.name;
       continue;
     }
-    auto plan = PlanOfLayout(*file, l.layout, l.n_ranks, {});
+    if (l.expert_columns && dense) continue;  // the same plan as tp2
+    auto plan = PlanFor(*file, l);
     ASSERT_TRUE(plan.ok()) << name << " " << l.name << ": " << plan.status().ToString();
     const comm::TransportKind kind =
         std::string(l.layout) == "tp" ? comm::TransportKind::kShm : comm::TransportKind::kTcp;
     auto got = RanksAsThreads(*file, *plan, kind, g);
     ASSERT_TRUE(got.ok()) << l.name << ": " << got.status().ToString();
-    ExpectMatches(*got, g, quantized, true, name + " " + l.name);
+    ExpectMatches(*got, g, name + " " + l.name);
   }
 }
 
@@ -311,7 +352,10 @@ TEST(ArchShapesTest, PublishedSizes) {
 INSTANTIATE_TEST_SUITE_P(Archs, ArchGoldenTest,
                          ::testing::Values("glm-4.5-air-mini-f32", "glm-4.5-air-mini-q8_0",
                                            "glm-4.5-air-mini-q4_k_m", "minimax-m2-mini-f32",
-                                           "minimax-m2-mini-q8_0", "minimax-m2-mini-q4_k_m"),
+                                           "minimax-m2-mini-q8_0", "minimax-m2-mini-q4_k_m",
+                                           "qwen3.5-0.8b-tiny-vocab-f32",
+                                           "qwen3.5-35b-a3b-mini-tiny-vocab-q8_0",
+                                           "gpt-oss-test-tiny-vocab-f32", "gpt-oss-test-tiny-vocab-mxfp4"),
                          [](const auto& info) {
                            std::string n = info.param;
                            for (char& ch : n) {
