@@ -15,6 +15,7 @@
 #include <vector>
 
 #include "engine/loaded_model.h"
+#include "engine/prefix_file.h"
 #include "engine/scheduler.h"
 #include "model/recurrent_state.h"
 #include "model/synth.h"
@@ -255,6 +256,56 @@ TEST(PrefixCacheState, ExportImportAndEraseAChain) {
   EXPECT_EQ(imported.Erase(tokens), 4);
   EXPECT_EQ(imported.stats().blocks, 2);
   EXPECT_EQ(imported.Restore(tokens, 12, other, 1), 0);
+}
+
+// A slot file gives back the chain it was written from, states included, and refuses a file
+// cut short, padded, altered, or written for another model, cache type, block size or vocabulary.
+TEST(PrefixFile, RoundTripsAChainWithStatesAndRefusesAnyMismatch) {
+  model::KvCache cache = MakeStatefulCache();
+  PrefixCache prefix(cache, 1 << 20, 4);
+  Fill(cache, 0, 12, 1.0f);
+  const std::vector<uint8_t> at8 = FillState(cache, 0, 8.0f);
+  prefix.Save(Iota(12), cache, 0, std::vector<StateCheckpoint>{{8, at8}});
+  const std::vector<PrefixBlockData> chain = prefix.Export(Iota(12));
+  PrefixFileShape shape;
+  shape.model[0] = 42;
+  shape.block_tokens = 4;
+  shape.block_bytes = prefix.block_bytes();
+  shape.state_bytes = prefix.state_bytes();
+  const std::vector<uint8_t> bytes = EncodePrefixFile(shape, chain);
+  auto back = DecodePrefixFile(bytes, shape, 64);
+  ASSERT_TRUE(back.ok()) << back.status().ToString();
+  ASSERT_EQ(back->size(), chain.size());
+  for (size_t i = 0; i < chain.size(); ++i) {
+    EXPECT_EQ((*back)[i].tokens, chain[i].tokens);
+    EXPECT_EQ((*back)[i].rows, chain[i].rows);
+    EXPECT_EQ((*back)[i].state, chain[i].state);
+  }
+  auto refused = [&](std::vector<uint8_t> file, const PrefixFileShape& want, int32_t n_vocab, const char* why) {
+    auto r = DecodePrefixFile(file, want, n_vocab);
+    EXPECT_FALSE(r.ok()) << why;
+    if (!r.ok()) {
+      EXPECT_EQ(r.status().code(), StatusCode::kInvalidArgument) << why;
+    }
+  };
+  refused(std::vector<uint8_t>(bytes.begin(), bytes.end() - 1), shape, 64, "truncated");
+  refused(std::vector<uint8_t>(bytes.begin(), bytes.begin() + 20), shape, 64, "a header cut short");
+  std::vector<uint8_t> padded = bytes;
+  padded.push_back(0);
+  refused(padded, shape, 64, "padded");
+  std::vector<uint8_t> altered = bytes;
+  altered[altered.size() / 2] ^= 1;
+  refused(altered, shape, 64, "altered");
+  PrefixFileShape other = shape;
+  other.model[0] = 43;
+  refused(bytes, other, 64, "another model");
+  other = shape;
+  other.kv_type = DType::kF32;
+  refused(bytes, other, 64, "another KV type");
+  other = shape;
+  other.block_tokens = 8;
+  refused(bytes, other, 64, "another block size");
+  refused(bytes, shape, 8, "tokens outside the vocabulary");
 }
 
 // The scheduler with the prefix cache, on models whose every matmul sums each token in the
