@@ -4,8 +4,8 @@
 // with its own Sampler and applies the token through its own SequenceStep (the Generator's
 // rules for text, stop strings and limits). Requests join between steps, wait in a
 // bounded queue when every slot is busy, and free their slot when they finish or are cancelled.
-// A finished request's rows go to the prefix cache (prefix_cache.h), and a new request starts
-// from the longest cached prefix of its prompt. Beside decoding sequences a step takes only a
+// A finished request's rows (and a hybrid model's states at block ends) go to the prefix cache
+// (prefix_cache.h), and a new request starts from the longest cached prefix of its prompt. Beside decoding sequences a step takes only a
 // chunk of a long prompt (chunked prefill), sized so the streams' next token stays prompt.
 #pragma once
 
