@@ -12,6 +12,7 @@
 #include "engine/loaded_model.h"
 #include "server/http_server.h"
 #include "server/router.h"
+#include "server/slot_routes.h"
 
 namespace cohort::app {
 namespace {
@@ -50,6 +51,8 @@ CLI::App* AddServeCommand(CLI::App& app, ServeOptions* o) {
   cmd->add_option("--prefill-chunk", o->prefill_chunk,
                   "prompt tokens per step beside decoding streams (0: sized from measured step times)")
       ->check(CLI::Range(0, 1 << 16));
+  cmd->add_option("--slot-save-path", o->slot_save_path,
+                  "directory for POST /slots/{id}?action=save|restore files (created if missing; default: off)");
   cmd->add_option("--max-body", o->max_body_bytes, "largest request body in bytes")->check(CLI::Range(1024, 1 << 30));
   cmd->add_option("--max-tokens", o->max_tokens, "largest max_tokens accepted (0: the context)")->check(CLI::Range(0, 1 << 24));
   cmd->add_option("--timeout", o->timeout_s, "socket read/write timeout in seconds")->check(CLI::Range(1, 3600));
@@ -110,8 +113,17 @@ int ServeCommand(const ServeOptions& options) {
   const std::string name = (*instance)->name();
   server::SingleInstanceRouter router(std::move(*instance));
 
+  if (!options.slot_save_path.empty()) {
+    std::error_code ec;
+    std::filesystem::create_directories(options.slot_save_path, ec);
+    if (ec || !std::filesystem::is_directory(options.slot_save_path)) {
+      return Fail(InvalidArgument("--slot-save-path " + options.slot_save_path + " is not a directory we can create"));
+    }
+  }
+
   server::HttpServer server(HttpOptionsOf(options), log);
   server.ServeInstances(router, /*single_model=*/true);
+  server::AddSlotRoutes(server, router.instance(), options.slot_save_path);
   auto port = server.Bind();
   if (!port.ok()) return Fail(port.status());
   std::fprintf(stderr, "%s cohort serve: %s (%d slots x %d tokens) listening on %s://%s:%d\n", LogTimestamp().c_str(),

@@ -30,6 +30,7 @@ struct ServeOptions {
   std::string kv_type = "f16";
   int64_t cache_ram_bytes = -1;   // prefix cache budget (-1: engine::DefaultCacheRam(); 0: off)
   int prefill_chunk = 0;          // prompt tokens per step beside decoding streams (0: measured)
+  std::string slot_save_path;     // --slot-save-path: where POST /slots/{id}?action=save writes (empty: off)
   size_t max_body_bytes = 1 << 20;
   int max_tokens = 0;             // largest max_tokens accepted (0: the context)
   int timeout_s = 10;             // socket read/write timeout

@@ -12,10 +12,24 @@
 // prefill's in the last bits, as they already do between any two batch layouts; blocks of a
 // multiple of 4 positions at least keep the uncached rest of a prompt on the 4-token tiles a
 // whole-prompt batch would put it on.
+//
+// A model with a recurrent state (Qwen3.5's DeltaNet layers) restores a prefix only up to a
+// block that carries the state after it (prefix_cache.h), and the state exists only at the end
+// of a step. So the scheduler keeps the state where a step ends on a block boundary: while
+// decoding every boundary passes at a step's end (one token a step), and the latest is kept,
+// which covers the last whole block of what the slot held (the next chat turn); a prompt's
+// chunks are cut at two planned boundaries, the end of the cached chain it matched beyond its
+// checkpoints (where requests sharing a system prompt part ways: the next one restores there)
+// and its own last whole block below its last token (the same prompt again). Cutting a chunk
+// changes no number where the kernels sum a token in the same order whatever its batch (above),
+// and the DeltaNet recurrence runs token by token whatever the chunk, so the state kept is the
+// very state a fresh prefill reaches. Keeping every boundary of a prompt instead would cut its
+// prefill into block-sized chunks and keep a state (megabytes for a real model) per block.
 #include "engine/scheduler.h"
 
 #include <algorithm>
 #include <fstream>
+#include <future>
 #include <optional>
 #include <sstream>
 
@@ -34,6 +48,14 @@ struct Scheduler::Slot {
   std::optional<SequenceStep> step;  // text, stop strings and limits; counts the tokens generated
   size_t n_fed = 0;          // prompt tokens already in the cache
   int32_t n_cached = 0;      // of which copied from the prefix cache
+  // A model with a recurrent state: the prompt positions where a chunk ends so that the state
+  // there is kept (ascending), the states kept at them, and the latest block boundary's.
+  std::vector<int32_t> checkpoint_plan;
+  std::vector<StateCheckpoint> checkpoints;
+  StateCheckpoint latest;
+  // The tokens whose rows went to the prefix cache when the slot's last request ended
+  // (its slot file, SlotTokens).
+  std::vector<int32_t> saved_tokens;
   std::vector<int32_t> generated;  // sampled tokens, in order (all but the last are in the cache)
   int32_t next_token = -1;   // sampled and not yet fed (-1: still in the prompt)
   int logits_row = -1;       // this step's row of logits_, or -1
@@ -139,10 +161,9 @@ Status Scheduler::Start() {
   kv.type = options_.kv_type;
   COHORT_ASSIGN_OR_RETURN(cache_, model_.model().NewKvCache(kv));
   const int64_t cache_ram = options_.cache_ram_bytes == kCacheRamAuto ? DefaultCacheRam() : options_.cache_ram_bytes;
-  // A model with a recurrent state (Qwen3.5's DeltaNet layers) cannot start from copied KV
-  // rows: its state at the prefix's end is not in them. Off for it until states are
-  // checkpointed at block boundaries.
-  if (cache_ram > 0 && model_.in_process() && cache_->sequence_state() == nullptr) {
+  // With a recurrent state (Qwen3.5's DeltaNet layers) the cache keeps state checkpoints
+  // beside the rows (see the top of this file).
+  if (cache_ram > 0 && model_.in_process()) {
     prefix_cache_ = std::make_unique<PrefixCache>(*cache_, cache_ram, options_.cache_block_tokens);
     stats_.prefix_cache_bytes_max = cache_ram;
   }
@@ -248,7 +269,7 @@ bool Scheduler::Admit() {
   }
   {
     std::unique_lock<std::mutex> lock(mutex_);
-    wake_.wait(lock, [&] { return stopping_ || !queue_.empty() || any_active; });
+    wake_.wait(lock, [&] { return stopping_ || !queue_.empty() || !tasks_.empty() || any_active; });
     if (stopping_) return false;
     while (!queue_.empty() && admitted.size() < free.size()) {
       admitted.push_back(std::move(queue_.front()));
@@ -256,8 +277,104 @@ bool Scheduler::Admit() {
     }
     stats_.queue_depth = static_cast<int32_t>(queue_.size());
   }
+  RunTasks();
   for (size_t i = 0; i < admitted.size(); ++i) StartSlot(*free[i], std::move(admitted[i]));
   return true;
+}
+
+Status Scheduler::RunOnEngine(std::function<void()> task) {
+  auto done = std::make_shared<std::promise<bool>>();
+  std::future<bool> ran = done->get_future();
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    if (!started_ || stopping_) return Unavailable("the scheduler is not running");
+    tasks_.push_back([task = std::move(task), done] {
+      task();
+      done->set_value(true);
+    });
+  }
+  wake_.notify_all();
+  ran.wait();
+  return Status::Ok();
+}
+
+void Scheduler::RunTasks() {
+  std::deque<std::function<void()>> tasks;
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    tasks.swap(tasks_);
+  }
+  for (auto& task : tasks) task();
+}
+
+Status Scheduler::CheckSlotAction(int32_t id) const {
+  if (id < 0 || id >= options_.n_parallel) {
+    return InvalidArgument("slot " + std::to_string(id) + " does not exist (slots 0 to " +
+                           std::to_string(options_.n_parallel - 1) + ")");
+  }
+  if (prefix_cache_ == nullptr) return Unsupported("the prefix cache is off (--cache-ram 0, or a model spread over ranks)");
+  return Status::Ok();
+}
+
+Result<std::vector<SlotInfo>> Scheduler::Slots() {
+  std::vector<SlotInfo> out;
+  COHORT_RETURN_IF_ERROR(RunOnEngine([&] {
+    for (const auto& slot : slots_) {
+      out.push_back(SlotInfo{slot->id, slot->active, static_cast<int32_t>(slot->saved_tokens.size())});
+    }
+  }));
+  return out;
+}
+
+Result<std::vector<PrefixBlockData>> Scheduler::ExportSlot(int32_t id) {
+  COHORT_RETURN_IF_ERROR(CheckSlotAction(id));
+  std::vector<PrefixBlockData> blocks;
+  COHORT_RETURN_IF_ERROR(RunOnEngine([&] { blocks = prefix_cache_->Export(slots_[id]->saved_tokens); }));
+  return blocks;
+}
+
+Result<int32_t> Scheduler::ImportSlot(int32_t id, std::vector<PrefixBlockData> blocks) {
+  COHORT_RETURN_IF_ERROR(CheckSlotAction(id));
+  for (const PrefixBlockData& b : blocks) {
+    if (static_cast<int>(b.tokens.size()) != prefix_cache_->block_tokens() ||
+        static_cast<int64_t>(b.rows.size()) != prefix_cache_->block_bytes() ||
+        (!b.state.empty() && static_cast<int64_t>(b.state.size()) != prefix_cache_->state_bytes())) {
+      return InvalidArgument("a block does not have the prefix cache's sizes");
+    }
+  }
+  if (static_cast<int64_t>(blocks.size()) * prefix_cache_->block_tokens() >= n_ctx_) {
+    return OutOfRange("the saved prefix is longer than a slot's context");
+  }
+  int32_t held = 0;
+  COHORT_RETURN_IF_ERROR(RunOnEngine([&] {
+    held = prefix_cache_->Import(blocks);
+    std::vector<int32_t>& tokens = slots_[id]->saved_tokens;
+    tokens.clear();
+    for (size_t i = 0; i < blocks.size() && static_cast<int32_t>(tokens.size()) < held; ++i) {
+      tokens.insert(tokens.end(), blocks[i].tokens.begin(), blocks[i].tokens.end());
+    }
+    const PrefixCacheStats p = prefix_cache_->stats();
+    std::lock_guard<std::mutex> lock(mutex_);
+    stats_.prefix_cache_bytes = p.bytes;
+    stats_.prefix_cache_blocks = p.blocks;
+  }));
+  return held;
+}
+
+Result<int32_t> Scheduler::EraseSlot(int32_t id) {
+  COHORT_RETURN_IF_ERROR(CheckSlotAction(id));
+  int32_t erased = 0;
+  COHORT_RETURN_IF_ERROR(RunOnEngine([&] {
+    std::vector<int32_t>& tokens = slots_[id]->saved_tokens;
+    erased = static_cast<int32_t>(tokens.size());
+    (void)prefix_cache_->Erase(tokens);
+    tokens.clear();
+    const PrefixCacheStats p = prefix_cache_->stats();
+    std::lock_guard<std::mutex> lock(mutex_);
+    stats_.prefix_cache_bytes = p.bytes;
+    stats_.prefix_cache_blocks = p.blocks;
+  }));
+  return erased;
 }
 
 void Scheduler::StartSlot(Slot& slot, Queued&& queued) {
@@ -283,6 +400,7 @@ void Scheduler::StartSlot(Slot& slot, Queued&& queued) {
     slot.n_cached = prefix_cache_->Restore(slot.request.prompt, slot.n_prompt() - 1, *cache_, slot.id);
   }
   slot.n_fed = static_cast<size_t>(slot.n_cached);
+  PlanCheckpoints(slot);
   std::lock_guard<std::mutex> lock(mutex_);
   ++stats_.requests_admitted;
   ++stats_.slots_active;
@@ -294,13 +412,52 @@ void Scheduler::StartSlot(Slot& slot, Queued&& queued) {
   }
 }
 
+void Scheduler::PlanCheckpoints(Slot& slot) {
+  slot.checkpoint_plan.clear();
+  slot.checkpoints.clear();
+  slot.latest.positions = 0;
+  if (prefix_cache_ == nullptr || prefix_cache_->state_bytes() == 0) return;
+  const int block = prefix_cache_->block_tokens();
+  const int matched = prefix_cache_->Match(slot.request.prompt, slot.n_prompt() - 1);
+  const int last_block = (slot.n_prompt() - 1) / block * block;
+  for (int pos : {matched, last_block}) {
+    if (pos > slot.n_cached) slot.checkpoint_plan.push_back(pos);
+  }
+  std::sort(slot.checkpoint_plan.begin(), slot.checkpoint_plan.end());
+  slot.checkpoint_plan.erase(std::unique(slot.checkpoint_plan.begin(), slot.checkpoint_plan.end()),
+                             slot.checkpoint_plan.end());
+}
+
+void Scheduler::KeepStates() {
+  if (prefix_cache_ == nullptr || prefix_cache_->state_bytes() == 0) return;
+  const int block = prefix_cache_->block_tokens();
+  const auto bytes = static_cast<size_t>(prefix_cache_->state_bytes());
+  for (auto& s : slots_) {
+    Slot& slot = *s;
+    const int length = cache_->length(slot.id);
+    if (!slot.active || length % block != 0 || length <= slot.n_cached) continue;
+    const bool planned = std::binary_search(slot.checkpoint_plan.begin(), slot.checkpoint_plan.end(), length);
+    // A slot whose prompt waited this step still stands where it stood: kept already.
+    const int kept = planned ? (slot.checkpoints.empty() ? 0 : slot.checkpoints.back().positions) : slot.latest.positions;
+    if (kept == length) continue;
+    StateCheckpoint& keep = planned ? slot.checkpoints.emplace_back() : slot.latest;
+    keep.positions = length;
+    keep.state.resize(bytes);  // the latest's buffer is reused: no allocation while decoding
+    cache_->sequence_state()->ReadSeq(slot.id, keep.state.data());
+  }
+}
+
 void Scheduler::SaveSlot(Slot& slot) {
   if (prefix_cache_ == nullptr) return;
   // Positions [0, length) hold the prompt and then every sampled token but the newest.
   std::vector<int32_t> tokens(slot.request.prompt.begin(), slot.request.prompt.end());
   tokens.insert(tokens.end(), slot.generated.begin(), slot.generated.end());
   tokens.resize(std::min(tokens.size(), static_cast<size_t>(cache_->length(slot.id))));
-  prefix_cache_->Save(tokens, *cache_, slot.id);
+  if (slot.latest.positions > 0) slot.checkpoints.push_back(std::move(slot.latest));
+  slot.latest = StateCheckpoint{};
+  prefix_cache_->Save(tokens, *cache_, slot.id, slot.checkpoints);
+  slot.checkpoints.clear();
+  slot.saved_tokens = std::move(tokens);
   const PrefixCacheStats p = prefix_cache_->stats();
   std::lock_guard<std::mutex> lock(mutex_);
   stats_.prefix_cache_bytes = p.bytes;
@@ -332,7 +489,14 @@ void Scheduler::BuildBatch() {
     const int64_t room = limit - static_cast<int64_t>(prompt_tokens);
     if (room <= 0) break;
     const size_t n = slot.request.prompt.size();
-    const size_t end = std::min(n, slot.n_fed + static_cast<size_t>(room));
+    size_t end = std::min(n, slot.n_fed + static_cast<size_t>(room));
+    // A chunk ends at a planned checkpoint, so the state there can be kept (KeepStates).
+    for (int32_t pos : slot.checkpoint_plan) {
+      if (static_cast<size_t>(pos) > slot.n_fed && static_cast<size_t>(pos) < end) {
+        end = static_cast<size_t>(pos);
+        break;
+      }
+    }
     for (size_t i = slot.n_fed; i < end; ++i) {
       batch_.Add(slot.request.prompt[i], static_cast<int32_t>(i), slot.id, i + 1 == n);
     }
@@ -504,11 +668,13 @@ void Scheduler::Loop() {
       }
       continue;
     }
+    KeepStates();  // before a slot that ends this step saves its rows
     ProcessLogits();
   }
   const Status gone = Unavailable("the server is shutting down");
   FailAll(gone);
   FailQueued(gone);
+  RunTasks();  // none is queued after stopping_: their callers wake
 }
 
 void Scheduler::FailQueued(const Status& status) {

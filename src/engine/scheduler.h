@@ -4,8 +4,8 @@
 // with its own Sampler and applies the token through its own SequenceStep (the Generator's
 // rules for text, stop strings and limits). Requests join between steps, wait in a
 // bounded queue when every slot is busy, and free their slot when they finish or are cancelled.
-// A finished request's rows go to the prefix cache (prefix_cache.h), and a new request starts
-// from the longest cached prefix of its prompt. Beside decoding sequences a step takes only a
+// A finished request's rows (and a hybrid model's states at block ends) go to the prefix cache
+// (prefix_cache.h), and a new request starts from the longest cached prefix of its prompt. Beside decoding sequences a step takes only a
 // chunk of a long prompt (chunked prefill), sized so the streams' next token stays prompt.
 #pragma once
 
@@ -13,6 +13,7 @@
 #include <condition_variable>
 #include <cstdint>
 #include <deque>
+#include <functional>
 #include <memory>
 #include <mutex>
 #include <string>
@@ -122,6 +123,13 @@ struct SchedulerStats {
   uint64_t forward_passes = 0;
 };
 
+// What GET /slots shows of a slot.
+struct SlotInfo {
+  int32_t id = 0;
+  bool is_processing = false;
+  int32_t n_saved = 0;  // tokens whose rows its last request left in the prefix cache
+};
+
 class Scheduler {
  public:
   // `model` must outlive the scheduler; ctx.pool is used only by the engine thread.
@@ -146,6 +154,24 @@ class Scheduler {
   int32_t n_ctx() const { return n_ctx_; }
   const SchedulerOptions& options() const { return options_; }
 
+  // Slots and their saved prefixes (llama-server's /slots; server/slot_routes.h). A slot's saved
+  // prefix is what its last request left in the prefix cache: the chain of blocks of that
+  // request's tokens still held. These run on the engine thread between steps and wait for it;
+  // kInvalidArgument for a slot id out of range, kUnsupported when the prefix cache is off,
+  // kUnavailable when stopped.
+  Result<std::vector<SlotInfo>> Slots();
+  // Copies of slot id's saved prefix (PrefixCache::Export).
+  Result<std::vector<PrefixBlockData>> ExportSlot(int32_t id);
+  // Adds `blocks` (checked against prefix_cache()'s sizes) to the prefix cache as slot id's
+  // saved prefix; returns the positions held.
+  Result<int32_t> ImportSlot(int32_t id, std::vector<PrefixBlockData> blocks);
+  // Drops slot id's saved prefix from the prefix cache, but blocks other chains extend; returns
+  // the positions it had.
+  Result<int32_t> EraseSlot(int32_t id);
+  // The prefix cache (null: off). Off the engine thread only its sizes may be read
+  // (block_tokens, block_bytes, state_bytes: fixed at Start).
+  const PrefixCache* prefix_cache() const { return prefix_cache_.get(); }
+
  private:
   struct Slot;
   struct Queued {
@@ -154,6 +180,13 @@ class Scheduler {
   };
 
   Status CheckRequest(const ScheduledRequest& request) const;
+  // Runs `task` on the engine thread between steps and waits for it; kUnavailable when the
+  // scheduler is stopped or stops first.
+  Status RunOnEngine(std::function<void()> task);
+  // The tasks queued so far, on the engine thread.
+  void RunTasks();
+  // kInvalidArgument unless id names a slot; kUnsupported when the prefix cache is off.
+  Status CheckSlotAction(int32_t id) const;
   void Loop();
   // Moves queued requests into free slots; false when stopping.
   bool Admit();
@@ -171,6 +204,11 @@ class Scheduler {
   void FailQueued(const Status& status);
   // Keeps the slot's rows in the prefix cache (before the slot is reused).
   void SaveSlot(Slot& slot);
+  // A model with a recurrent state: where the slot's prompt chunks end so that the prefix
+  // cache can keep the state there (scheduler.cc), and after a forward, the states of slots
+  // that stand on a block boundary.
+  void PlanCheckpoints(Slot& slot);
+  void KeepStates();
   // Learns step costs from one forward's time and resizes prefill_chunk_ (adaptive mode).
   void MeasureStep(double seconds, int n_decode, int n_prompt);
 
@@ -195,6 +233,7 @@ class Scheduler {
   mutable std::mutex mutex_;   // guards queue_, stopping_, stats_
   std::condition_variable wake_;
   std::deque<Queued> queue_;
+  std::deque<std::function<void()>> tasks_;  // RunOnEngine's
   bool stopping_ = false;
   bool started_ = false;
   Status failure_;             // the forward failure that stopped the model, if any

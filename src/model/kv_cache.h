@@ -28,6 +28,12 @@ class SequenceState {
   virtual ~SequenceState() = default;
   virtual void Reset(int seq) = 0;  // the state of an empty sequence
   virtual int64_t bytes() const = 0;
+  // One sequence's state as raw bytes, SeqBytes() of them, in the state's own layout: a prefix
+  // cache keeps a copy as the checkpoint of a position and puts it back into any slot bit for
+  // bit (engine/prefix_cache.h).
+  virtual int64_t SeqBytes() const = 0;
+  virtual void ReadSeq(int seq, uint8_t* dst) const = 0;
+  virtual void WriteSeq(int seq, const uint8_t* src) = 0;
 };
 
 class KvCache {

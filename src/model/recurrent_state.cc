@@ -2,6 +2,7 @@
 #include "model/recurrent_state.h"
 
 #include <algorithm>
+#include <cstring>
 
 #include "core/check.h"
 
@@ -42,6 +43,31 @@ void RecurrentState::Reset(int seq) {
 
 int64_t RecurrentState::bytes() const {
   return static_cast<int64_t>((conv_.size() + delta_.size()) * sizeof(float));
+}
+
+int64_t RecurrentState::SeqBytes() const {
+  return static_cast<int64_t>(n_layer_) * (conv_floats_ + delta_floats_) * static_cast<int64_t>(sizeof(float));
+}
+
+void RecurrentState::ReadSeq(int seq, uint8_t* dst) const {
+  COHORT_CHECK(seq >= 0 && seq < n_seq_);
+  for (int l = 0; l < n_layer_; ++l) {
+    const size_t i = Index(l, seq);
+    std::memcpy(dst, conv_.data() + i * conv_floats_, conv_floats_ * sizeof(float));
+    dst += conv_floats_ * sizeof(float);
+    std::memcpy(dst, delta_.data() + i * delta_floats_, delta_floats_ * sizeof(float));
+    dst += delta_floats_ * sizeof(float);
+  }
+}
+
+void RecurrentState::WriteSeq(int seq, const uint8_t* src) {
+  COHORT_CHECK(seq >= 0 && seq < n_seq_);
+  for (int l = 0; l < n_layer_; ++l) {
+    std::memcpy(Conv(l, seq), src, conv_floats_ * sizeof(float));
+    src += conv_floats_ * sizeof(float);
+    std::memcpy(Delta(l, seq), src, delta_floats_ * sizeof(float));
+    src += delta_floats_ * sizeof(float);
+  }
 }
 
 }  // namespace cohort::model

@@ -30,6 +30,10 @@ class RecurrentState final : public SequenceState {
 
   void Reset(int seq) override;
   int64_t bytes() const override;
+  // Per layer: the convolution state, then the DeltaNet state.
+  int64_t SeqBytes() const override;
+  void ReadSeq(int seq, uint8_t* dst) const override;
+  void WriteSeq(int seq, const uint8_t* src) override;
 
  private:
   size_t Index(int layer, int seq) const;

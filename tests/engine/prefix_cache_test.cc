@@ -5,14 +5,20 @@
 
 #include <gtest/gtest.h>
 
+#include <unistd.h>
+
 #include <cmath>
 #include <cstring>
+#include <filesystem>
 #include <numeric>
 #include <string>
 #include <vector>
 
 #include "engine/loaded_model.h"
+#include "engine/prefix_file.h"
 #include "engine/scheduler.h"
+#include "model/recurrent_state.h"
+#include "model/synth.h"
 
 namespace cohort::engine {
 namespace {
@@ -140,14 +146,202 @@ TEST(PrefixCache, ABudgetBelowOneBlockKeepsNothing) {
   EXPECT_EQ(prefix.Restore(Iota(8), 8, cache, 1), 0);
 }
 
+// A cache with a recurrent state beside its rows, as Qwen3.5's: 2 layers, a state of 3 + 5
+// floats per layer and slot.
+model::KvCache MakeStatefulCache() {
+  model::KvCache cache = MakeCache();
+  cache.SetSequenceState(std::make_unique<model::RecurrentState>(2, cache.n_seq(), 3, 5));
+  return cache;
+}
+
+// Sets slot seq's state to values that depend on (seq, salt) and returns its bytes.
+std::vector<uint8_t> FillState(model::KvCache& cache, int seq, float salt) {
+  auto& state = dynamic_cast<model::RecurrentState&>(*cache.sequence_state());
+  for (int l = 0; l < state.n_layer(); ++l) {
+    for (int i = 0; i < 3; ++i) state.Conv(l, seq)[i] = salt + l + i * 0.5f;
+    for (int i = 0; i < 5; ++i) state.Delta(l, seq)[i] = -salt - l - i * 0.25f;
+  }
+  std::vector<uint8_t> bytes(state.SeqBytes());
+  state.ReadSeq(seq, bytes.data());
+  return bytes;
+}
+
+std::vector<uint8_t> StateOf(const model::KvCache& cache, int seq) {
+  std::vector<uint8_t> bytes(cache.sequence_state()->SeqBytes());
+  cache.sequence_state()->ReadSeq(seq, bytes.data());
+  return bytes;
+}
+
+TEST(PrefixCacheState, RestoresUpToTheLastCheckpointWithItsState) {
+  model::KvCache cache = MakeStatefulCache();
+  PrefixCache prefix(cache, 1 << 20, 4);
+  ASSERT_EQ(prefix.state_bytes(), 2 * (3 + 5) * 4);
+  Fill(cache, 0, 14, 1.0f);
+  const std::vector<uint8_t> at8 = FillState(cache, 0, 8.0f);
+  const std::vector<uint8_t> at4 = FillState(cache, 0, 4.0f);
+  const std::vector<int32_t> tokens = Iota(14);
+  // Three whole blocks; states after the first and the second.
+  prefix.Save(tokens, cache, 0, std::vector<StateCheckpoint>{{4, at4}, {8, at8}});
+  PrefixCacheStats s = prefix.stats();
+  EXPECT_EQ(s.blocks, 3);
+  EXPECT_EQ(s.states, 2);
+  EXPECT_EQ(s.bytes, 3 * cache.RowsBytes(4) + 2 * prefix.state_bytes());
+  // The chain matches 12 positions; the last block with a state ends at 8.
+  EXPECT_EQ(prefix.Match(tokens, 14), 12);
+  FillState(cache, 1, 99.0f);  // stale state in the target slot
+  EXPECT_EQ(prefix.Restore(tokens, 14, cache, 1), 8);
+  EXPECT_EQ(cache.length(1), 8);
+  EXPECT_TRUE(SameRows(cache, 0, 1, 8));
+  EXPECT_EQ(StateOf(cache, 1), at8);
+  // Bounded below 8: the first block and its state.
+  EXPECT_EQ(prefix.Restore(tokens, 7, cache, 2), 4);
+  EXPECT_EQ(StateOf(cache, 2), at4);
+  // No checkpoint in the matching part: nothing, and the slot is empty (its state reset).
+  std::vector<int32_t> other = Iota(14);
+  other[5] = 99;
+  FillState(cache, 2, 5.0f);
+  EXPECT_EQ(prefix.Restore(other, 14, cache, 2), 4);
+  other[1] = 99;
+  EXPECT_EQ(prefix.Restore(other, 14, cache, 2), 0);
+  EXPECT_EQ(cache.length(2), 0);
+  EXPECT_EQ(StateOf(cache, 2), std::vector<uint8_t>(prefix.state_bytes(), 0));
+}
+
+TEST(PrefixCacheState, AStateIsAddedToABlockHeldWithoutOneAndCountsInTheBudget) {
+  model::KvCache cache = MakeStatefulCache();
+  const int64_t block = cache.RowsBytes(4);
+  PrefixCache prefix(cache, 2 * block + 1 * (2 * (3 + 5) * 4), 4);
+  Fill(cache, 0, 8, 1.0f);
+  prefix.Save(Iota(8), cache, 0);  // rows only: nothing to restore yet
+  EXPECT_EQ(prefix.Restore(Iota(8), 8, cache, 1), 0);
+  const std::vector<uint8_t> at8 = FillState(cache, 0, 3.0f);
+  prefix.Save(Iota(8), cache, 0, std::vector<StateCheckpoint>{{8, at8}});
+  EXPECT_EQ(prefix.stats().states, 1);
+  EXPECT_EQ(prefix.stats().bytes, prefix.stats().bytes_max);
+  EXPECT_EQ(prefix.Restore(Iota(8), 8, cache, 1), 8);
+  EXPECT_EQ(StateOf(cache, 1), at8);
+  // A third block has no room beside the state but by evicting: the budget holds.
+  Fill(cache, 0, 4, 2.0f);
+  prefix.Save(Iota(4, 300), cache, 0);
+  EXPECT_LE(prefix.stats().bytes, prefix.stats().bytes_max);
+}
+
+TEST(PrefixCacheState, ExportImportAndEraseAChain) {
+  model::KvCache cache = MakeStatefulCache();
+  PrefixCache prefix(cache, 1 << 20, 4);
+  Fill(cache, 0, 12, 1.0f);
+  const std::vector<uint8_t> at8 = FillState(cache, 0, 8.0f);
+  const std::vector<int32_t> tokens = Iota(12);
+  prefix.Save(tokens, cache, 0, std::vector<StateCheckpoint>{{8, at8}});
+  // The part a restore can use: two blocks, the second with its state.
+  const std::vector<PrefixBlockData> chain = prefix.Export(tokens);
+  ASSERT_EQ(chain.size(), 2u);
+  EXPECT_TRUE(chain[0].state.empty());
+  EXPECT_EQ(chain[1].state, at8);
+  // Into another cache (a restarted server): the same restore.
+  model::KvCache other = MakeStatefulCache();
+  PrefixCache imported(other, 1 << 20, 4);
+  EXPECT_EQ(imported.Import(chain), 8);
+  EXPECT_EQ(imported.Restore(tokens, 12, other, 1), 8);
+  EXPECT_EQ(StateOf(other, 1), at8);
+  std::vector<uint8_t> a(cache.RowsBytes(8)), b(cache.RowsBytes(8));
+  cache.ReadRows(0, 0, 8, a.data());
+  other.ReadRows(1, 0, 8, b.data());
+  EXPECT_EQ(a, b);
+  // Erase drops what no other chain extends.
+  std::vector<int32_t> branch = Iota(8);
+  branch[6] = 77;
+  Fill(other, 0, 8, 5.0f);
+  imported.Save(branch, other, 0);  // shares the first block
+  EXPECT_EQ(imported.Erase(tokens), 4);
+  EXPECT_EQ(imported.stats().blocks, 2);
+  EXPECT_EQ(imported.Restore(tokens, 12, other, 1), 0);
+}
+
+// A slot file gives back the chain it was written from, states included, and refuses a file
+// cut short, padded, altered, or written for another model, cache type, block size or vocabulary.
+TEST(PrefixFile, RoundTripsAChainWithStatesAndRefusesAnyMismatch) {
+  model::KvCache cache = MakeStatefulCache();
+  PrefixCache prefix(cache, 1 << 20, 4);
+  Fill(cache, 0, 12, 1.0f);
+  const std::vector<uint8_t> at8 = FillState(cache, 0, 8.0f);
+  prefix.Save(Iota(12), cache, 0, std::vector<StateCheckpoint>{{8, at8}});
+  const std::vector<PrefixBlockData> chain = prefix.Export(Iota(12));
+  PrefixFileShape shape;
+  shape.model[0] = 42;
+  shape.block_tokens = 4;
+  shape.block_bytes = prefix.block_bytes();
+  shape.state_bytes = prefix.state_bytes();
+  const std::vector<uint8_t> bytes = EncodePrefixFile(shape, chain);
+  auto back = DecodePrefixFile(bytes, shape, 64);
+  ASSERT_TRUE(back.ok()) << back.status().ToString();
+  ASSERT_EQ(back->size(), chain.size());
+  for (size_t i = 0; i < chain.size(); ++i) {
+    EXPECT_EQ((*back)[i].tokens, chain[i].tokens);
+    EXPECT_EQ((*back)[i].rows, chain[i].rows);
+    EXPECT_EQ((*back)[i].state, chain[i].state);
+  }
+  auto refused = [&](std::vector<uint8_t> file, const PrefixFileShape& want, int32_t n_vocab, const char* why) {
+    auto r = DecodePrefixFile(file, want, n_vocab);
+    EXPECT_FALSE(r.ok()) << why;
+    if (!r.ok()) {
+      EXPECT_EQ(r.status().code(), StatusCode::kInvalidArgument) << why;
+    }
+  };
+  refused(std::vector<uint8_t>(bytes.begin(), bytes.end() - 1), shape, 64, "truncated");
+  refused(std::vector<uint8_t>(bytes.begin(), bytes.begin() + 20), shape, 64, "a header cut short");
+  std::vector<uint8_t> padded = bytes;
+  padded.push_back(0);
+  refused(padded, shape, 64, "padded");
+  std::vector<uint8_t> altered = bytes;
+  altered[altered.size() / 2] ^= 1;
+  refused(altered, shape, 64, "altered");
+  PrefixFileShape other = shape;
+  other.model[0] = 43;
+  refused(bytes, other, 64, "another model");
+  other = shape;
+  other.kv_type = DType::kF32;
+  refused(bytes, other, 64, "another KV type");
+  other = shape;
+  other.block_tokens = 8;
+  refused(bytes, other, 64, "another block size");
+  refused(bytes, shape, 8, "tokens outside the vocabulary");
+}
+
 // The scheduler with the prefix cache, on models whose every matmul sums each token in the
 // same order whatever the batch (Q4_0 weights, kernels/quant.h GroupedTokens) and an F16 cache:
 // a cached prefix's rows are then the very bits a fresh prefill writes, and the tokens and
 // logprobs after it must be equal, not merely close.
+// A fixture's path; "qwen3.5-0.8b-q8_0" is synthesized once (random Q8_0 weights of
+// Qwen3.5-0.8B's shape, its 4 first layers: 3 DeltaNet and 1 gated attention, and the
+// fixtures' 512-token vocabulary), the hybrid whose recurrent state the cache checkpoints.
+std::string ModelPath(const std::string& name) {
+  if (name != "qwen3.5-0.8b-q8_0") return std::string(COHORT_TEST_DATA) + "/fixtures/models/" + name + ".gguf";
+  struct SynthFile {
+    std::string path = (std::filesystem::temp_directory_path() /
+                        ("cohort-prefix-qwen35-" + std::to_string(::getpid()) + ".gguf")).string();
+    SynthFile() {
+      model::SynthOptions o;
+      o.shape = "qwen3.5-0.8b";
+      o.type = "q8_0";
+      o.pure = true;
+      o.n_layer_override = 4;
+      o.vocab_file = std::string(COHORT_TEST_DATA) + "/fixtures/models/tiny-llama-f32.gguf";
+      o.output = path;
+      ThreadPool pool(2);
+      const Status s = model::Synthesize(o, &pool);
+      EXPECT_TRUE(s.ok()) << s.ToString();
+    }
+    ~SynthFile() { std::filesystem::remove(path); }
+  };
+  static const SynthFile file;
+  return file.path;
+}
+
 class PrefixSchedulerTest : public ::testing::TestWithParam<std::string> {
  protected:
   void SetUp() override {
-    auto loaded = LoadedModel::Open(std::string(COHORT_TEST_DATA) + "/fixtures/models/" + GetParam() + ".gguf");
+    auto loaded = LoadedModel::Open(ModelPath(GetParam()));
     ASSERT_TRUE(loaded.ok()) << loaded.status().ToString();
     model_ = std::move(*loaded);
   }
@@ -312,8 +506,48 @@ TEST_P(PrefixSchedulerTest, ALongPromptIsPrefilledInChunksBesideAStream) {
   ExpectEqual(joined, Run(fresh, long_prompt, 1));
 }
 
+// A hybrid model restores only up to a kept state. Requests sharing a system prompt part ways
+// inside a chain of blocks that carries no state there: the first request after the warm-up
+// computes everything, but keeps the state where its prompt left the cached chain, and from then
+// on every request restores the shared part; the tokens stay those of a fresh scheduler.
+using PrefixHybridTest = PrefixSchedulerTest;
+
+TEST_P(PrefixHybridTest, RequestsSharingASystemPromptRestoreItFromTheSecondOn) {
+  const std::vector<int32_t> system =
+      model_->tokenizer().Encode("Once upon a time there was a little girl named Lily who loved to play outside in the sun", true, true);
+  Scheduler cached(*model_, ctx_, Sched(int64_t{64} << 20));
+  ASSERT_TRUE(cached.Start().ok());
+  // The first turn runs a block past the shared part, so that its own kept states lie beyond it.
+  const char* turns[] = {" The cat sat on the mat and looked at the big red ball in the garden", " One day",
+                         " She was happy", " Then"};
+  std::vector<RequestOutput> outputs;
+  std::vector<std::vector<int32_t>> prompts;
+  for (const char* t : turns) {
+    std::vector<int32_t> p = system;
+    for (int32_t id : model_->tokenizer().Encode(t, false, true)) p.push_back(id);
+    prompts.push_back(p);
+    outputs.push_back(Run(cached, p, 6));
+  }
+  const int32_t shared = static_cast<int32_t>(system.size()) / 16 * 16;
+  ASSERT_GE(shared, 16);
+  ASSERT_GE(static_cast<int32_t>(prompts[0].size()), shared + 17);
+  EXPECT_EQ(outputs[0].cached_tokens, 0);
+  EXPECT_EQ(outputs[1].cached_tokens, 0);  // the chain matches, but no state was kept there
+  EXPECT_EQ(outputs[2].cached_tokens, shared);
+  EXPECT_EQ(outputs[3].cached_tokens, shared);
+  const SchedulerStats stats = cached.stats();
+  EXPECT_LE(stats.prefix_cache_bytes, stats.prefix_cache_bytes_max);
+  cached.Stop();
+  Scheduler fresh(*model_, ctx_, Sched(0));
+  ASSERT_TRUE(fresh.Start().ok());
+  for (size_t i = 0; i < prompts.size(); ++i) ExpectEqual(outputs[i], Run(fresh, prompts[i], 6));
+}
+
+INSTANTIATE_TEST_SUITE_P(Hybrid, PrefixHybridTest, ::testing::Values("qwen3.5-0.8b-q8_0"));
+
 INSTANTIATE_TEST_SUITE_P(Models, PrefixSchedulerTest,
-                         ::testing::Values("tiny-llama-q4_0", "tiny-qwen3-q4_0", "tiny-llama-q8_0", "tiny-llama-q4_k_m"));
+                         ::testing::Values("tiny-llama-q4_0", "tiny-qwen3-q4_0", "tiny-llama-q8_0", "tiny-llama-q4_k_m",
+                                           "qwen3.5-0.8b-q8_0"));
 
 }  // namespace
 }  // namespace cohort::engine
