@@ -68,6 +68,7 @@ bool PrefixCache::EvictOne(uint64_t tick) {
   bytes_ -= static_cast<int64_t>(b.rows.size());
   blocks_.erase(it);
   ++stats_.blocks_evicted;
+  if (replicas_ != nullptr) replicas_->Drop(id);
   return true;
 }
 
@@ -83,6 +84,7 @@ int PrefixCache::Restore(std::span<const int32_t> tokens, int max_positions, mod
     if (id == 0) break;
     Block& b = blocks_.at(id);
     cache.WriteRows(seq, n, block_tokens_, b.rows.data());
+    if (replicas_ != nullptr) replicas_->Load(id, seq, n);
     Touch(id, b);
     n += block_tokens_;
     parent = id;
@@ -115,6 +117,7 @@ void PrefixCache::Save(std::span<const int32_t> tokens, const model::KvCache& ca
     b.tokens.assign(block_tokens.begin(), block_tokens.end());
     b.rows.resize(static_cast<size_t>(block_bytes_));
     cache.ReadRows(seq, static_cast<int>(i) * block_tokens_, block_tokens_, b.rows.data());
+    if (replicas_ != nullptr) replicas_->Keep(id, seq, static_cast<int>(i) * block_tokens_, block_tokens_);
     b.tick = tick_;
     index_.emplace(Key(parent, block_tokens), id);
     leaves_.insert({tick_, id});

@@ -14,6 +14,11 @@
 // need a block table in every attention kernel. A copy costs a memcpy per layer per block,
 // orders of magnitude less than the prefill it replaces, and any number of requests can start
 // from one cached prefix at once. Not thread-safe: the scheduler's engine thread owns it.
+//
+// On a distributed instance the cache given is the coordinator's slice (its layers, its KV
+// heads): the index, the LRU and the budget live here, and every block kept, written back or
+// evicted is reported to the model's replicas (model/kv_block_replicas.h) under its id, so each
+// rank does the same to its own slice. The rows never cross the network.
 #pragma once
 
 #include <cstdint>
@@ -23,6 +28,7 @@
 #include <utility>
 #include <vector>
 
+#include "model/kv_block_replicas.h"
 #include "model/kv_cache.h"
 
 namespace cohort::engine {
@@ -41,6 +47,10 @@ class PrefixCache {
  public:
   // Rows shaped like `shape`'s (its layers, widths and type); at most bytes_max bytes of rows.
   PrefixCache(const model::KvCache& shape, int64_t bytes_max, int block_tokens);
+
+  // Where every block's keeping, restoring and eviction is reported from now on (null: no
+  // one); set before the first Save. Must outlive the cache.
+  void SetReplicas(model::KvBlockReplicas* replicas) { replicas_ = replicas; }
 
   int block_tokens() const { return block_tokens_; }
   int64_t block_bytes() const { return block_bytes_; }
@@ -82,6 +92,7 @@ class PrefixCache {
   std::unordered_multimap<uint64_t, uint64_t> index_;     // Key(parent, tokens) -> id
   std::set<std::pair<uint64_t, uint64_t>> leaves_;        // (tick, id) of blocks without children
   PrefixCacheStats stats_;
+  model::KvBlockReplicas* replicas_ = nullptr;
 };
 
 }  // namespace cohort::engine

@@ -142,8 +142,13 @@ Status Scheduler::Start() {
   // A model with a recurrent state (Qwen3.5's DeltaNet layers) cannot start from copied KV
   // rows: its state at the prefix's end is not in them. Off for it until states are
   // checkpointed at block boundaries.
-  if (cache_ram > 0 && model_.in_process() && cache_->sequence_state() == nullptr) {
+  // A model spread over ranks keeps rank 0's slice in cache_; its replicas have every other
+  // rank keep its own slice of each block (model/kv_block_replicas.h).
+  model::KvBlockReplicas* replicas =
+      model_.in_process() ? nullptr : dynamic_cast<model::KvBlockReplicas*>(&model_.model());
+  if (cache_ram > 0 && (model_.in_process() || replicas != nullptr) && cache_->sequence_state() == nullptr) {
     prefix_cache_ = std::make_unique<PrefixCache>(*cache_, cache_ram, options_.cache_block_tokens);
+    prefix_cache_->SetReplicas(replicas);
     stats_.prefix_cache_bytes_max = cache_ram;
   }
   // Until steps have been measured, a modest chunk: a long prompt's first step must not stall
