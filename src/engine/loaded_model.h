@@ -54,8 +54,8 @@ class LoadedModel {
   // Null when the file carries no template or it did not parse.
   const tokenizer::ChatTemplate* chat_template() const { return chat_template_.get(); }
   const Status& chat_template_status() const { return chat_template_status_; }
-  // False for a model built by LoadOptions::make_model (spread over ranks): the KV rows live
-  // on the ranks, so the engine cannot copy them in this process (the prefix cache stays off).
+  // False for a model built by LoadOptions::make_model (spread over ranks): this process holds
+  // one slice of the KV rows (a prefix cache needs the model's model::KvBlockReplicas).
   bool in_process() const { return in_process_; }
   // The vocabulary's byte strings and trie for grammar-constrained sampling, built on first
   // use (a 128K vocabulary takes tens of milliseconds) and then shared. Thread-safe.

@@ -70,6 +70,7 @@ void PrefixCache::Remove(uint64_t id) {
   Block& b = it->second;
   COHORT_CHECK_EQ(b.children, 0);
   leaves_.erase({b.tick, id});
+  if (replicas_ != nullptr) replicas_->Drop(id);
   const auto [begin, end] = index_.equal_range(Key(b.parent, b.tokens));
   for (auto e = begin; e != end; ++e) {
     if (e->second == id) {
@@ -151,6 +152,7 @@ int PrefixCache::Restore(std::span<const int32_t> tokens, int max_positions, mod
     Touch(chain[i], b);  // the blocks past the last checkpoint too: they say where to keep one
     if (i >= usable) continue;
     cache.WriteRows(seq, n, block_tokens_, b.rows.data());
+    if (replicas_ != nullptr) replicas_->Load(chain[i], seq, n);
     n += block_tokens_;
   }
   if (usable > 0 && state_bytes_ > 0) {
@@ -178,9 +180,11 @@ void PrefixCache::Save(std::span<const int32_t> tokens, const model::KvCache& ca
   uint64_t parent = 0;
   for (size_t i = 0; i < n_blocks; ++i) {
     const int pos = static_cast<int>(i) * block_tokens_;
+    const uint64_t first_new = next_id_;  // ids only grow: a block made now has one >= it
     parent = Insert(parent, tokens.subspan(i * block_tokens_, block_tokens_),
                     [&](uint8_t* rows) { cache.ReadRows(seq, pos, block_tokens_, rows); });
     if (parent == 0) break;
+    if (parent >= first_new && replicas_ != nullptr) replicas_->Keep(parent, seq, pos, block_tokens_);
     ids.push_back(parent);
   }
   if (state_bytes_ == 0) return;
@@ -206,6 +210,8 @@ std::vector<PrefixBlockData> PrefixCache::Export(std::span<const int32_t> tokens
 }
 
 int PrefixCache::Import(std::span<const PrefixBlockData> chain) {
+  // A file holds rank 0's rows only: the other ranks could not load such blocks.
+  if (replicas_ != nullptr) return 0;
   ++tick_;
   uint64_t parent = 0;
   int n = 0;

@@ -23,6 +23,12 @@
 // past it stay as rows only: Match() still finds them, so the caller knows where a later
 // request's checkpoint would pay (the scheduler's choice: scheduler.cc). States count in the
 // budget like rows.
+//
+// On a distributed instance the cache given is the coordinator's slice (its layers, its KV
+// heads): the index, the LRU and the budget live here, and every block kept, written back or
+// evicted is reported to the model's replicas (model/kv_block_replicas.h) under its id, so each
+// rank does the same to its own slice. The rows never cross the network. Such a cache holds no
+// state checkpoints (the scheduler keeps it off for recurrent models there) and imports no files.
 #pragma once
 
 #include <cstdint>
@@ -32,6 +38,7 @@
 #include <utility>
 #include <vector>
 
+#include "model/kv_block_replicas.h"
 #include "model/kv_cache.h"
 
 namespace cohort::engine {
@@ -64,6 +71,10 @@ class PrefixCache {
  public:
   // Rows shaped like `shape`'s (its layers, widths and type); at most bytes_max bytes of rows.
   PrefixCache(const model::KvCache& shape, int64_t bytes_max, int block_tokens);
+
+  // Where every block's keeping, restoring and eviction is reported from now on (null: no
+  // one); set before the first Save. Must outlive the cache.
+  void SetReplicas(model::KvBlockReplicas* replicas) { replicas_ = replicas; }
 
   int block_tokens() const { return block_tokens_; }
   int64_t block_bytes() const { return block_bytes_; }
@@ -141,6 +152,7 @@ class PrefixCache {
   std::set<std::pair<uint64_t, uint64_t>> leaves_;        // (tick, id) of blocks without children
   int64_t states_ = 0;
   PrefixCacheStats stats_;
+  model::KvBlockReplicas* replicas_ = nullptr;
 };
 
 }  // namespace cohort::engine

@@ -163,8 +163,15 @@ Status Scheduler::Start() {
   const int64_t cache_ram = options_.cache_ram_bytes == kCacheRamAuto ? DefaultCacheRam() : options_.cache_ram_bytes;
   // With a recurrent state (Qwen3.5's DeltaNet layers) the cache keeps state checkpoints
   // beside the rows (see the top of this file).
-  if (cache_ram > 0 && model_.in_process()) {
+  // A model spread over ranks keeps rank 0's slice in cache_; its replicas have every other
+  // rank keep its own slice of each block (model/kv_block_replicas.h). Its states are not
+  // replicated, so a recurrent model spread over ranks has no prefix cache.
+  model::KvBlockReplicas* replicas =
+      model_.in_process() ? nullptr : dynamic_cast<model::KvBlockReplicas*>(&model_.model());
+  const bool replicable = replicas != nullptr && cache_->sequence_state() == nullptr;
+  if (cache_ram > 0 && (model_.in_process() || replicable)) {
     prefix_cache_ = std::make_unique<PrefixCache>(*cache_, cache_ram, options_.cache_block_tokens);
+    prefix_cache_->SetReplicas(replicas);
     stats_.prefix_cache_bytes_max = cache_ram;
   }
   // Until steps have been measured, a modest chunk: a long prompt's first step must not stall

@@ -143,6 +143,7 @@ Status Executor::Forward(const Context& ctx, const model::Batch& batch, model::K
   h.n_seq = static_cast<uint32_t>(cache.n_seq());
   h.n_ctx = static_cast<uint32_t>(cache.n_ctx());
   h.kv_type = cache.type();
+  h.n_block_ops = static_cast<uint32_t>(block_ops_.size());
   lengths_.resize(h.n_seq);
   for (int s = 0; s < cache.n_seq(); ++s) lengths_[s] = cache.length(s);
   message_.resize(std::max(StepHeader::kBytes, h.PayloadBytes()));
@@ -150,8 +151,9 @@ Status Executor::Forward(const Context& ctx, const model::Batch& batch, model::K
   Status st = comm::Broadcast(world_, 0, std::span(message_.data(), StepHeader::kBytes));
   if (st.ok()) {
     const std::span<std::byte> payload(message_.data(), h.PayloadBytes());
-    EncodePayload(batch, lengths_, payload);
+    EncodePayload(batch, lengths_, block_ops_, payload);
     st = comm::Broadcast(world_, 0, payload);
+    block_ops_.clear();  // sent, or the group is unusable
   }
   if (st.ok()) st = RunStep(ctx, batch, cache, logits);
   last_sent_ = std::chrono::steady_clock::now();
@@ -159,6 +161,16 @@ Status Executor::Forward(const Context& ctx, const model::Batch& batch, model::K
   if (!st.ok()) stopped_ = true;
   return st.Annotate("distributed forward");
 }
+
+void Executor::QueueBlockOp(const BlockOp& op) {
+  COHORT_CHECK_EQ(rank(), 0);
+  std::lock_guard lock(step_mutex_);
+  block_ops_.push_back(op);
+}
+
+void Executor::Keep(uint64_t id, int seq, int pos, int n) { QueueBlockOp({BlockOpKind::kKeep, seq, pos, n, id}); }
+void Executor::Load(uint64_t id, int seq, int pos) { QueueBlockOp({BlockOpKind::kLoad, seq, pos, 0, id}); }
+void Executor::Drop(uint64_t id) { QueueBlockOp({BlockOpKind::kDrop, 0, 0, 0, id}); }
 
 Status Executor::Stop() {
   if (rank() != 0) return InvalidArgument("only rank 0 (the coordinator) stops the workers");
@@ -194,14 +206,14 @@ Status Executor::Serve(const Context& ctx) {
     message_.resize(h.PayloadBytes());
     COHORT_RETURN_IF_ERROR(comm::Broadcast(world_, 0, message_).Annotate("receiving a step"));
     COHORT_RETURN_IF_ERROR(DecodePayload(h, message_, &payload_));
-    COHORT_RETURN_IF_ERROR(SyncCache(h, payload_.cache_lengths));
+    COHORT_RETURN_IF_ERROR(SyncCache(h, payload_));
     COHORT_RETURN_IF_ERROR(decoder_->CheckStageBatch(payload_.batch, *worker_cache_));
     COHORT_RETURN_IF_ERROR(RunStep(ctx, payload_.batch, *worker_cache_, {})
                                .Annotate(fmt::format("rank {} step", rank())));
   }
 }
 
-Status Executor::SyncCache(const StepHeader& h, std::span<const int32_t> lengths) {
+Status Executor::SyncCache(const StepHeader& h, const StepPayload& payload) {
   const bool same = worker_cache_ != nullptr && worker_cache_->n_ctx() == static_cast<int>(h.n_ctx) &&
                     worker_cache_->n_seq() == static_cast<int>(h.n_seq) &&
                     worker_cache_->type() == h.kv_type;
@@ -211,7 +223,10 @@ Status Executor::SyncCache(const StepHeader& h, std::span<const int32_t> lengths
     o.n_seq = static_cast<int>(h.n_seq);
     o.type = h.kv_type;
     COHORT_ASSIGN_OR_RETURN(worker_cache_, decoder_->NewKvCache(o));
+    blocks_.clear();  // rows of another cache's layout; a later use of one is refused
   }
+  for (const BlockOp& op : payload.block_ops) COHORT_RETURN_IF_ERROR(ApplyBlockOp(op));
+  const std::span<const int32_t> lengths = payload.cache_lengths;
   for (int s = 0; s < worker_cache_->n_seq(); ++s) {
     if (worker_cache_->length(s) < lengths[s]) {
       return InvalidArgument(fmt::format("rank {}: sequence {} holds {} positions, the "
@@ -220,6 +235,36 @@ Status Executor::SyncCache(const StepHeader& h, std::span<const int32_t> lengths
     }
     worker_cache_->Truncate(s, lengths[s]);
   }
+  return Status::Ok();
+}
+
+Status Executor::ApplyBlockOp(const BlockOp& op) {
+  model::KvCache& cache = *worker_cache_;
+  auto held = blocks_.find(op.id);
+  if (op.kind == BlockOpKind::kKeep) {
+    if (held != blocks_.end()) return Corrupt(fmt::format("rank {}: prefix block {} is already held", rank(), op.id));
+    if (op.pos + op.n > cache.length(op.seq)) {
+      return Corrupt(fmt::format("rank {}: prefix block {} wants positions {}..{} of sequence {}, which holds {}",
+                                 rank(), op.id, op.pos, op.pos + op.n, op.seq, cache.length(op.seq)));
+    }
+    HeldBlock& b = blocks_[op.id];
+    b.n = op.n;
+    b.rows.resize(static_cast<size_t>(cache.RowsBytes(op.n)));
+    cache.ReadRows(op.seq, op.pos, op.n, b.rows.data());
+    return Status::Ok();
+  }
+  if (held == blocks_.end()) return Corrupt(fmt::format("rank {}: prefix block {} is not held", rank(), op.id));
+  if (op.kind == BlockOpKind::kDrop) {
+    blocks_.erase(held);
+    return Status::Ok();
+  }
+  const HeldBlock& b = held->second;
+  if (op.pos > cache.length(op.seq) || op.pos + b.n > cache.n_ctx()) {
+    return Corrupt(fmt::format("rank {}: prefix block {} cannot go to position {} of sequence {} (it holds {})", rank(),
+                               op.id, op.pos, op.seq, cache.length(op.seq)));
+  }
+  cache.Truncate(op.seq, op.pos);
+  cache.WriteRows(op.seq, op.pos, b.n, b.rows.data());
   return Status::Ok();
 }
 

@@ -7,6 +7,12 @@
 // runs its layers with an all-reduce after attention and after the FFN inside its
 // tensor-parallel group, hands the hidden states to the next stage, and the last stage's
 // ranks compute their slice of the LM head, gathered and sent to rank 0.
+//
+// Prefix cache: the coordinator is also the model's KvBlockReplicas. What its prefix cache
+// did to blocks of rank 0's slice (keep, write back, forget) is queued and travels with the
+// next step; each worker first does the same to its own slice, under the same block ids, then
+// takes the step's cache lengths. The coordinator's cache decides; a worker holds exactly the
+// blocks it was told to and refuses (ending the job) an operation that does not fit them.
 #pragma once
 
 #include <chrono>
@@ -15,12 +21,14 @@
 #include <mutex>
 #include <span>
 #include <thread>
+#include <unordered_map>
 #include <vector>
 
 #include "comm/communicator.h"
 #include "core/context.h"
 #include "core/status.h"
 #include "model/decoder.h"
+#include "model/kv_block_replicas.h"
 #include "model/model.h"
 #include "plan/shard_plan.h"
 #include "parallel/micro_batch.h"
@@ -45,7 +53,7 @@ struct ExecutorOptions {
   int micro_batch_tokens = 128;
 };
 
-class Executor final : public model::Model {
+class Executor final : public model::Model, public model::KvBlockReplicas {
  public:
   // `world` connects the plan's ranks (world rank i is plan rank i) and must outlive the
   // executor. `model` is this rank's own model, loaded from the same file as everyone's; it is
@@ -68,6 +76,14 @@ class Executor final : public model::Model {
   Status Forward(const Context& ctx, const model::Batch& batch, model::KvCache& cache,
                  std::span<float> logits) override;
 
+  // model::KvBlockReplicas, on the coordinator: queued for the next step (rank 0's own slice
+  // is the caller's).
+  void Keep(uint64_t id, int seq, int pos, int n) override;
+  void Load(uint64_t id, int seq, int pos) override;
+  void Drop(uint64_t id) override;
+  // Worker: blocks of prefix rows held now (its slice of the coordinator's prefix cache).
+  int64_t blocks_held() const { return static_cast<int64_t>(blocks_.size()); }
+
   // Coordinator: tells every worker to leave Serve(). Called by the destructor if needed.
   // Forward and Stop may be called from any thread (one at a time is enforced here).
   Status Stop();
@@ -88,8 +104,11 @@ class Executor final : public model::Model {
   Status RunMicroBatch(const Context& ctx, const model::Batch& part, model::KvCache& cache, float* x);
   Status LeaveLastStage(const Context& ctx, const model::Batch& batch, std::span<float> logits);
   Status GatherHead(const Context& ctx, const model::Batch& batch, float* full);
-  // Worker: makes its cache match the coordinator's options and lengths.
-  Status SyncCache(const StepHeader& header, std::span<const int32_t> lengths);
+  // Worker: makes its cache match the coordinator's options, applies the step's block
+  // operations, then takes the coordinator's lengths.
+  Status SyncCache(const StepHeader& header, const StepPayload& payload);
+  Status ApplyBlockOp(const BlockOp& op);
+  void QueueBlockOp(const BlockOp& op);
   // Coordinator: the keep-alive thread's loop, and ending it.
   void KeepAliveLoop();
   void EndKeepAlive();
@@ -128,6 +147,15 @@ class Executor final : public model::Model {
   std::vector<int32_t> lengths_;
   StepPayload payload_;
   std::unique_ptr<model::KvCache> worker_cache_;
+
+  // Coordinator: block operations not yet sent (guarded by step_mutex_).
+  std::vector<BlockOp> block_ops_;
+  // Worker: its slice of each prefix block, by the coordinator's id.
+  struct HeldBlock {
+    int n = 0;                  // positions
+    std::vector<uint8_t> rows;  // KvCache::ReadRows' layout
+  };
+  std::unordered_map<uint64_t, HeldBlock> blocks_;
 };
 
 }  // namespace cohort::parallel

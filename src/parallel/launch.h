@@ -13,6 +13,7 @@
 #include "core/log.h"
 #include "core/status.h"
 #include "model/model.h"
+#include "model/kv_block_replicas.h"
 #include "parallel/session.h"
 
 namespace cohort::comm {
@@ -21,7 +22,9 @@ class MpiRuntime;
 
 namespace cohort::parallel {
 
-class DistributedModel final : public model::Model {
+// Also the model's KvBlockReplicas (the executor's): a prefix cache over the coordinator's
+// slice has every rank keep its own slice of each block.
+class DistributedModel final : public model::Model, public model::KvBlockReplicas {
  public:
   // Rank 0 of `options.plan` here, ranks 1.. on the worker services `options.workers`.
   // `file` is this process's copy of the model and must outlive the result.
@@ -47,6 +50,9 @@ class DistributedModel final : public model::Model {
   Result<std::unique_ptr<model::KvCache>> NewKvCache(const model::KvCacheOptions& options) const override;
   Status Forward(const Context& ctx, const model::Batch& batch, model::KvCache& cache,
                  std::span<float> logits) override;
+  void Keep(uint64_t id, int seq, int pos, int n) override { session_->executor().Keep(id, seq, pos, n); }
+  void Load(uint64_t id, int seq, int pos) override { session_->executor().Load(id, seq, pos); }
+  void Drop(uint64_t id) override { session_->executor().Drop(id); }
 
   const plan::ShardPlan& plan() const { return session_->plan(); }
   // The plan, for --verbose.

@@ -30,6 +30,10 @@ T Get(const std::byte* in, size_t* at) {
 
 }  // namespace
 
+size_t StepHeader::PayloadBytes() const {
+  return n_tokens * (3 * sizeof(int32_t) + 1) + n_seq * sizeof(int32_t) + n_block_ops * BlockOp::kBytes;
+}
+
 void StepHeader::Encode(std::span<std::byte, kBytes> out) const {
   std::memset(out.data(), 0, kBytes);
   size_t at = 0;
@@ -40,6 +44,7 @@ void StepHeader::Encode(std::span<std::byte, kBytes> out) const {
   Put<uint32_t>(out.data(), &at, n_seq);
   Put<uint32_t>(out.data(), &at, n_ctx);
   Put<uint32_t>(out.data(), &at, static_cast<uint32_t>(kv_type));
+  Put<uint32_t>(out.data(), &at, n_block_ops);
   COHORT_CHECK_LE(at, kBytes);
 }
 
@@ -66,23 +71,34 @@ Result<StepHeader> StepHeader::Decode(std::span<const std::byte, kBytes> in) {
     return Corrupt(fmt::format("step message: KV type {} is not f32 or f16", kv));
   }
   h.kv_type = static_cast<DType>(kv);
-  if (h.n_tokens > kTokensMax || h.n_seq > kSeqMax) {
-    return Corrupt(fmt::format("step message: {} tokens / {} sequences exceed the limits", h.n_tokens,
-                               h.n_seq));
+  h.n_block_ops = Get<uint32_t>(in.data(), &at);
+  if (h.n_tokens > kTokensMax || h.n_seq > kSeqMax || h.n_block_ops > kBlockOpsMax) {
+    return Corrupt(fmt::format("step message: {} tokens / {} sequences / {} block operations exceed the limits",
+                               h.n_tokens, h.n_seq, h.n_block_ops));
   }
   return h;
 }
 
 void EncodePayload(const model::Batch& batch, std::span<const int32_t> cache_lengths,
-                   std::span<std::byte> out) {
+                   std::span<const BlockOp> block_ops, std::span<std::byte> out) {
   const size_t n = batch.size();
-  COHORT_CHECK_EQ(out.size(), n * (3 * sizeof(int32_t) + 1) + cache_lengths.size() * sizeof(int32_t));
+  COHORT_CHECK_EQ(out.size(), n * (3 * sizeof(int32_t) + 1) + cache_lengths.size() * sizeof(int32_t) +
+                                  block_ops.size() * BlockOp::kBytes);
   std::byte* p = out.data();
   std::memcpy(p, batch.tokens.data(), n * 4);
   std::memcpy(p + n * 4, batch.positions.data(), n * 4);
   std::memcpy(p + n * 8, batch.seq_ids.data(), n * 4);
   std::memcpy(p + n * 12, batch.want_logits.data(), n);
   std::memcpy(p + n * 13, cache_lengths.data(), cache_lengths.size() * 4);
+  size_t at = n * 13 + cache_lengths.size() * 4;
+  for (const BlockOp& op : block_ops) {
+    Put<uint32_t>(p, &at, static_cast<uint32_t>(op.kind));
+    Put<int32_t>(p, &at, op.seq);
+    Put<int32_t>(p, &at, op.pos);
+    Put<int32_t>(p, &at, op.n);
+    Put<uint64_t>(p, &at, op.id);
+  }
+  COHORT_CHECK_EQ(at, out.size());
 }
 
 Status DecodePayload(const StepHeader& h, std::span<const std::byte> in, StepPayload* out) {
@@ -102,6 +118,28 @@ Status DecodePayload(const StepHeader& h, std::span<const std::byte> in, StepPay
   std::memcpy(out->cache_lengths.data(), p + n * 13, h.n_seq * 4);
   for (int32_t len : out->cache_lengths) {
     if (len < 0 || static_cast<uint32_t>(len) > h.n_ctx) return Corrupt("step message: bad cache length");
+  }
+  // Ranges are checked here against the message's own shape; whether a block is held is the
+  // receiver's to check.
+  out->block_ops.resize(h.n_block_ops);
+  size_t at = n * 13 + static_cast<size_t>(h.n_seq) * 4;
+  for (BlockOp& op : out->block_ops) {
+    const uint32_t kind = Get<uint32_t>(p, &at);
+    op.seq = Get<int32_t>(p, &at);
+    op.pos = Get<int32_t>(p, &at);
+    op.n = Get<int32_t>(p, &at);
+    op.id = Get<uint64_t>(p, &at);
+    if (kind < static_cast<uint32_t>(BlockOpKind::kKeep) || kind > static_cast<uint32_t>(BlockOpKind::kDrop)) {
+      return Corrupt(fmt::format("step message: unknown block operation {}", kind));
+    }
+    op.kind = static_cast<BlockOpKind>(kind);
+    if (op.kind == BlockOpKind::kDrop) continue;
+    const int64_t end = static_cast<int64_t>(op.pos) + (op.kind == BlockOpKind::kKeep ? op.n : 0);
+    if (op.seq < 0 || static_cast<uint32_t>(op.seq) >= h.n_seq || op.pos < 0 ||
+        (op.kind == BlockOpKind::kKeep && op.n <= 0) || end > h.n_ctx) {
+      return Corrupt(fmt::format("step message: block operation on sequence {} positions {}..{} is outside the cache",
+                                 op.seq, op.pos, end));
+    }
   }
   return Status::Ok();
 }
