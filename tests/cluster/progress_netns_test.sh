@@ -159,10 +159,10 @@ documented = lambda p: p in (7946, 7948, 8080) or 7950 <= p <= 7999
 data = 0
 for i in range(1, n + 1):
     for line in open(f"{work}/listen-{i}.txt"):
-        local = line.split()[2]
+        local = line.split()[3]  # State Recv-Q Send-Q Local Peer
         assert documented(port(local)), f"n{i} listens on {local}"
     for line in open(f"{work}/est-{i}.txt"):
-        local, peer = line.split()[2], line.split()[3]
+        local, peer = line.split()[2], line.split()[3]  # (state filtered: no State column)
         data += 7950 <= port(peer) <= 7999
 assert data > 0, "no connection to a data port: the ranks' channels used other ports"
 print(f"progress_netns_test: every listener on 7946/7948/7950-7999/8080; {data} connections to data ports")
