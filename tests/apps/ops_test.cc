@@ -318,32 +318,20 @@ TEST(Ops, ConfigFilesForNodeAndWorker) {
                                            "--api-key", "k"},
                                           http, dir / "nflags.err", /*services=*/false);
   ASSERT_FALSE(by_flags["members"].empty()) << ReadFile(dir / "nflags.err");
-  std::ofstream(dir / "node.toml") << "listen = "" << listen << ""
-http = "" << http_at
-                                   << ""
-secret = "s"
-no-multicast = true
-no-benchmarks = true
-state-dir = ""
-                                   << (dir / "state") << ""
-name = "n-flags"
-api-key = ["k"]
-";
+  std::ofstream(dir / "node.toml") << "listen = \"" << listen << "\"\nhttp = \"" << http_at
+                                   << "\"\nsecret = \"s\"\nno-multicast = true\nno-benchmarks = true\nstate-dir = \""
+                                   << (dir / "state") << "\"\nname = \"n-flags\"\napi-key = [\"k\"]\n";
   const json by_file = ClusterSettingsOf({"node", "--config", dir / "node.toml"}, http, dir / "nfile.err", false);
   EXPECT_EQ(by_file, by_flags) << ReadFile(dir / "nfile.err");
 
-  std::ofstream(dir / "worker.toml") << "listen = "127.0.0.1:" << worker << ""
-once = true
-data-ports = "0"
-";
+  std::ofstream(dir / "worker.toml") << "listen = \"127.0.0.1:" << worker << "\"\nonce = true\ndata-ports = \"0\"\n";
   Child w = Child::Start({CohortBinary(), "worker", "--config", dir / "worker.toml"}, dir / "worker.err");
   std::string said;
   for (int i = 0; i < 100 && said.find("listening") == std::string::npos; ++i) said += w.ReadLine(100);
   EXPECT_EQ(said, "cohort worker: listening on 127.0.0.1:" + std::to_string(worker)) << ReadFile(dir / "worker.err");
   ::kill(w.pid, SIGTERM);
   w.Wait(5000);
-  std::ofstream(dir / "wrong.toml") << "port = 8080
-";  // serve's, not worker's
+  std::ofstream(dir / "wrong.toml") << "port = 8080\n";  // serve's, not worker's
   std::string out;
   EXPECT_NE(RunToEnd({"worker", "--config", dir / "wrong.toml"}, &out, dir / "wrong.err"), 0);
   EXPECT_NE(ReadFile(dir / "wrong.err").find("port"), std::string::npos) << ReadFile(dir / "wrong.err");
