@@ -3,6 +3,7 @@
 
 #include <pthread.h>
 
+#include <algorithm>
 #include <fstream>
 #include <sstream>
 
@@ -28,6 +29,37 @@ Result<std::string> ReadSecret(const std::string& secret, const std::string& sec
   std::string line;
   std::getline(in, line);  // the first line; a trailing newline is not part of it
   return line;
+}
+
+namespace {
+
+// The port of HOST:PORT, -1 when it has none.
+int PortOf(const std::string& address) {
+  const size_t colon = address.rfind(':');
+  if (colon == std::string::npos) return -1;
+  try {
+    return std::stoi(address.substr(colon + 1));
+  } catch (const std::exception&) {
+    return -1;
+  }
+}
+
+}  // namespace
+
+std::string WorkerListenOf(const std::string& listen) {
+  const int port = PortOf(listen);
+  const std::string host = listen.substr(0, listen.rfind(':'));
+  return host + ":" + std::to_string(port > 0 && port + kWorkerPortOffset <= 65535 ? port + kWorkerPortOffset : 0);
+}
+
+Result<parallel::PortRange> DataPortsOf(const std::string& flag, const std::string& listen) {
+  if (!flag.empty()) return parallel::PortRange::Parse(flag);
+  const int port = PortOf(listen);
+  parallel::PortRange r;
+  if (port <= 0 || port + kDataPortOffset > 65535) return r;
+  r.first = port + kDataPortOffset;
+  r.last = std::min(65535, r.first + kDataPortCount - 1);
+  return r;
 }
 
 void AddClusterFlags(CLI::App* cmd, ClusterFlags* o, const std::string& p, bool secret_flags) {

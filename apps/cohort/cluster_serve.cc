@@ -52,7 +52,8 @@ void AddClusterServeOptions(CLI::App* cmd, ClusterServeOptions* o) {
   o->model_flag = cmd->get_option("--model");
   cmd->add_flag("--cluster", o->enabled, "join a cluster: serve any instance from this node (docs/CLUSTER.md)");
   AddClusterFlags(cmd, &o->flags, "cluster: ", /*secret_flags=*/false);  // serve's --secret (AddDistOptions)
-  cmd->add_option("--worker-listen", o->worker_listen, "cluster: worker service HOST:PORT (default: --listen host, any port)");
+  cmd->add_option("--worker-listen", o->worker_listen,
+                  "cluster: worker service HOST:PORT (default: --listen's host and port + 2, e.g. 7948)");
   cmd->add_option("--cache-dir", o->cache_dir, "cluster: where streamed model shares are kept (default: <state-dir>/cache)");
   cmd->add_option("--models-dir", o->models_dir,
                   "cluster: the GGUF files offered to the cluster (registered at start; the API loads them by name; "
@@ -115,7 +116,12 @@ int ClusterServeCommand(const ServeOptions& options) {
   cluster::ModelRegistry registry(node, log, models);
 
   cluster::WorkerServiceOptions w;
-  w.listen = co.worker_listen.empty() ? public_host + ":0" : co.worker_listen;
+  // The fixed ports a firewall opens follow --listen's (app_common.h).
+  const std::string derived = WorkerListenOf(co.flags.listen);  // HOST:PORT, always with a colon
+  w.listen = co.worker_listen.empty() ? public_host + derived.substr(derived.rfind(':')) : co.worker_listen;
+  auto data_ports = DataPortsOf(options.dist.data_ports, co.flags.listen);
+  if (!data_ports.ok()) return Fail(data_ports.status().Annotate("--data-ports"));
+  w.data_ports = *data_ports;
   w.slots = co.worker_slots;
   w.slots_per_coordinator = co.worker_slots_per_coordinator;
   w.cache_dir = !co.cache_dir.empty() ? co.cache_dir : (co.flags.state_dir.empty() ? "" : co.flags.state_dir + "/cache");
@@ -140,6 +146,7 @@ int ClusterServeCommand(const ServeOptions& options) {
 
   cluster::ReconcilerOptions r = ReconcilerOptionsOf(options, name);
   r.host.key = *data_key;
+  r.host.data_ports = *data_ports;
   r.worker = (*workers)->address();
   r.api = options.host + ":" + std::to_string(*port);
   r.max_memory_bytes = max_memory;
@@ -154,9 +161,9 @@ int ClusterServeCommand(const ServeOptions& options) {
   (*workers)->Start();
   reconciler.Start();
   http.Start();
-  std::fprintf(stderr, "%s cohort serve: node %s (%s) control %s, workers %s, API http://%s\n", LogTimestamp().c_str(),
-               node.id().Hex().c_str(), name.c_str(), node.address().c_str(), (*workers)->address().c_str(),
-               r.api.c_str());
+  std::fprintf(stderr, "%s cohort serve: node %s (%s) control %s, workers %s, data ports %s, API http://%s\n",
+               LogTimestamp().c_str(), node.id().Hex().c_str(), name.c_str(), node.address().c_str(),
+               (*workers)->address().c_str(), data_ports->ToString().c_str(), r.api.c_str());
   std::fflush(stderr);
   if (co.model_flag != nullptr && co.model_flag->count() > 0) {
     reconciler.ProposeAtStart(options.model, options.dist.layout, co.nodes);

@@ -2,15 +2,16 @@
 // that print tables (or JSON) and progress; see cmd_models.h.
 #include "cmd_models.h"
 
-#include <unistd.h>
-
+#include <algorithm>
 #include <chrono>
 #include <cstdio>
+#include <thread>
 
 #include <CLI/CLI.hpp>
 #include <fmt/format.h>
 
 #include "core/byte_size.h"
+#include "progress_printer.h"
 #include "server/model_pull.h"
 
 namespace cohort::app {
@@ -68,54 +69,35 @@ int PrintInstances(const json& answer) {
   return 0;
 }
 
-// A bar on a terminal; elsewhere (logs, CI) a plain line every 10% or 5 s.
-class ProgressPrinter {
- public:
-  ProgressPrinter() : tty_(::isatty(STDERR_FILENO) == 1) {}
-  void Show(const server::PullProgress& p) {
-    const auto now = std::chrono::steady_clock::now();
-    const double pct = p.bytes_total > 0 ? 100.0 * static_cast<double>(p.bytes_done) / static_cast<double>(p.bytes_total) : -1;
-    if (p.resumed && !said_resumed_) {
-      said_resumed_ = true;
-      std::fprintf(stderr, "cohort pull: resuming a partial download\n");
-    }
-    if (!tty_ && pct < last_pct_ + 10 && now < last_ + std::chrono::seconds(5) && p.bytes_done != p.bytes_total) return;
-    last_pct_ = pct;
-    last_ = now;
-    std::string left = "?";
-    if (p.rate_Bps > 0 && p.bytes_total > 0) {
-      left = fmt::format("{:.0f}s", static_cast<double>(p.bytes_total - p.bytes_done) / p.rate_Bps);
-    }
-    const std::string figures = fmt::format("{:5.1f}% {} of {} {}/s {} left", pct < 0 ? 0.0 : pct, Mb(p.bytes_done),
-                                            p.bytes_total < 0 ? std::string("?") : Mb(p.bytes_total), Mb(p.rate_Bps), left);
-    if (tty_) {
-      const int filled = pct < 0 ? 0 : static_cast<int>(pct / 100 * 30);
-      std::fprintf(stderr, "\r[%s%s] %s ", std::string(filled, '=').c_str(), std::string(30 - filled, ' ').c_str(),
-                   figures.c_str());
-    } else {
-      std::fprintf(stderr, "cohort pull: %s\n", figures.c_str());
-    }
-    std::fflush(stderr);
-  }
-  void End() {
-    if (tty_) std::fprintf(stderr, "\n");
-  }
-
- private:
-  bool tty_;
-  bool said_resumed_ = false;
-  double last_pct_ = -100;
-  std::chrono::steady_clock::time_point last_{};
-};
-
 int Pull(const ManageOptions& o) {
   server::PullOptions p;
   p.source = o.source;
   p.dest_dir = o.models_dir;
   p.sha256 = o.sha256;
   p.name = o.name;
-  ProgressPrinter printer;
-  p.progress = [&printer](const server::PullProgress& progress) { printer.Show(progress); };
+  if (!o.hub.empty()) p.hub = o.hub;
+  p.quant = o.quant;
+  ProgressPrinter printer("pull");
+  if (server::IsBareRepo(p.source)) {
+    // Said before the download starts: which of the repository's files this pulls.
+    auto file = server::ChooseRepoFile(p.source, p.hub, p.quant, p.timeout_s);
+    if (!file.ok()) return Fail("pull", file.status());
+    printer.Say(p.source + ": pulling " + *file + (p.quant.empty() ? " (its only GGUF file)" : " (matches --quant " + p.quant + ")"));
+    p.source += ":" + *file;
+  }
+  bool said_resumed = false;
+  p.progress = [&](const server::PullProgress& progress) {
+    if (progress.resumed && !said_resumed) printer.Say("resuming a partial download");
+    said_resumed |= progress.resumed;
+    ProgressFigures f;
+    f.bytes_done = static_cast<uint64_t>(progress.bytes_done);
+    f.bytes_total = progress.bytes_total < 0 ? 0 : static_cast<uint64_t>(progress.bytes_total);
+    f.rate_bytes_per_s = progress.rate_Bps;
+    if (f.bytes_total > 0 && f.rate_bytes_per_s > 0) {
+      f.eta_s = static_cast<double>(f.bytes_total - std::min(f.bytes_done, f.bytes_total)) / f.rate_bytes_per_s;
+    }
+    printer.Show(f);
+  };
   auto pulled = server::PullModel(p);
   printer.End();
   if (!pulled.ok()) return Fail("pull", pulled.status());
@@ -123,6 +105,40 @@ int Pull(const ManageOptions& o) {
               Mb(static_cast<double>(pulled->bytes)).c_str(), pulled->sha256.c_str(),
               pulled->verified ? ", verified" : ", not verified: no digest was given or published");
   return 0;
+}
+
+// The progress object of an instance's answer as figures.
+ProgressFigures FiguresOfJson(const json& p) {
+  ProgressFigures f;
+  f.bytes_done = p.value("bytes_done", uint64_t{0});
+  f.bytes_total = p.value("bytes_total", uint64_t{0});
+  f.rate_bytes_per_s = p.value("rate_bytes_per_s", 0.0);
+  f.eta_s = p.contains("eta_s") && p["eta_s"].is_number() ? p["eta_s"].get<double>() : -1;
+  return f;
+}
+
+// POST /v1/instances, then GET it every half second, drawing its progress, until it settles
+// or --wait runs out; returns the last answer.
+Result<json> Load(const server::ApiClient& api, const ManageOptions& o) {
+  json body = {{"model", o.model}, {"layout", o.layout}, {"wait_s", 0}};
+  if (o.nodes > 0) body["nodes"] = o.nodes;
+  if (!o.id.empty()) body["id"] = o.id;
+  COHORT_ASSIGN_OR_RETURN(json answer, api.Call("POST", "/v1/instances", body));
+  const std::string id = answer.value("id", o.id);
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(o.wait_s);
+  ProgressPrinter printer("load");
+  for (;;) {
+    const std::string state = answer.value("state", "");
+    if (state == "ready" || state == "failed" || state == "unplaced") break;
+    if (answer.contains("progress") && answer["progress"].is_object()) {
+      printer.Show(FiguresOfJson(answer["progress"]), answer["progress"].value("phase", ""));
+    }
+    if (std::chrono::steady_clock::now() >= deadline) break;
+    std::this_thread::sleep_for(std::chrono::milliseconds(500));
+    COHORT_ASSIGN_OR_RETURN(answer, api.Call("GET", "/v1/instances/" + id));
+  }
+  printer.End();
+  return answer;
 }
 
 }  // namespace
@@ -153,8 +169,10 @@ ManageCommands AddManageCommands(CLI::App& app, ManageOptions* o) {
   c.rm = app.add_subcommand("rm", "remove a model from a running cluster: its files and cached shares on every node");
   AddApiOptions(c.rm, o);
   c.rm->add_option("model", o->model, "model name (see `cohort models`)")->required();
-  c.pull = app.add_subcommand("pull", "download a model file (http(s) URL or Hugging Face OWNER/REPO:FILE)");
-  c.pull->add_option("source", o->source, "URL, or OWNER/REPO:FILE")->required();
+  c.pull = app.add_subcommand("pull", "download a model file (http(s) URL, or Hugging Face OWNER/REPO[:FILE])");
+  c.pull->add_option("source", o->source, "URL, OWNER/REPO:FILE, or OWNER/REPO (its one GGUF, or --quant's)")->required();
+  c.pull->add_option("--quant", o->quant, "OWNER/REPO: the GGUF whose name contains this, e.g. Q4_K_M");
+  c.pull->add_option("--hub", o->hub, "Hugging Face or a mirror (default: https://huggingface.co)")->envname("HF_ENDPOINT");
   c.pull->add_option("--models-dir", o->models_dir, "where to put it (a node's: <state-dir>/models)")
       ->envname("COHORT_MODELS_DIR");
   c.pull->add_option("--sha256", o->sha256, "expected digest (default: the one Hugging Face publishes)");
@@ -172,12 +190,7 @@ int ManageCommand(const ManageCommands& c, const ManageOptions& o) {
   if (c.ps->parsed()) answer = api.Call("GET", "/v1/instances");
   if (c.unload->parsed()) answer = api.Call("DELETE", "/v1/instances/" + o.id);
   if (c.rm->parsed()) answer = api.Call("DELETE", "/v1/model-files/" + o.model);
-  if (c.load->parsed()) {
-    json body = {{"model", o.model}, {"layout", o.layout}, {"wait_s", o.wait_s}};
-    if (o.nodes > 0) body["nodes"] = o.nodes;
-    if (!o.id.empty()) body["id"] = o.id;
-    answer = api.Call("POST", "/v1/instances", body, o.wait_s);
-  }
+  if (c.load->parsed()) answer = Load(api, o);
   if (!answer.ok()) return Fail(command, answer.status());
   if (o.json) {
     std::printf("%s\n", answer->dump(2).c_str());

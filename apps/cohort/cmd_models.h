@@ -26,6 +26,8 @@ struct ManageOptions {
   std::string models_dir = "models";
   std::string sha256;
   std::string name;
+  std::string hub;    // "": server::kDefaultHub
+  std::string quant;  // owner/repo: which GGUF
 };
 
 // The CLI's subcommands of this file, each registered on `app`; `Which` says which ran.

@@ -134,6 +134,9 @@ void AddDistOptions(CLI::App* cmd, DistOptions* o) {
   cmd->add_option("--secret", o->secret, "the cluster secret: authenticates and encrypts every link between ranks");
   cmd->add_option("--secret-file", o->secret_file, "file whose first line is the cluster secret");
   cmd->add_flag("--insecure", o->insecure, "no secret: plain links (UCX, MPI across machines); trusted networks only");
+  cmd->add_option("--data-ports", o->data_ports,
+                  "distributed: port(s) of this rank's data listener, PORT or FIRST-LAST (default: any; serve --cluster: "
+                  "--listen's port + 4..53)");
 }
 
 namespace {
@@ -203,6 +206,7 @@ Result<std::unique_ptr<parallel::DistributedModel>> StartDistributed(const DistO
                                              : parallel::DataTransport::kTcp;
   s.link.latency_us = options.link_latency_us;
   s.link.bandwidth_bytes_per_s = static_cast<int64_t>(options.link_gbit * 1e9 / 8);
+  COHORT_ASSIGN_OR_RETURN(s.data_ports, parallel::PortRange::Parse(options.data_ports));
   if (!secret.empty()) {
     COHORT_ASSIGN_OR_RETURN(s.key, comm::DeriveChannelKey(secret));
   }
@@ -250,6 +254,8 @@ CLI::App* AddWorkerCommand(CLI::App& app, WorkerOptions* o) {
                   "where streamed model shares and file digests are kept (default: ~/.cache/cohort)");
   cmd->add_option("--models-dir", o->models_dir, "also look for a job's model file (by name) here");
   cmd->add_option("--cache-max", o->cache_max, "bound on the streamed shares kept (bytes; K/M/G; LRU evicted)");
+  cmd->add_option("--data-ports", o->data_ports,
+                  "ports of each job's data listener, PORT or FIRST-LAST (default: --listen's port + 4..53; any when it is 0)");
   cmd->add_option("--secret", o->secret, "the cluster secret: coordinators must prove it; links are encrypted");
   cmd->add_option("--secret-file", o->secret_file, "file whose first line is the cluster secret");
   cmd->add_flag("--insecure", o->insecure, "listen beyond loopback without a secret (benchmarks on a trusted network)");
@@ -293,6 +299,11 @@ int WorkerCommand(const WorkerOptions& options, bool verbose) {
     std::fprintf(stderr, "cohort worker: --cache-max: '%s' is not a size\n", options.cache_max.c_str());
     return 1;
   }
+  auto data_ports = DataPortsOf(options.data_ports, options.listen);
+  if (!data_ports.ok()) {
+    std::fprintf(stderr, "cohort worker: --data-ports: %s\n", data_ports.status().ToString().c_str());
+    return 1;
+  }
   auto key = WorkerKey(options);
   if (!key.ok()) {
     std::fprintf(stderr, "cohort worker: %s\n", key.status().ToString().c_str());
@@ -307,6 +318,7 @@ int WorkerCommand(const WorkerOptions& options, bool verbose) {
   env.cache_dir = options.cache_dir.empty() ? DefaultCacheDir() : options.cache_dir;
   env.models_dir = options.models_dir;
   env.cache_bytes_max = static_cast<uint64_t>(cache_max);
+  env.data_ports = *data_ports;
   env.key = *key;
   if (!options.allow_coordinators.empty()) {
     // Checked per job on the control connection's peer and every data address (session.cc),

@@ -42,6 +42,7 @@ struct DistOptions {
   std::string secret;
   std::string secret_file;
   bool insecure = false;
+  std::string data_ports;         // the coordinator's data listener: PORT or FIRST-LAST ("": any)
   bool enabled() const { return mpi || !workers.empty() || local_ranks > 1; }
 };
 
@@ -84,6 +85,7 @@ struct WorkerOptions {
   std::string cache_dir;
   std::string models_dir;  // where else to look for a job's model file, by file name
   std::string cache_max = "32G";  // bound on the streamed shares kept (LRU); "0": none
+  std::string data_ports;  // each job's data listener (default: --listen's port + 4..53)
   std::string secret;       // coordinators must prove it; jobs run encrypted
   std::string secret_file;
   bool insecure = false;    // allow listening beyond loopback without a secret (benchmarks)

@@ -103,13 +103,13 @@ int main(int argc, char** argv) {
 
   ServeOptions serve;
   CLI::App* serve_cmd = AddServeCommand(app, &serve);
-  AddConfigFile(&app, serve_cmd);
 
   BenchOptions bench;
   CLI::App* bench_cmd = AddBenchCommand(app, &bench);
 
   NodeOptions node;
   CLI::App* node_cmd = AddNodeCommand(app, &node);
+  AddConfigFile(&app, {serve_cmd, worker_cmd, node_cmd});
 
   ManageOptions manage;
   const ManageCommands manage_cmds = AddManageCommands(app, &manage);

@@ -19,6 +19,7 @@ namespace {
 constexpr const char* kNodeKeyPrefix = "node:";
 constexpr const char* kModelKeyPrefix = "model:";
 constexpr const char* kRunKeyPrefix = "run:";
+constexpr const char* kProgressKeyPrefix = "progress:";
 constexpr const char* kRemovedKeyPrefix = "removed:";
 
 using nlohmann::json;
@@ -275,6 +276,55 @@ Result<RunReport> RunReportFromJson(const json& j) {
   });
 }
 
+json ProgressFiguresToJson(const ProgressFigures& f) {
+  return {{"bytes_done", f.bytes_done}, {"bytes_total", f.bytes_total},
+          {"percent", std::round(f.percent() * 10) / 10}, {"rate_bytes_per_s", std::round(f.rate_bytes_per_s)},
+          {"eta_s", f.eta_s < 0 ? json() : json(std::round(f.eta_s * 10) / 10)}};
+}
+
+namespace {
+
+ProgressFigures ProgressFiguresFromJson(const json& j) {
+  ProgressFigures f;
+  f.bytes_done = j.at("bytes_done").get<uint64_t>();
+  f.bytes_total = j.at("bytes_total").get<uint64_t>();
+  f.rate_bytes_per_s = j.at("rate_bytes_per_s").get<double>();
+  f.eta_s = j.at("eta_s").is_null() ? -1 : j.at("eta_s").get<double>();
+  return f;
+}
+
+}  // namespace
+
+json LoadProgressToJson(const LoadProgress& p) {
+  json j = ProgressFiguresToJson(p.figures);
+  j["epoch"] = p.epoch;
+  j["phase"] = p.phase;
+  json ranks = json::array();
+  for (const RankProgress& r : p.ranks) {
+    json e = ProgressFiguresToJson(r.figures);
+    e["node"] = r.node;
+    e["name"] = r.name;
+    e["phase"] = r.phase;
+    ranks.push_back(std::move(e));
+  }
+  j["nodes"] = std::move(ranks);
+  return j;
+}
+
+Result<LoadProgress> LoadProgressFromJson(const json& j) {
+  return Parse<LoadProgress>("load progress", [&] {
+    LoadProgress p;
+    p.epoch = j.at("epoch").get<uint64_t>();
+    p.phase = j.at("phase").get<std::string>();
+    p.figures = ProgressFiguresFromJson(j);
+    for (const json& e : j.at("nodes")) {
+      p.ranks.push_back({e.at("node").get<std::string>(), e.at("name").get<std::string>(),
+                         e.at("phase").get<std::string>(), ProgressFiguresFromJson(e)});
+    }
+    return p;
+  });
+}
+
 Records Records::Of(const ClusterState& state) {
   Records r;
   for (const auto& [key, value] : state.models) {
@@ -285,6 +335,8 @@ Records Records::Of(const ClusterState& state) {
       if (auto m = ModelEntryFromJson(value); m.ok()) r.models.emplace(name, std::move(*m));
     } else if (std::string inst = named(kRunKeyPrefix); !inst.empty()) {
       if (auto run = RunReportFromJson(value); run.ok()) r.runs.emplace(inst, std::move(*run));
+    } else if (std::string loading = named(kProgressKeyPrefix); !loading.empty()) {
+      if (auto p = LoadProgressFromJson(value); p.ok()) r.progress.emplace(loading, std::move(*p));
     } else if (std::string sha = named(kRemovedKeyPrefix); !sha.empty()) {
       if (value.is_object() && value.value("name", json()).is_string()) r.removed.emplace(sha, value["name"].get<std::string>());
     }
@@ -301,6 +353,10 @@ Change PutRunReport(const std::string& id, const RunReport& r) {
   return {ChangeKind::kPutModel, kRunKeyPrefix + id, RunReportToJson(r)};
 }
 Change DeleteRunReport(const std::string& id) { return {ChangeKind::kDeleteModel, kRunKeyPrefix + id, {}}; }
+Change PutLoadProgress(const std::string& id, const LoadProgress& p) {
+  return {ChangeKind::kPutModel, kProgressKeyPrefix + id, LoadProgressToJson(p)};
+}
+Change DeleteLoadProgress(const std::string& id) { return {ChangeKind::kDeleteModel, kProgressKeyPrefix + id, {}}; }
 Change PutInstance(const Instance& i) { return {ChangeKind::kPutPlacement, i.id, InstanceToJson(i)}; }
 Change DeleteInstance(const std::string& id) { return {ChangeKind::kDeletePlacement, id, {}}; }
 Change DeleteModelEntry(const std::string& name) { return {ChangeKind::kDeleteModel, kModelKeyPrefix + name, {}}; }
@@ -324,6 +380,9 @@ std::vector<InstanceView> ListInstances(const ClusterState& state) {
       v.state = InstanceState::kUnplaced;
     } else if (!v.run.has_value()) {
       v.state = InstanceState::kLoading;
+      if (auto it = records.progress.find(id); it != records.progress.end() && it->second.epoch == v.instance.epoch) {
+        v.progress = it->second;
+      }
     } else {
       v.state = v.run->state == RunState::kReady ? InstanceState::kReady : InstanceState::kFailed;
     }
@@ -340,6 +399,13 @@ json InstanceViewToJson(const InstanceView& v) {
     j["api"] = v.run->api;
     j["running_plan"] = PlanToJson(v.run->plan);  // what the ranks run (null: whole on one node)
     if (!v.run->error.empty()) j["error"] = v.run->error;
+  }
+  // While it waits for a placement or loads: how far it has come (nothing known yet: zeros).
+  if (v.state == InstanceState::kPending || v.state == InstanceState::kLoading) {
+    LoadProgress p = v.progress.value_or(LoadProgress{});
+    if (v.state == InstanceState::kPending) p.phase = "placement";
+    j["progress"] = LoadProgressToJson(p);
+    j["progress"].erase("epoch");
   }
   return j;
 }

@@ -18,6 +18,7 @@
 #include "plan/model_shape.h"
 #include "plan/planner.h"
 #include "plan/shard_plan.h"
+#include "core/progress.h"
 #include "core/status.h"
 
 namespace cohort::cluster {
@@ -107,6 +108,26 @@ struct RunReport {
 nlohmann::json RunReportToJson(const RunReport& r);
 Result<RunReport> RunReportFromJson(const nlohmann::json& j);
 
+// How far the loading of an instance's epoch has come, as its coordinator last reported it
+// (about once a second while it loads): over all its ranks, and per rank.
+struct RankProgress {
+  std::string node;   // node id hex
+  std::string name;
+  std::string phase;  // "start", "transfer" (its share streamed to it), "load" (read from disk), "done"
+  ProgressFigures figures;
+};
+struct LoadProgress {
+  uint64_t epoch = 0;
+  // "start", "transfer" while any rank's share travels, "load" while any rank reads its
+  // share, "connect" once every byte is in (the ranks connect their links).
+  std::string phase = "start";
+  ProgressFigures figures;  // every rank's transfer and load bytes together
+  std::vector<RankProgress> ranks;
+};
+nlohmann::json ProgressFiguresToJson(const ProgressFigures& f);
+nlohmann::json LoadProgressToJson(const LoadProgress& p);
+Result<LoadProgress> LoadProgressFromJson(const nlohmann::json& j);
+
 // Where an instance stands, as the API reports it.
 enum class InstanceState { kPending, kUnplaced, kLoading, kReady, kFailed };
 const char* InstanceStateName(InstanceState s);
@@ -119,6 +140,7 @@ struct Records {
   std::map<std::string, NodeService> nodes;   // by node id hex
   std::map<std::string, ModelEntry> models;   // by name
   std::map<std::string, RunReport> runs;      // by instance id (any epoch)
+  std::map<std::string, LoadProgress> progress;  // by instance id (any epoch)
   std::map<std::string, Instance> instances;  // by instance id
   // Model files `cohort rm` removed, sha256 -> name: every node deletes its copies in its
   // models and cache directories. Registering the same file again clears the entry.
@@ -129,6 +151,8 @@ Change PutNodeService(const NodeService& service);
 Change PutModelEntry(const ModelEntry& entry);
 Change PutRunReport(const std::string& instance_id, const RunReport& report);
 Change DeleteRunReport(const std::string& instance_id);
+Change PutLoadProgress(const std::string& instance_id, const LoadProgress& progress);
+Change DeleteLoadProgress(const std::string& instance_id);
 Change PutInstance(const Instance& instance);
 Change DeleteInstance(const std::string& instance_id);
 Change DeleteModelEntry(const std::string& name);
@@ -139,6 +163,7 @@ Change DeleteRemovedModel(const std::string& sha256);
 struct InstanceView {
   Instance instance;
   std::optional<RunReport> run;  // the current epoch's report, if any
+  std::optional<LoadProgress> progress;  // the current epoch's, while it loads
   InstanceState state = InstanceState::kPending;
   bool ready() const { return state == InstanceState::kReady; }
   // Ready, unplaced or failed: nothing more happens until something changes.

@@ -3,19 +3,51 @@
 
 #include <set>
 
+#include "gguf/gguf.h"
 #include "parallel/launch.h"
+#include "parallel/shard_bytes.h"
 
 namespace cohort::cluster {
 namespace {
 
 constexpr int kProposeTimeoutMs = 3000;
+constexpr auto kProgressEvery = std::chrono::seconds(1);
+
+// Each rank's share of `file` (what it reads) and, on nodes without the file, streams.
+Result<std::vector<InstanceProgress::Rank>> RankTotals(const Instance& instance, const gguf::File& file,
+                                                        const std::vector<bool>& has_file) {
+  std::vector<InstanceProgress::Rank> ranks;
+  for (size_t r = 0; r < instance.ranks.size(); ++r) {
+    COHORT_ASSIGN_OR_RETURN(auto ranges, parallel::ShardByteRanges(file, instance.plan, static_cast<int>(r)));
+    const uint64_t bytes = parallel::TotalBytes(ranges);
+    const bool local = r == 0 || (r < has_file.size() && has_file[r]);
+    ranks.push_back({instance.ranks[r].node, instance.ranks[r].name, local ? 0 : bytes, bytes});
+  }
+  return ranks;
+}
+
+// A whole model's file, read ahead as its one rank's load (a file that does not open is
+// left to the loader to report).
+Status ReadWhole(const Instance& instance, InstanceProgress& progress) {
+  auto file = gguf::File::Open(instance.model_path);
+  if (!file.ok()) return Status::Ok();
+  const parallel::ByteRange whole{0, (*file)->file_size()};
+  progress.SetRanks({{instance.ranks[0].node, instance.ranks[0].name, 0, whole.length}});
+  return parallel::TouchRanges((*file)->bytes(), std::span(&whole, 1), [&](uint64_t done, uint64_t total) {
+    progress.Update(0, "load", done, total);
+  });
+}
 
 }  // namespace
 
-Result<OpenedInstance> OpenInstance(const Instance& instance, const InstanceHostOptions& options, Logger& log) {
+Result<OpenedInstance> OpenInstance(const Instance& instance, const InstanceHostOptions& options, Logger& log,
+                                    InstanceProgress* progress, std::vector<bool> has_file) {
   if (instance.ranks.empty()) return InvalidArgument("instance " + instance.id + " has no ranks");
   engine::LoadOptions load;
   parallel::DistributedModel* distributed = nullptr;
+  if (instance.ranks.size() == 1 && progress != nullptr) {
+    COHORT_RETURN_IF_ERROR(ReadWhole(instance, *progress));
+  }
   if (instance.ranks.size() > 1) {
     parallel::SessionOptions s;
     s.model_path = instance.model_path;
@@ -26,10 +58,19 @@ Result<OpenedInstance> OpenInstance(const Instance& instance, const InstanceHost
     s.setup_timeout = options.setup_timeout;
     s.comm_timeout = options.comm_timeout;
     s.link = options.link;
+    s.data_ports = options.data_ports;
     s.key = options.key;
     // Only the header, the tokenizer and rank 0's share: the coordinator does not load the
     // whole model.
-    load.make_model = [s, &distributed](const gguf::File& file) -> Result<std::unique_ptr<model::Model>> {
+    load.make_model = [s, &distributed, &instance, progress, has_file](const gguf::File& file) mutable
+        -> Result<std::unique_ptr<model::Model>> {
+      if (progress != nullptr) {
+        COHORT_ASSIGN_OR_RETURN(auto ranks, RankTotals(instance, file, has_file));
+        progress->SetRanks(std::move(ranks));
+        s.progress = [progress](int rank, const std::string& phase, uint64_t done, uint64_t total) {
+          progress->Update(rank, phase, done, total);
+        };
+      }
       COHORT_ASSIGN_OR_RETURN(auto model, parallel::DistributedModel::Connect(s, file));
       distributed = model.get();
       return std::unique_ptr<model::Model>(std::move(model));
@@ -101,8 +142,16 @@ void InstanceHost::Coordinate(const ClusterSnapshot& snap) {
       slot.epoch = inst->epoch;
       log_.Info("instance {} epoch {}: starting {} on {} rank(s)", id, inst->epoch, inst->plan_label,
                 inst->ranks.size());
-      slot.loading = std::async(std::launch::async, [instance = *inst, options = options_, this] {
-        return OpenInstance(instance, options, log_);
+      const Records records = Records::Of(snap.state);
+      std::vector<bool> has_file;
+      for (const RankPlacement& r : inst->ranks) {
+        auto node = records.nodes.find(r.node);
+        has_file.push_back(node != records.nodes.end() && node->second.files.count(inst->model_sha256) > 0);
+      }
+      slot.progress = std::make_shared<InstanceProgress>(inst->epoch);
+      slot.loading = std::async(std::launch::async, [instance = *inst, options = options_, this,
+                                                     progress = slot.progress, has_file] {
+        return OpenInstance(instance, options, log_, progress.get(), has_file);
       });
     }
     Watch(id, slot);
@@ -121,6 +170,7 @@ void InstanceHost::Coordinate(const ClusterSnapshot& snap) {
 // Takes a finished load, reports its outcome once, and reports (and retires) an instance
 // whose model stopped running.
 void InstanceHost::Watch(const std::string& id, Slot& slot) {
+  if (slot.loading.valid()) ReportProgress(id, slot);
   if (slot.loading.valid() && slot.loading.wait_for(std::chrono::seconds(0)) == std::future_status::ready) {
     auto started = slot.loading.get();
     if (started.ok()) {
@@ -141,6 +191,13 @@ void InstanceHost::Watch(const std::string& id, Slot& slot) {
     report.coordinator = self_;
     report.plan = slot.plan;
     slot.reported = Report(id, report);
+    if (slot.reported && slot.progress != nullptr) {
+      const LoadProgress last = slot.progress->Snapshot();
+      log_.Record("progress", fmt::format("instance {} epoch {}: {}, {}", id, slot.epoch, RunStateName(report.state),
+                                          FormatProgress(last.figures)));
+      slot.progress.reset();
+      (void)node_.ProposeChange(DeleteLoadProgress(id), kProposeTimeoutMs);  // the view shows it only while loading
+    }
   }
   if (slot.serving != nullptr && slot.reported && !slot.failure_reported) {
     const Status failure = slot.serving->failure();
@@ -157,6 +214,26 @@ void InstanceHost::Watch(const std::string& id, Slot& slot) {
       Retire(id, std::move(gone));
     }
   }
+}
+
+void InstanceHost::ReportProgress(const std::string& id, Slot& slot) {
+  if (slot.progress == nullptr) return;
+  const auto now = std::chrono::steady_clock::now();
+  if (now - slot.progress_reported < kProgressEvery) return;
+  const LoadProgress p = slot.progress->Snapshot();
+  if (p.figures.bytes_done == slot.progress_bytes_reported && p.phase == slot.progress_phase_reported) return;
+  slot.progress_reported = now;
+  slot.progress_bytes_reported = p.figures.bytes_done;
+  slot.progress_phase_reported = p.phase;
+  std::string per_node;
+  for (const RankProgress& r : p.ranks) {
+    per_node += fmt::format("{}{} {} {:.0f}%", per_node.empty() ? "" : ", ", r.name, r.phase, r.figures.percent());
+  }
+  // One plain line a second: the journal's progress (the dashboard and `cohort load` draw bars).
+  log_.Record("progress", fmt::format("instance {} epoch {}: {} {}{}", id, slot.epoch, p.phase, FormatProgress(p.figures),
+                                      per_node.empty() ? "" : " (" + per_node + ")"));
+  auto version = node_.ProposeChange(PutLoadProgress(id, p), kProposeTimeoutMs);
+  if (!version.ok()) log_.Warn("instance {}: reporting progress: {}", id, version.status().ToString());
 }
 
 void InstanceHost::Retire(const std::string& id, Slot&& slot) {

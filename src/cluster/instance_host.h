@@ -19,10 +19,12 @@
 
 #include "cluster/cluster_node.h"
 #include "cluster/instance.h"
+#include "cluster/instance_progress.h"
 #include "comm/tcp_transport.h"
 #include "core/log.h"
 #include "core/status.h"
 #include "engine/serving.h"
+#include "parallel/session.h"
 
 namespace cohort::cluster {
 
@@ -33,6 +35,7 @@ struct InstanceHostOptions {
   std::chrono::milliseconds comm_timeout{3000};    // bounds a collective on a dead link
   std::chrono::milliseconds setup_timeout{10000};  // bounds connecting the ranks
   comm::LinkEmulation link;         // TCP link emulation between ranks (tests, demos)
+  parallel::PortRange data_ports;   // the coordinator's data listener (any: the system's choice)
   std::optional<comm::ChannelKey> key;  // the cluster's data-plane key (encrypts the ranks' links)
 };
 
@@ -42,8 +45,10 @@ struct OpenedInstance {
   std::unique_ptr<engine::ServingInstance> serving;
   plan::ShardPlan plan;
 };
-// Blocks while the ranks load.
-Result<OpenedInstance> OpenInstance(const Instance& instance, const InstanceHostOptions& options, Logger& log);
+// Blocks while the ranks load. `progress` (may be null) is given the ranks' totals and follows
+// the transfers and loads; has_file[r]: rank r's node holds the model (nothing to stream).
+Result<OpenedInstance> OpenInstance(const Instance& instance, const InstanceHostOptions& options, Logger& log,
+                                    InstanceProgress* progress = nullptr, std::vector<bool> has_file = {});
 
 class InstanceHost {
  public:
@@ -67,6 +72,10 @@ class InstanceHost {
   struct Slot {
     uint64_t epoch = 0;
     std::future<Result<OpenedInstance>> loading;
+    std::shared_ptr<InstanceProgress> progress;  // while loading
+    std::chrono::steady_clock::time_point progress_reported{};
+    uint64_t progress_bytes_reported = 0;
+    std::string progress_phase_reported;
     std::shared_ptr<engine::ServingInstance> serving;
     plan::ShardPlan plan;            // what its ranks run (distributed instances)
     Status load_error;
@@ -75,6 +84,8 @@ class InstanceHost {
   };
 
   void Watch(const std::string& id, Slot& slot);
+  // Publishes (and logs) how far a loading slot has come, about once a second.
+  void ReportProgress(const std::string& id, Slot& slot);
   bool Report(const std::string& id, const RunReport& report);
   void Publish(const std::string& id, const Slot& slot);  // Find()'s view of `slot`
   void Retire(const std::string& id, Slot&& slot);

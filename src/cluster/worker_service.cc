@@ -47,6 +47,7 @@ void WorkerService::Run() {
     env.running = &running_;
     env.peer_slots = &peer_slots_;
     env.cache_bytes_max = options_.cache_bytes_max;
+    env.data_ports = options_.data_ports;
     if (options_.member_hosts) {
       // Asked when the job comes, not when the slot began waiting: members come and go.
       env.allowed_host = [this](const std::string& host) { return options_.member_hosts().count(host) > 0; };

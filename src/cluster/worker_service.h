@@ -25,6 +25,7 @@
 #include "core/status.h"
 #include "parallel/job_limits.h"
 #include "parallel/running_jobs.h"
+#include "parallel/session.h"
 
 namespace cohort::cluster {
 
@@ -41,6 +42,7 @@ struct WorkerServiceOptions {
   // a data address on another host, is refused. Unset: any host (a standalone worker).
   std::function<std::set<std::string>()> member_hosts;
   uint64_t cache_bytes_max = 0;  // streamed shares kept, LRU-evicted beyond it; 0: no bound
+  parallel::PortRange data_ports;  // each job's data listener (any: the system's choice)
   // The cluster's data-plane key: coordinators must prove it, and jobs run encrypted.
   // Unset: plain, which Validate allows on loopback only unless `insecure`.
   std::optional<comm::ChannelKey> key;

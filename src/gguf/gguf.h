@@ -59,6 +59,7 @@ class File {
   uint64_t alignment() const { return alignment_; }
   const std::string& path() const { return path_; }
   uint64_t file_size() const { return bytes_.size(); }
+  std::span<const uint8_t> bytes() const { return bytes_; }  // the whole file, as mapped
   uint64_t data_offset() const { return data_offset_; }  // where the data section starts
 
   const std::vector<KeyValue>& metadata() const { return kv_; }

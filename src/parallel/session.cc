@@ -10,6 +10,7 @@
 
 #include <algorithm>
 #include <cerrno>
+#include <charconv>
 #include <chrono>
 #include <cstdio>
 #include <cstring>
@@ -116,6 +117,44 @@ comm::CommOptions CommOptionsOf(const nlohmann::json& job) {
 
 }  // namespace
 
+Result<PortRange> PortRange::Parse(const std::string& text) {
+  PortRange r;
+  if (text.empty() || text == "0") return r;
+  const size_t dash = text.find('-');
+  const auto number = [&](const std::string& part) -> Result<int> {
+    int v = 0;
+    const auto [end, ec] = std::from_chars(part.data(), part.data() + part.size(), v);
+    if (part.empty() || ec != std::errc() || end != part.data() + part.size() || v < 1 || v > 65535) {
+      return InvalidArgument("data ports: '" + text + "' is not PORT or FIRST-LAST (1..65535)");
+    }
+    return v;
+  };
+  COHORT_ASSIGN_OR_RETURN(r.first, number(text.substr(0, dash)));
+  r.last = r.first;
+  if (dash != std::string::npos) {
+    COHORT_ASSIGN_OR_RETURN(r.last, number(text.substr(dash + 1)));
+  }
+  if (r.last < r.first) return InvalidArgument("data ports: '" + text + "' ends before it starts");
+  return r;
+}
+
+std::string PortRange::ToString() const {
+  if (any()) return "any";
+  return first == last ? std::to_string(first) : fmt::format("{}-{}", first, last);
+}
+
+Result<std::unique_ptr<comm::TcpListener>> BindDataListener(const std::string& host, const PortRange& ports) {
+  if (ports.any()) return comm::TcpListener::Bind(host + ":0");
+  Status last = Status::Ok();
+  for (int port = ports.first; port <= ports.last; ++port) {
+    auto bound = comm::TcpListener::Bind(host + ":" + std::to_string(port));
+    if (bound.ok()) return bound;
+    last = bound.status();
+  }
+  return Unavailable(fmt::format("no free data port in {} on {} (the last: {}); widen --data-ports",
+                                 ports.ToString(), host, last.ToString()));
+}
+
 Status SessionOptions::Validate() const {
   if (model_path.empty()) return InvalidArgument("no model path");
   if (workers.empty()) return InvalidArgument("a distributed instance needs at least one worker");
@@ -196,23 +235,41 @@ nlohmann::json MakeJob(const SessionOptions& options, const plan::ShardPlan& pla
           {"setup_timeout_ms", options.setup_timeout.count()},
           {"comm_timeout_ms", options.comm_timeout.count()},
           {"idle_timeout_ms", options.worker_idle_timeout.count()},
-          {"transfer_timeout_ms", options.transfer.total_timeout.count()}};
+          {"transfer_timeout_ms", options.transfer.total_timeout.count()},
+          {"progress", static_cast<bool>(options.progress)}};
+}
+
+// The worker's next message that is not a progress report (those go to options.progress).
+Result<nlohmann::json> ReceiveReply(ControlChannel& channel, const SessionOptions& options, int rank,
+                                    comm::Deadline deadline) {
+  for (;;) {
+    COHORT_ASSIGN_OR_RETURN(nlohmann::json reply, channel.Receive(deadline));
+    if (!reply.contains("progress")) return reply;
+    const nlohmann::json& p = reply["progress"];
+    if (options.progress && p.is_object()) {
+      options.progress(rank, "load", p.value("bytes_done", uint64_t{0}), p.value("bytes_total", uint64_t{0}));
+    }
+  }
 }
 
 // One worker's answer to its job: its data address, after streaming it its share if it asks.
 Result<std::string> AwaitWorker(ControlChannel& channel, const SessionOptions& options,
                                 const gguf::File& file, const plan::ShardPlan& plan, int rank,
                                 comm::Deadline deadline) {
-  COHORT_ASSIGN_OR_RETURN(nlohmann::json reply, channel.Receive(deadline));
+  COHORT_ASSIGN_OR_RETURN(nlohmann::json reply, ReceiveReply(channel, options, rank, deadline));
   if (reply.value("fetch", false)) {
-    if (Status sent = ServeShareFetch(channel, file, plan, rank, options.transfer); !sent.ok()) {
+    TransferOptions transfer = options.transfer;
+    if (options.progress) {
+      transfer.on_sent = [&options, rank](uint64_t sent, uint64_t total) { options.progress(rank, "transfer", sent, total); };
+    }
+    if (Status sent = ServeShareFetch(channel, file, plan, rank, transfer); !sent.ok()) {
       // A worker that rejects a frame says why and hangs up: its reason beats our broken pipe.
       auto why = channel.ReceiveAny(comm::DeadlineAfter(std::chrono::seconds(1)));
       const Status reported = why.ok() ? ControlChannel::PeerError(*why) : Status::Ok();
       return reported.ok() ? sent : reported;
     }
     // The worker now opens and loads its share: a fresh setup bound from here.
-    COHORT_ASSIGN_OR_RETURN(reply, channel.Receive(comm::DeadlineAfter(options.setup_timeout)));
+    COHORT_ASSIGN_OR_RETURN(reply, ReceiveReply(channel, options, rank, comm::DeadlineAfter(options.setup_timeout)));
   }
   return reply.value("data_address", std::string());
 }
@@ -255,7 +312,15 @@ Result<std::unique_ptr<Session>> Session::Start(const SessionOptions& options,
       }
     });
   }
-  auto model = model::Model::Load(file);
+  Status read = Status::Ok();
+  if (options.progress) {
+    // Rank 0's share read ahead, so its loading shows in the progress too.
+    auto ranges = ShardByteRanges(file, plan, 0);
+    read = ranges.ok() ? TouchRanges(file.bytes(), *ranges,
+                                     [&options](uint64_t done, uint64_t total) { options.progress(0, "load", done, total); })
+                       : ranges.status();
+  }
+  auto model = read.ok() ? model::Model::Load(file) : Result<std::unique_ptr<model::Model>>(read);
   for (std::thread& t : waiters) t.join();
   if (!model.ok()) return model.status();
   std::vector<std::string> addresses(n_ranks);
@@ -273,7 +338,7 @@ Result<std::unique_ptr<Session>> Session::Start(const SessionOptions& options,
   std::unique_ptr<comm::TcpListener> listener;
   if (options.transport != DataTransport::kShm) {
     COHORT_ASSIGN_OR_RETURN(std::string host, LocalHost(session->channels_[0]->fd()));
-    COHORT_ASSIGN_OR_RETURN(listener, comm::TcpListener::Bind(host + ":0"));
+    COHORT_ASSIGN_OR_RETURN(listener, BindDataListener(host, options.data_ports));
     addresses[0] = listener->address();
   }
   const comm::Deadline go_deadline = comm::DeadlineAfter(options.setup_timeout);
@@ -335,6 +400,22 @@ Result<std::unique_ptr<gguf::File>> OpenJobModel(ControlChannel& channel, const 
   return FetchShare(channel, request, transfer);
 }
 
+// Reads the worker's share of `file` ahead of loading it, telling the coordinator how far it
+// got (a progress message at most every 250 ms, and one at the end).
+Status ReadShareReporting(ControlChannel& channel, const gguf::File& file, const plan::ShardPlan& plan, int rank,
+                          comm::Deadline deadline) {
+  COHORT_ASSIGN_OR_RETURN(std::vector<ByteRange> ranges, ShardByteRanges(file, plan, rank));
+  auto last = std::chrono::steady_clock::now() - std::chrono::seconds(1);
+  Status told = Status::Ok();
+  const Status read = TouchRanges(file.bytes(), ranges, [&](uint64_t done, uint64_t total) {
+    const auto now = std::chrono::steady_clock::now();
+    if (!told.ok() || (done < total && now - last < std::chrono::milliseconds(250))) return;
+    last = now;
+    told = channel.Send({{"progress", {{"bytes_done", done}, {"bytes_total", total}}}}, deadline);
+  });
+  return read.ok() ? told : read;
+}
+
 // Everything of one job after its first message; errors go back to the coordinator.
 // *serving is set once the job's executor runs (a failure after that is not the setup's).
 Status RunJob(ControlChannel& channel, const nlohmann::json& job, const WorkerEnvironment& env,
@@ -356,12 +437,15 @@ Status RunJob(ControlChannel& channel, const nlohmann::json& job, const WorkerEn
   // Other workers may still be fetching their shares: the go message may take that long.
   const comm::Deadline deadline = comm::DeadlineAfter(
       setup + std::chrono::milliseconds(job.at("transfer_timeout_ms").get<int64_t>()));
+  if (job.value("progress", false)) {
+    COHORT_RETURN_IF_ERROR(ReadShareReporting(channel, *file, plan, rank, deadline));
+  }
   COHORT_ASSIGN_OR_RETURN(auto model, model::Model::Load(*file));
   std::unique_ptr<comm::TcpListener> listener;
   nlohmann::json reply = {{"ok", true}};
   if (job.at("transport").get<std::string>() != "shm") {
     COHORT_ASSIGN_OR_RETURN(std::string host, LocalHost(channel.fd()));
-    COHORT_ASSIGN_OR_RETURN(listener, comm::TcpListener::Bind(host + ":0"));
+    COHORT_ASSIGN_OR_RETURN(listener, BindDataListener(host, env.data_ports));
     reply["data_address"] = listener->address();
   }
   COHORT_RETURN_IF_ERROR(channel.Send(reply, deadline));

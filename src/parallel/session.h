@@ -38,6 +38,19 @@ class File;
 
 namespace cohort::parallel {
 
+// The ports a rank's data listener may take: the first free one of [first, last]. A firewall
+// between the nodes opens this range (docs/DEPLOY.md). first == 0: any port the system gives.
+struct PortRange {
+  int first = 0;
+  int last = 0;
+  bool any() const { return first == 0; }
+  // "FIRST-LAST", "PORT", or "0"/"" (any).
+  static Result<PortRange> Parse(const std::string& text);
+  std::string ToString() const;
+};
+// A listener on `host` at the first free port of `ports`.
+Result<std::unique_ptr<comm::TcpListener>> BindDataListener(const std::string& host, const PortRange& ports);
+
 // kUcx: UCX (RDMA where present, else its shm/tcp), bootstrapped like TCP; builds with UCX only.
 enum class DataTransport { kTcp, kShm, kUcx };
 
@@ -57,6 +70,7 @@ struct SessionOptions {
   DataTransport transport = DataTransport::kTcp;  // kShm: every rank on this host
   int worker_threads = 1;
   comm::LinkEmulation link;             // TCP only: emulate a slower network (tests)
+  PortRange data_ports;                 // the coordinator's data listener
   std::chrono::milliseconds setup_timeout{60000};
   // Every collective's bound. A peer that dies is seen at once (closed connection); this
   // bounds one that hangs.
@@ -70,6 +84,10 @@ struct SessionOptions {
   // The cluster key: set, the control channels and the TCP data mesh are authenticated and
   // encrypted, and UCX (which cannot carry the encryption) is refused.
   std::optional<comm::ChannelKey> key;
+  // Set: hears the setup's progress per rank, from the setup's threads — "transfer" (rank's
+  // share streamed from here) and "load" (the rank's share read from its disk; workers report
+  // theirs over the control channel) — as bytes done of the phase's total.
+  std::function<void(int rank, const std::string& phase, uint64_t bytes_done, uint64_t bytes_total)> progress;
 
   Status Validate() const;
 };
@@ -131,6 +149,7 @@ struct WorkerEnvironment {
   PeerSlots* peer_slots = nullptr;
   // Streamed shares kept in cache_dir, in bytes (least recently used evicted); 0: no bound.
   uint64_t cache_bytes_max = 0;
+  PortRange data_ports;  // each job's data listener
   // Set: a connection that does not prove this key in the handshake is dropped (and logged)
   // before any of its bytes are read as a job, and the job's data mesh is encrypted.
   std::optional<comm::ChannelKey> key;

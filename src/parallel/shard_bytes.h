@@ -11,6 +11,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <span>
 #include <vector>
 
@@ -43,5 +44,12 @@ Sha256Digest RangesDigest(std::span<const ByteRange> ranges);
 // The merged byte ranges of `file` that plan rank `rank` reads (offsets from the file start).
 Result<std::vector<ByteRange>> ShardByteRanges(const gguf::File& file, const plan::ShardPlan& plan,
                                                int rank);
+
+// Touches bytes `ranges` of a mapped file (`file_bytes`, gguf::File::bytes()) page by page,
+// so the loader that reads them next finds them in memory: what loading a model from a cold
+// disk costs, measured. `on_read` (may be empty) hears the bytes touched so far and in all
+// after every MiB.
+Status TouchRanges(std::span<const uint8_t> file_bytes, std::span<const ByteRange> ranges,
+                   const std::function<void(uint64_t bytes_read, uint64_t bytes_total)>& on_read);
 
 }  // namespace cohort::parallel

@@ -180,6 +180,10 @@ Status SendRanges(ControlChannel& channel, const std::string& path, uint64_t fil
     return Corrupt(fmt::format("{} is no longer {} bytes long", path, file_size));
   }
   const comm::Deadline total_deadline = comm::DeadlineAfter(options.total_timeout);
+  const uint64_t total = TotalBytes(ranges);
+  const uint64_t frame_bytes =
+      options.on_sent ? std::min<uint64_t>(options.frame_data_bytes, std::max<uint64_t>(64 << 10, total / 64))
+                      : options.frame_data_bytes;
   uint64_t seq = 0, sent = 0;
   size_t i = 0;
   ByteRange rest = i < ranges.size() ? ranges[0] : ByteRange{};
@@ -187,8 +191,8 @@ Status SendRanges(ControlChannel& channel, const std::string& path, uint64_t fil
     // Fill a frame with whole ranges, splitting the one that does not fit.
     std::vector<ByteRange> part;
     uint64_t bytes = 0;
-    while (i < ranges.size() && bytes < options.frame_data_bytes && part.size() < kFrameRangesMax) {
-      const uint64_t take = std::min<uint64_t>(rest.length, options.frame_data_bytes - bytes);
+    while (i < ranges.size() && bytes < frame_bytes && part.size() < kFrameRangesMax) {
+      const uint64_t take = std::min<uint64_t>(rest.length, frame_bytes - bytes);
       part.push_back({rest.offset, take});
       bytes += take;
       rest.offset += take;
@@ -202,6 +206,7 @@ Status SendRanges(ControlChannel& channel, const std::string& path, uint64_t fil
     if (options.tamper_for_test) options.tamper_for_test(frame);
     COHORT_RETURN_IF_ERROR(channel.SendBytes(frame, StallDeadline(options, total_deadline))
                                .Annotate("sending the share"));
+    if (options.on_sent) options.on_sent(sent, total);
     if (last) return Status::Ok();
     // The receiver says nothing until the last frame unless it gives up: stop sending then.
     if (channel.Readable()) return Cancelled("the receiver stopped the share transfer");

@@ -34,6 +34,9 @@ struct TransferOptions {
   // A peer that sends nothing for this long has stalled: the transfer fails.
   std::chrono::milliseconds stall_timeout{60000};
   std::chrono::milliseconds total_timeout{std::chrono::hours(2)};
+  // Called after each frame is sent with the share's bytes sent so far and in all (progress).
+  // Set, frames carry at most 1/64 of the share (at least 64 KiB), so the figures move.
+  std::function<void(uint64_t bytes_sent, uint64_t bytes_total)> on_sent;
   // Tests only: sees each frame after its digest was computed, before it is sent.
   std::function<void(std::vector<uint8_t>& frame)> tamper_for_test;
 };

@@ -109,6 +109,7 @@ void DeleteInstance(cluster::ClusterNode& node, const std::string& id, httplib::
     return SendStatus(res, Unavailable(version.status().ToString()));
   }
   (void)node.ProposeChange(cluster::DeleteRunReport(id), kProposeTimeoutMs);
+  (void)node.ProposeChange(cluster::DeleteLoadProgress(id), kProposeTimeoutMs);
   SendJson(res, 200, {{"id", id}, {"deleted", true}});
 }
 

@@ -3,12 +3,15 @@
 
 #include <httplib.h>
 
+#include <algorithm>
+#include <cctype>
 #include <chrono>
 #include <cstdio>
 #include <filesystem>
 #include <memory>
 
 #include <fmt/format.h>
+#include <nlohmann/json.hpp>
 
 #include "parallel/file_digest.h"
 
@@ -139,7 +142,8 @@ Status TransferOnce(const Url& url, const std::string& part, const PullOptions& 
 }  // namespace
 
 Status PullOptions::Validate() const {
-  if (source.empty()) return InvalidArgument("nothing to pull: give a URL or owner/repo:file");
+  if (source.empty()) return InvalidArgument("nothing to pull: give a URL, owner/repo or owner/repo:file");
+  if (hub.rfind("http://", 0) != 0 && hub.rfind("https://", 0) != 0) return InvalidArgument("--hub: an http(s) URL");
   if (dest_dir.empty()) return InvalidArgument("no models directory");
   if (!sha256.empty() && !parallel::IsSha256Hex(sha256)) return InvalidArgument("--sha256: 64 lower-case hex digits");
   if (!name.empty() && !SafeName(name)) return InvalidArgument("--name: a plain file name");
@@ -148,7 +152,7 @@ Status PullOptions::Validate() const {
   return Status::Ok();
 }
 
-Result<std::string> PullUrlOf(const std::string& source) {
+Result<std::string> PullUrlOf(const std::string& source, const std::string& hub) {
   if (source.find("://") != std::string::npos) return source;
   // owner/repo:file (a file of the repository's main branch).
   const size_t colon = source.find(':');
@@ -157,12 +161,78 @@ Result<std::string> PullUrlOf(const std::string& source) {
       colon + 1 == source.size()) {
     return InvalidArgument("'" + source + "': give an http(s) URL, or a Hugging Face OWNER/REPO:FILE");
   }
-  return "https://huggingface.co/" + source.substr(0, colon) + "/resolve/main/" + source.substr(colon + 1);
+  return hub + "/" + source.substr(0, colon) + "/resolve/main/" + source.substr(colon + 1);
+}
+
+bool IsBareRepo(const std::string& source) {
+  const size_t slash = source.find('/');
+  return source.find("://") == std::string::npos && source.find(':') == std::string::npos && slash != std::string::npos &&
+         slash > 0 && slash + 1 < source.size() && source.find('/', slash + 1) == std::string::npos;
+}
+
+namespace {
+
+std::string Lower(std::string s) {
+  for (char& c : s) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+  return s;
+}
+
+bool EndsWith(const std::string& s, const std::string& tail) {
+  return s.size() >= tail.size() && s.compare(s.size() - tail.size(), tail.size(), tail) == 0;
+}
+
+std::string JoinNames(const std::vector<std::string>& names) {
+  std::string out;
+  for (const std::string& n : names) {
+    if (!out.empty()) out += ", ";  // appended, not ", " + n: GCC 12 warns falsely on the temporary
+    out += n;
+  }
+  return out;
+}
+
+}  // namespace
+
+Result<std::string> ChooseRepoFile(const std::string& repo, const std::string& hub, const std::string& quant,
+                                   int timeout_s) {
+  if (!IsBareRepo(repo)) return InvalidArgument("'" + repo + "' is no OWNER/REPO");
+  COHORT_ASSIGN_OR_RETURN(const Url api, SplitUrl(hub + "/api/models/" + repo));
+  auto client = ClientOf(api, timeout_s);
+  auto res = client->Get(api.path.c_str());
+  if (!res) return Unavailable(fmt::format("{}{}: {}", api.origin, api.path, httplib::to_string(res.error())));
+  if (res->status == 404 || res->status == 401) return NotFound(fmt::format("{}: no such repository on {}", repo, hub));
+  if (res->status != 200) return Unavailable(fmt::format("{}{}: HTTP {}", api.origin, api.path, res->status));
+  const nlohmann::json listing = nlohmann::json::parse(res->body, nullptr, false);
+  if (!listing.is_object() || !listing.contains("siblings") || !listing["siblings"].is_array()) {
+    return Corrupt(fmt::format("{}{}: the answer has no \"siblings\" list", api.origin, api.path));
+  }
+  std::vector<std::string> ggufs;
+  for (const nlohmann::json& f : listing["siblings"]) {
+    const std::string name = f.is_object() ? f.value("rfilename", std::string()) : std::string();
+    if (EndsWith(Lower(name), ".gguf")) ggufs.push_back(name);
+  }
+  if (ggufs.empty()) return InvalidArgument(repo + " has no .gguf file");
+  std::vector<std::string> picked;
+  for (const std::string& name : ggufs) {
+    if (quant.empty() || Lower(name).find(Lower(quant)) != std::string::npos) picked.push_back(name);
+  }
+  if (picked.size() == 1) return picked[0];
+  if (picked.empty()) {
+    return InvalidArgument(fmt::format("no GGUF of {} matches --quant {}; its GGUF files: {}", repo, quant, JoinNames(ggufs)));
+  }
+  return InvalidArgument(fmt::format("{} has {} GGUF files{}: {}; name one as {}:FILE or narrow it with --quant (e.g. "
+                                     "Q4_K_M)",
+                                     repo, picked.size(), quant.empty() ? "" : " matching --quant " + quant,
+                                     JoinNames(picked), repo));
 }
 
 Result<PullResult> PullModel(const PullOptions& o) {
   COHORT_RETURN_IF_ERROR(o.Validate());
-  COHORT_ASSIGN_OR_RETURN(const std::string url_text, PullUrlOf(o.source));
+  std::string source = o.source;
+  if (IsBareRepo(source)) {
+    COHORT_ASSIGN_OR_RETURN(const std::string file, ChooseRepoFile(source, o.hub, o.quant, o.timeout_s));
+    source += ":" + file;
+  }
+  COHORT_ASSIGN_OR_RETURN(const std::string url_text, PullUrlOf(source, o.hub));
   COHORT_ASSIGN_OR_RETURN(const Url url, SplitUrl(url_text));
   const std::string name = o.name.empty() ? FileNameOf(url.path) : o.name;
   if (!SafeName(name)) return InvalidArgument("'" + url_text + "' names no file: give --name");

@@ -240,9 +240,10 @@ json SettingsView(const json& cluster) {
   return {{"self", cluster["self"]}, {"members", members}, {"services", services}};
 }
 
-// Starts `cohort ARGS` (a lone cluster node with API key "k"), waits for its publication,
-// and returns SettingsView of its GET /v1/cluster; the node is stopped again.
-json ClusterSettingsOf(const std::vector<std::string>& args, int api_port, const std::string& err) {
+// Starts `cohort ARGS` (a lone cluster node with API key "k"), waits for its publication
+// (`services`: a serve node's services; a `cohort node` publishes none), and returns
+// SettingsView of its GET /v1/cluster; the node is stopped again.
+json ClusterSettingsOf(const std::vector<std::string>& args, int api_port, const std::string& err, bool services = true) {
   std::vector<std::string> argv = {CohortBinary()};
   argv.insert(argv.end(), args.begin(), args.end());
   Child node = Child::Start(argv, err);
@@ -253,7 +254,7 @@ json ClusterSettingsOf(const std::vector<std::string>& args, int api_port, const
     auto r = http.Get("/v1/cluster", key);
     if (r && r->status == 200) {
       view = SettingsView(json::parse(r->body));
-      if (!view["services"].empty()) break;
+      if (!services || !view["services"].empty()) break;
     }
     std::this_thread::sleep_for(std::chrono::milliseconds(100));
   }
@@ -302,6 +303,38 @@ TEST(Ops, AConfigFileGivesTheSameClusterAsItsFlags) {
   EXPECT_NE(ReadFile(dir / "typo.err").find("prot"), std::string::npos) << ReadFile(dir / "typo.err");
   EXPECT_NE(RunToEnd({"serve", "--config", dir / "broken.toml"}, &out, dir / "broken.err"), 0);
   EXPECT_NE(ReadFile(dir / "broken.err").find("not TOML"), std::string::npos) << ReadFile(dir / "broken.err");
+}
+
+// `cohort node --config` and `cohort worker --config` read the same TOML as serve, keys being
+// their own flags: a node from a file is the node of its flags, a worker listens where the
+// file says, and a key of another command's is refused naming the command.
+TEST(Ops, ConfigFilesForNodeAndWorker) {
+  const TempDir dir("config-node");
+  const int control = FreePort(), http = FreePort(), worker = FreePort();
+  ASSERT_TRUE(control > 0 && http > 0 && worker > 0);
+  const std::string listen = "127.0.0.1:" + std::to_string(control), http_at = "127.0.0.1:" + std::to_string(http);
+  const json by_flags = ClusterSettingsOf({"node", "--listen", listen, "--http", http_at, "--secret", "s", "--no-multicast",
+                                           "--no-benchmarks", "--state-dir", dir / "state", "--name", "n-flags",
+                                           "--api-key", "k"},
+                                          http, dir / "nflags.err", /*services=*/false);
+  ASSERT_FALSE(by_flags["members"].empty()) << ReadFile(dir / "nflags.err");
+  std::ofstream(dir / "node.toml") << "listen = \"" << listen << "\"\nhttp = \"" << http_at
+                                   << "\"\nsecret = \"s\"\nno-multicast = true\nno-benchmarks = true\nstate-dir = \""
+                                   << (dir / "state") << "\"\nname = \"n-flags\"\napi-key = [\"k\"]\n";
+  const json by_file = ClusterSettingsOf({"node", "--config", dir / "node.toml"}, http, dir / "nfile.err", false);
+  EXPECT_EQ(by_file, by_flags) << ReadFile(dir / "nfile.err");
+
+  std::ofstream(dir / "worker.toml") << "listen = \"127.0.0.1:" << worker << "\"\nonce = true\ndata-ports = \"0\"\n";
+  Child w = Child::Start({CohortBinary(), "worker", "--config", dir / "worker.toml"}, dir / "worker.err");
+  std::string said;
+  for (int i = 0; i < 100 && said.find("listening") == std::string::npos; ++i) said += w.ReadLine(100);
+  EXPECT_EQ(said, "cohort worker: listening on 127.0.0.1:" + std::to_string(worker)) << ReadFile(dir / "worker.err");
+  ::kill(w.pid, SIGTERM);
+  w.Wait(5000);
+  std::ofstream(dir / "wrong.toml") << "port = 8080\n";  // serve's, not worker's
+  std::string out;
+  EXPECT_NE(RunToEnd({"worker", "--config", dir / "wrong.toml"}, &out, dir / "wrong.err"), 0);
+  EXPECT_NE(ReadFile(dir / "wrong.err").find("port"), std::string::npos) << ReadFile(dir / "wrong.err");
 }
 
 // The unit file passes systemd's own check (with the binary it names pointed at this build).

@@ -1,7 +1,9 @@
 // `cohort pull` against an HTTP server in this test: a transfer the server breaks off
 // half-way is resumed with a Range request and the file is the original, byte for byte; a
 // file whose bytes differ from its published SHA-256 (Hugging Face's X-Linked-Etag) is
-// refused and nothing of it is kept; and OWNER/REPO:FILE names Hugging Face's resolve URL.
+// refused and nothing of it is kept; OWNER/REPO:FILE names Hugging Face's resolve URL; and a
+// bare OWNER/REPO is listed through the hub's model API (--hub: this server): its one GGUF is
+// pulled, several are an error naming them unless --quant picks one.
 #include <httplib.h>
 #include <unistd.h>
 
@@ -10,6 +12,7 @@
 #include <atomic>
 #include <filesystem>
 #include <fstream>
+#include <map>
 #include <mutex>
 #include <sstream>
 #include <string>
@@ -62,6 +65,38 @@ class FileServer {
       res.set_header("X-Linked-Etag", "\"" + sha256_ + "\"");
       res.set_content(corrupt, "application/octet-stream");
     });
+    // The hub's model API and resolve URLs (Hugging Face's shapes): "one" holds one GGUF,
+    // "many" two quantizations, "none" only a README; anything else is a 404.
+    const auto listing = [](std::vector<std::string> files) {
+      std::string siblings;
+      for (const std::string& f : files) {
+        if (!siblings.empty()) siblings += ',';
+        siblings += "{\"rfilename\":\"";
+        siblings += f;
+        siblings += "\"}";
+      }
+      return "{\"id\":\"x\",\"siblings\":[" + siblings + "]}";
+    };
+    listings_ = {{"one", listing({"README.md", "one.Q4_0.gguf"})},
+                 {"many", listing({"README.md", "many-Q4_K_M.gguf", "many-Q8_0.gguf", "config.json"})},
+                 {"none", listing({"README.md"})}};
+    server_.Get(R"(/api/models/owner/([a-z]+))", [this](const httplib::Request& req, httplib::Response& res) {
+      auto it = listings_.find(req.matches[1].str());
+      if (it == listings_.end()) {
+        res.status = 404;
+        res.set_content("{\"error\":\"Repository not found\"}", "application/json");
+        return;
+      }
+      res.set_content(it->second, "application/json");
+    });
+    server_.Get(R"(/owner/([a-z]+)/resolve/main/(.+))", [this](const httplib::Request& req, httplib::Response& res) {
+      {
+        std::lock_guard<std::mutex> lock(mutex_);
+        if (req.method == "GET") resolved_.push_back(req.matches[2].str());  // not the digest's HEAD
+      }
+      res.set_header("X-Linked-Etag", "\"" + sha256_ + "\"");
+      res.set_content(bytes_, "application/octet-stream");
+    });
     port_ = server_.bind_to_any_port("127.0.0.1");
     thread_ = std::thread([this] { server_.listen_after_bind(); });
   }
@@ -74,6 +109,10 @@ class FileServer {
     std::lock_guard<std::mutex> lock(mutex_);
     return ranges_;
   }
+  std::vector<std::string> resolved() {  // files fetched through /owner/REPO/resolve/main/
+    std::lock_guard<std::mutex> lock(mutex_);
+    return resolved_;
+  }
 
  private:
   std::string bytes_, sha256_;
@@ -83,6 +122,8 @@ class FileServer {
   std::atomic<bool> cut_once_{false};
   std::mutex mutex_;
   std::vector<std::string> ranges_;
+  std::vector<std::string> resolved_;
+  std::map<std::string, std::string> listings_;
 };
 
 // Runs `cohort pull ARGS`; its exit code, stdout and stderr.
@@ -158,13 +199,52 @@ TEST_F(PullTest, AFileThatDoesNotMatchItsPublishedDigestIsRefused) {
   EXPECT_FALSE(fs::exists(dir_ + "/m2/cut.gguf"));
 }
 
+TEST_F(PullTest, ABareRepoPullsItsOnlyGgufOrNamesTheChoices) {
+  FileServer server(bytes_, sha_);
+  const std::string hub = server.Url("");
+  std::string out;
+  // One GGUF: pulled, verified, and said which.
+  ASSERT_EQ(Pull({"owner/one", "--hub", hub, "--models-dir", dir_ + "/models"}, dir_ + "/err", &out), 0)
+      << ReadFile(dir_ + "/err") << out;
+  EXPECT_EQ(ReadFile(dir_ + "/models/one.Q4_0.gguf"), bytes_);
+  EXPECT_NE(ReadFile(dir_ + "/err").find("owner/one: pulling one.Q4_0.gguf (its only GGUF file)"), std::string::npos)
+      << ReadFile(dir_ + "/err");
+  EXPECT_NE(out.find("verified"), std::string::npos) << out;
+  // Two: nothing fetched, a non-zero exit, both names and how to choose.
+  EXPECT_EQ(Pull({"owner/many", "--hub", hub, "--models-dir", dir_ + "/m2"}, dir_ + "/err", &out), 1);
+  std::string err = ReadFile(dir_ + "/err");
+  EXPECT_NE(err.find("owner/many has 2 GGUF files: many-Q4_K_M.gguf, many-Q8_0.gguf"), std::string::npos) << err;
+  EXPECT_NE(err.find("--quant"), std::string::npos) << err;
+  EXPECT_FALSE(fs::exists(dir_ + "/m2"));
+  // --quant (any case) picks one of them.
+  ASSERT_EQ(Pull({"owner/many", "--quant", "q8_0", "--hub", hub, "--models-dir", dir_ + "/m2"}, dir_ + "/err", &out), 0)
+      << ReadFile(dir_ + "/err");
+  EXPECT_EQ(ReadFile(dir_ + "/m2/many-Q8_0.gguf"), bytes_);
+  EXPECT_FALSE(fs::exists(dir_ + "/m2/many-Q4_K_M.gguf"));
+  EXPECT_NE(ReadFile(dir_ + "/err").find("pulling many-Q8_0.gguf (matches --quant q8_0)"), std::string::npos);
+  // A hint that matches nothing, a repository without GGUF files, one that does not exist.
+  EXPECT_EQ(Pull({"owner/many", "--quant", "Q2_K", "--hub", hub, "--models-dir", dir_ + "/m3"}, dir_ + "/err", &out), 1);
+  EXPECT_NE(ReadFile(dir_ + "/err").find("no GGUF of owner/many matches --quant Q2_K"), std::string::npos);
+  EXPECT_EQ(Pull({"owner/none", "--hub", hub, "--models-dir", dir_ + "/m3"}, dir_ + "/err", &out), 1);
+  EXPECT_NE(ReadFile(dir_ + "/err").find("owner/none has no .gguf file"), std::string::npos) << ReadFile(dir_ + "/err");
+  EXPECT_EQ(Pull({"owner/gone", "--hub", hub, "--models-dir", dir_ + "/m3"}, dir_ + "/err", &out), 1);
+  EXPECT_NE(ReadFile(dir_ + "/err").find("owner/gone: no such repository"), std::string::npos) << ReadFile(dir_ + "/err");
+  EXPECT_FALSE(fs::exists(dir_ + "/m3"));
+  EXPECT_EQ(server.resolved(), (std::vector<std::string>{"one.Q4_0.gguf", "many-Q8_0.gguf"}));
+}
+
 TEST(PullUrl, HuggingFaceNamesAndBadSources) {
   auto url = PullUrlOf("unsloth/Qwen3-0.6B-GGUF:Qwen3-0.6B-Q4_0.gguf");
   ASSERT_TRUE(url.ok());
   EXPECT_EQ(*url, "https://huggingface.co/unsloth/Qwen3-0.6B-GGUF/resolve/main/Qwen3-0.6B-Q4_0.gguf");
   EXPECT_EQ(*PullUrlOf("http://h:1/x.gguf"), "http://h:1/x.gguf");
   EXPECT_FALSE(PullUrlOf("just-a-name").ok());
-  EXPECT_FALSE(PullUrlOf("owner/repo").ok());
+  EXPECT_FALSE(PullUrlOf("owner/repo").ok());  // listed first (ChooseRepoFile), not a URL
+  EXPECT_TRUE(IsBareRepo("owner/repo"));
+  EXPECT_FALSE(IsBareRepo("owner/repo:f.gguf"));
+  EXPECT_FALSE(IsBareRepo("a/b/c"));
+  EXPECT_FALSE(IsBareRepo("/repo"));
+  EXPECT_EQ(*PullUrlOf("o/r:f.gguf", "http://mirror:9"), "http://mirror:9/o/r/resolve/main/f.gguf");
   PullOptions o;
   o.source = "ftp://h/x.gguf";
   o.dest_dir = "/tmp";

@@ -1,8 +1,10 @@
 // Instances as data: entries survive JSON, the placement puts rank 0 on a node holding the
 // file, honours the node count and each node's memory budget (the demo model under a budget
 // no single node meets lands on 3 nodes, each holding <= 40% of it), says why when nothing
-// fits, and the instance view follows the coordinator's report for the current epoch only.
+// fits, and the instance view follows the coordinator's report for the current epoch only,
+// with the loading progress it reported while it loads.
 #include "cluster/instance.h"
+#include "cluster/instance_progress.h"
 
 #include <gtest/gtest.h>
 
@@ -209,6 +211,78 @@ TEST(InstanceTest, ViewFollowsTheReportOfTheCurrentEpoch) {
   state.models["run:demo"] = RunReportToJson({2, RunState::kFailed, "rank 2 closed the connection", "", "abc", {}});
   EXPECT_EQ(ListInstances(state)[0].state, InstanceState::kFailed);
   EXPECT_EQ(InstanceViewToJson(ListInstances(state)[0])["state"], "failed");
+}
+
+// The coordinator's account of a load: totals fixed up front, so the percent only grows; a
+// rank whose cache held its share skips its transfer; the view shows the current epoch's
+// figures while loading and none once ready.
+TEST(InstanceTest, LoadProgressOnlyGrowsAndShowsWhileLoading) {
+  ManualClock clock;
+  InstanceProgress progress(3, clock);
+  EXPECT_EQ(progress.Snapshot().phase, "start");
+  // n1 coordinates with the file; n2 and n3 are streamed 300 bytes each and read 300.
+  progress.SetRanks({{"a", "n1", 0, 400}, {"b", "n2", 300, 300}, {"c", "n3", 300, 300}});
+  double last = 0;
+  const auto step = [&](int rank, const char* phase, uint64_t done, uint64_t total) {
+    clock.Advance(std::chrono::seconds(1));
+    progress.Update(rank, phase, done, total);
+    const LoadProgress p = progress.Snapshot();
+    EXPECT_GE(p.figures.percent(), last) << rank << phase << done;
+    last = p.figures.percent();
+    return p;
+  };
+  step(0, "load", 400, 400);
+  LoadProgress p = step(1, "transfer", 150, 300);
+  EXPECT_EQ(p.phase, "transfer");
+  EXPECT_EQ(p.figures.bytes_total, 1600u);
+  EXPECT_EQ(p.figures.bytes_done, 550u);
+  EXPECT_DOUBLE_EQ(p.figures.rate_bytes_per_s, 275);  // 550 bytes over 2 s
+  EXPECT_NEAR(p.figures.eta_s, 1050.0 / 275, 1e-9);
+  EXPECT_EQ(p.ranks[1].phase, "transfer");
+  EXPECT_DOUBLE_EQ(p.ranks[1].figures.percent(), 25);
+  step(1, "transfer", 300, 300);
+  step(2, "load", 100, 300);  // n3's cache held its share: no transfer, counted as done
+  p = step(1, "load", 300, 300);
+  EXPECT_EQ(p.ranks[2].phase, "load");
+  EXPECT_EQ(p.phase, "load");
+  p = step(2, "load", 300, 300);
+  EXPECT_EQ(p.phase, "connect");
+  EXPECT_DOUBLE_EQ(p.figures.percent(), 100);
+  step(1, "transfer", 10, 300);  // late or repeated figures never go back
+  EXPECT_DOUBLE_EQ(progress.Snapshot().figures.percent(), 100);
+
+  // In the agreed state: shown for the epoch it was made for, while the instance loads.
+  ClusterState state;
+  Instance i;
+  i.id = "demo";
+  i.model = "stories260K";
+  i.epoch = 3;
+  i.status = InstanceStatus::kPlaced;
+  state.placements["demo"] = InstanceToJson(i);
+  LoadProgress midway = progress.Snapshot();
+  ASSERT_TRUE(state.Apply(PutLoadProgress("demo", midway)).ok());
+  auto j = InstanceViewToJson(ListInstances(state)[0]);
+  ASSERT_TRUE(j.contains("progress")) << j.dump();
+  EXPECT_EQ(j["progress"]["phase"], "connect");
+  EXPECT_EQ(j["progress"]["percent"], 100.0);
+  EXPECT_EQ(j["progress"]["nodes"].size(), 3u);
+  EXPECT_EQ(j["progress"]["nodes"][1]["name"], "n2");
+  auto back = LoadProgressFromJson(LoadProgressToJson(midway));
+  ASSERT_TRUE(back.ok());
+  EXPECT_EQ(back->figures.bytes_done, midway.figures.bytes_done);
+  EXPECT_EQ(back->ranks.size(), 3u);
+  i.epoch = 4;  // re-placed: the old epoch's figures are not this one's
+  state.placements["demo"] = InstanceToJson(i);
+  j = InstanceViewToJson(ListInstances(state)[0]);
+  EXPECT_EQ(j["progress"]["phase"], "start");
+  EXPECT_EQ(j["progress"]["bytes_done"], 0);
+  state.models["run:demo"] = RunReportToJson({4, RunState::kReady, "", "h:9", "abc", {}});
+  EXPECT_FALSE(InstanceViewToJson(ListInstances(state)[0]).contains("progress"));
+  Instance pending;
+  pending.id = "later";
+  pending.model = "stories260K";
+  state.placements["later"] = InstanceToJson(pending);
+  EXPECT_EQ(InstanceViewToJson(ListInstances(state)[1])["progress"]["phase"], "placement");
 }
 
 }  // namespace

@@ -62,6 +62,21 @@ function figure(label, value) {
   return h("div", {class: "figure"}, h("span", {class: "figure-label"}, label), h("span", {class: "figure-value"}, value));
 }
 
+// While an instance waits for its placement or loads: a bar of its bytes (shares streamed and
+// read from disk, every node together), the rate and time left, and a line per node.
+function loading(p) {
+  if (!p) return null;
+  const pct = p.percent || 0;
+  const left = p.eta_s === null || p.eta_s === undefined ? "" : `, ${Math.ceil(p.eta_s)} s left`;
+  const caption = p.phase === "placement" ? "waiting for a placement"
+    : `${p.phase} ${pct.toFixed(1)}% · ${bytes(p.bytes_done)} of ${bytes(p.bytes_total)} · ${bytes(p.rate_bytes_per_s)}/s${left}`;
+  return h("div", {class: "loading", "data-phase": p.phase, "data-percent": pct},
+    h("progress", {class: "load-bar", max: 100, value: pct, "aria-label": `loading ${pct.toFixed(0)}%`}),
+    h("span", {class: "load-caption"}, caption),
+    (p.nodes || []).length > 1 ? h("ul", {class: "load-nodes"}, p.nodes.map((n) =>
+      h("li", {"data-node": n.name}, `${n.name}: ${n.phase} ${(n.percent || 0).toFixed(0)}%`))) : null);
+}
+
 function card(inst, live, act) {
   const m = live[inst.id];
   const why = inst.error || inst.reason;
@@ -76,6 +91,7 @@ function card(inst, live, act) {
         h("button", {type: "button", "data-key": `rebalance-${inst.id}`, onclick: () => act("rebalance", inst.id)}, "Rebalance"),
         h("button", {type: "button", class: "danger", "data-key": `remove-${inst.id}`, onclick: () => act("remove", inst.id)}, "Remove"))),
     why && state !== "ready" ? h("p", {class: `reason ${state === "failed" || state === "unplaced" ? "bad" : ""}`}, why) : null,
+    loading(inst.progress),
     h("div", {class: "figures"},
       figure("plan", inst.plan || "–"),
       figure("predicted", inst.predicted_tok_s > 0 ? `${inst.predicted_tok_s.toFixed(1)} tok/s` : "–"),
