@@ -138,17 +138,21 @@ done
 # Slots held by silent connections, then a flood on every port of the client's node while
 # its client asks for a completion.
 in_ns $OUTSIDER python3 "$TOOLS" flood "$SUBNET.$CLIENT" 7950 64 4 > /dev/null &
+held=($!)
 in_ns $COORD python3 "$TOOLS" flood "$SUBNET.$CLIENT" 7950 64 4 > /dev/null &
-wait
+held+=($!)
+wait "${held[@]}"   # not the nodes: they run in the background too
+FLOODERS=()
 FLOODS="$CLIENT:8080 $CLIENT:7950 $CLIENT:7946 $COORD:7951 $COORD:8080"
 for f in $FLOODS; do
   in_ns $OUTSIDER python3 "$TOOLS" flood "$SUBNET.${f%:*}" "${f#*:}" 1500 10 > "$WORK/flood-${f/:/-}.json" &
+  FLOODERS+=($!)
 done
 sleep 2
 t0=$(date +%s%N)
 during=$(complete 15) || { cat "$WORK/complete.json"; fail "no completion during the connection flood"; }
 echo "$TEST: during the flood: '$during' in $(( ($(date +%s%N) - t0) / 1000000 )) ms"
-wait
+wait "${FLOODERS[@]}"
 for f in $FLOODS; do echo "$TEST: flood on n$f: $(cat "$WORK/flood-${f/:/-}.json")"; done
 [ "$during" = "$BASE" ] || fail "during the flood: '$during', before: '$BASE'"
 
