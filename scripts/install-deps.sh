@@ -9,7 +9,8 @@
 #   (serve --config), lintian 2.116 (the .deb's check), clang 14 (libFuzzer), nodejs 18+/npm (test vectors, openai client),
 #   g++-aarch64-linux-gnu 12.2 and qemu-user 7.2 with arm64 libgtest-dev/libfmt-dev (the
 #   AArch64 kernels' cross build, run under emulation), chromium 156 (headless, for the
-#   dashboard's browser test; driven by playwright-core from npm, no chromedriver).
+#   dashboard's browser test; driven by playwright-core from npm, no chromedriver), tcpdump
+#   4.99.3 (the capture test: what crosses the cluster's network).
 set -euo pipefail
 
 packages=(
@@ -17,7 +18,7 @@ packages=(
   libgtest-dev libpcre2-dev libfmt-dev nlohmann-json3-dev libcli11-dev
   libcpp-httplib-dev libsodium-dev libssl-dev openssl libtoml11-dev lintian
   clang libclang-rt-14-dev
-  iproute2 chromium
+  iproute2 chromium tcpdump
   libopenmpi-dev openmpi-bin libucx-dev
   g++-aarch64-linux-gnu qemu-user libgtest-dev:arm64 libfmt-dev:arm64
 )

@@ -46,10 +46,10 @@ int PortOf(const std::string& address) {
 
 }  // namespace
 
-std::string WorkerListenOf(const std::string& listen) {
+std::string ListenPlus(const std::string& listen, int offset) {
   const int port = PortOf(listen);
   const std::string host = listen.substr(0, listen.rfind(':'));
-  return host + ":" + std::to_string(port > 0 && port + kWorkerPortOffset <= 65535 ? port + kWorkerPortOffset : 0);
+  return host + ":" + std::to_string(port > 0 && port + offset <= 65535 ? port + offset : 0);
 }
 
 Result<parallel::PortRange> DataPortsOf(const std::string& flag, const std::string& listen) {

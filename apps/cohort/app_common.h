@@ -25,13 +25,16 @@ std::vector<std::string> SplitCommaList(const std::string& text);
 Result<std::string> ReadSecret(const std::string& secret, const std::string& secret_file);
 
 // The fixed ports that follow a node's control port P (--listen), so that a firewall opens
-// known numbers (docs/DEPLOY.md): the worker service at P+2 and the data channels between
-// ranks at P+4..P+53 (7946: 7948 and 7950-7999). P = 0 (tests): any port for both.
+// known numbers (docs/DEPLOY.md): the worker service at P+2, the API relay between nodes at
+// P+3 and the data channels between ranks at P+4..P+53 (7946: 7948, 7949 and 7950-7999).
+// P = 0 (tests): any port for each.
 inline constexpr int kWorkerPortOffset = 2;
+inline constexpr int kRelayPortOffset = 3;
 inline constexpr int kDataPortOffset = 4;
 inline constexpr int kDataPortCount = 50;
-// HOST:P+2 of `listen` HOST:P (HOST:0 when P is 0).
-std::string WorkerListenOf(const std::string& listen);
+// HOST:P+offset of `listen` HOST:P (HOST:0 when P is 0).
+std::string ListenPlus(const std::string& listen, int offset);
+inline std::string WorkerListenOf(const std::string& listen) { return ListenPlus(listen, kWorkerPortOffset); }
 // --data-ports `flag` when given, else P+4..P+53 of `listen` (any when P is 0 or unknown).
 Result<parallel::PortRange> DataPortsOf(const std::string& flag, const std::string& listen);
 

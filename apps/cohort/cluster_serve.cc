@@ -4,6 +4,7 @@
 #include "cluster_serve.h"
 
 #include <cstdio>
+#include <optional>
 #include <set>
 
 #include <CLI/CLI.hpp>
@@ -54,6 +55,9 @@ void AddClusterServeOptions(CLI::App* cmd, ClusterServeOptions* o) {
   AddClusterFlags(cmd, &o->flags, "cluster: ", /*secret_flags=*/false);  // serve's --secret (AddDistOptions)
   cmd->add_option("--worker-listen", o->worker_listen,
                   "cluster: worker service HOST:PORT (default: --listen's host and port + 2, e.g. 7948)");
+  cmd->add_option("--relay-listen", o->relay_listen,
+                  "cluster: HOST:PORT other nodes relay API requests to, over TLS keyed by the secret "
+                  "(default: --listen's host and port + 3, e.g. 7949)");
   cmd->add_option("--cache-dir", o->cache_dir, "cluster: where streamed model shares are kept (default: <state-dir>/cache)");
   cmd->add_option("--models-dir", o->models_dir,
                   "cluster: the GGUF files offered to the cluster (registered at start; the API loads them by name; "
@@ -83,18 +87,22 @@ int ClusterServeCommand(const ServeOptions& options) {
   if (public_host == "0.0.0.0" || public_host.empty()) {
     return Fail(InvalidArgument("--listen " + co.flags.listen + " is no address peers can reach: give --advertise HOST:PORT"));
   }
-  // Nodes relay requests to each other's API over plain HTTP (proxy.cc): a TLS-only API
-  // would break every relay. Refused until the relay speaks TLS (docs/SECURITY.md).
-  if (!options.tls_cert.empty()) {
-    return Fail(Unsupported("--tls-cert with --cluster: the relay between nodes does not speak TLS yet"));
-  }
   ClusterFlags flags = co.flags;
   flags.secret = options.dist.secret;  // one secret: membership and the data plane
   flags.secret_file = options.dist.secret_file;
   auto c = ClusterOptionsOf(flags);
   if (!c.ok()) return Fail(c.status());
-  auto data_key = comm::DeriveChannelKey(c->secret);
-  if (!data_key.ok()) return Fail(data_key.status());
+  auto derived = comm::DeriveChannelKey(c->secret);
+  if (!derived.ok()) return Fail(derived.status());
+  // --insecure: the secret still admits members, but the ranks' links and the relayed API
+  // requests travel in clear (benchmarks on a trusted network; the capture test's control).
+  std::optional<comm::ChannelKey> data_key;
+  if (options.dist.insecure) {
+    log.Warn("--insecure: prompts, answers, API keys and activations between nodes travel unencrypted; "
+             "anyone on the network can read them");
+  } else {
+    data_key = *derived;
+  }
   // A request relayed to a coordinator cut off the network ends once the coordinator is
   // suspect and has been quiet for a second (proxy.h): say when that exceeds 5 s.
   if (co.flags.suspect_ms + server::ProxyOptions{}.quiet_ms > 5000) {
@@ -133,22 +141,34 @@ int ClusterServeCommand(const ServeOptions& options) {
     for (const cluster::MemberView& m : node.Snapshot().members) hosts.insert(HostOf(m.address));
     return hosts;
   };
-  w.key = *data_key;
+  w.key = data_key;
+  w.insecure = options.dist.insecure;
   auto workers = cluster::WorkerService::Bind(w, log);
   if (!workers.ok()) return Fail(workers.status());
 
   server::ServerOptions http_options = HttpOptionsOf(options);
   http_options.open_paths = {"/health"};  // the cluster's routes change what the cluster runs
   http_options.relay_timeout_s = co.forward_timeout_s;
+  // Requests relayed between nodes go over their own port, TLS keyed by the secret
+  // (server/relay_channel.h), whatever the client-facing port speaks (--tls-cert or not).
+  http_options.relay_key = data_key;
+  if (data_key.has_value()) {
+    const std::string relay = ListenPlus(co.flags.listen, kRelayPortOffset);  // HOST:PORT
+    http_options.relay_listen = co.relay_listen.empty() ? public_host + relay.substr(relay.rfind(':')) : co.relay_listen;
+    http_options.relay_admit_host = [&w](const std::string& host) { return w.member_hosts().count(host) > 0; };
+  }
   server::HttpServer http(http_options, log);
   auto port = http.Bind();
   if (!port.ok()) return Fail(port.status());
 
   cluster::ReconcilerOptions r = ReconcilerOptionsOf(options, name);
-  r.host.key = *data_key;
+  r.host.key = data_key;
   r.host.data_ports = *data_ports;
   r.worker = (*workers)->address();
   r.api = options.host + ":" + std::to_string(*port);
+  const std::string relay_host = HostOf(http_options.relay_listen);
+  r.relay = !data_key.has_value() ? r.api  // plain relays, to the API itself
+                                  : (relay_host == "0.0.0.0" ? public_host : relay_host) + ":" + std::to_string(http.relay_port());
   r.max_memory_bytes = max_memory;
   r.state_dir = co.flags.state_dir;
   r.cache_dir = w.cache_dir;
@@ -161,9 +181,10 @@ int ClusterServeCommand(const ServeOptions& options) {
   (*workers)->Start();
   reconciler.Start();
   http.Start();
-  std::fprintf(stderr, "%s cohort serve: node %s (%s) control %s, workers %s, data ports %s, API http://%s\n",
+  std::fprintf(stderr, "%s cohort serve: node %s (%s) control %s, workers %s, data ports %s, relay %s, API %s://%s\n",
                LogTimestamp().c_str(), node.id().Hex().c_str(), name.c_str(), node.address().c_str(),
-               (*workers)->address().c_str(), data_ports->ToString().c_str(), r.api.c_str());
+               (*workers)->address().c_str(), data_ports->ToString().c_str(), r.relay.c_str(),
+               http.tls() ? "https" : "http", r.api.c_str());
   std::fflush(stderr);
   if (co.model_flag != nullptr && co.model_flag->count() > 0) {
     reconciler.ProposeAtStart(options.model, options.dist.layout, co.nodes);

@@ -28,7 +28,8 @@ inline ClusterFlags ServeClusterDefaults() {
 struct ClusterServeOptions {
   bool enabled = false;
   ClusterFlags flags = ServeClusterDefaults();
-  std::string worker_listen;              // worker service host:port (default: --listen's host, any port)
+  std::string worker_listen;              // worker service host:port (default: --listen's port + 2)
+  std::string relay_listen;               // where other nodes relay API requests (default: --listen's port + 3)
   std::string cache_dir;                  // streamed shares (default: <state-dir>/cache; none: local files only)
   std::string models_dir;                 // registered at start, offered to the API by name, `cohort rm` deletes
                                           // here (default: <state-dir>/models)

@@ -255,7 +255,7 @@ Result<Instance> InstanceFromJson(const json& j) {
 }
 
 json RunReportToJson(const RunReport& r) {
-  return {{"epoch", r.epoch}, {"state", RunStateName(r.state)}, {"error", r.error}, {"api", r.api},
+  return {{"epoch", r.epoch}, {"state", RunStateName(r.state)}, {"error", r.error}, {"api", r.api}, {"relay", r.relay},
           {"coordinator", r.coordinator}, {"shard_plan", PlanToJson(r.plan)}};
 }
 
@@ -270,6 +270,7 @@ Result<RunReport> RunReportFromJson(const json& j) {
     r.state = state == RunStateName(RunState::kReady) ? RunState::kReady : RunState::kFailed;
     r.error = j.value("error", std::string());
     r.api = j.value("api", std::string());
+    r.relay = j.value("relay", std::string());
     r.coordinator = j.value("coordinator", std::string());
     r.plan = PlanFromJson(j.value("shard_plan", json()), "run report");
     return r;

@@ -100,6 +100,7 @@ struct RunReport {
   RunState state = RunState::kFailed;
   std::string error;
   std::string api;    // host:port of the coordinator's API, which serves the instance
+  std::string relay;  // host:port other nodes relay its requests to (server/relay_channel.h)
   std::string coordinator;
   // The plan its ranks run (a distributed instance; empty stages otherwise), so what the
   // planner predicted can be checked against what runs.

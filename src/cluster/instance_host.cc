@@ -188,6 +188,7 @@ void InstanceHost::Watch(const std::string& id, Slot& slot) {
     report.state = slot.serving != nullptr ? RunState::kReady : RunState::kFailed;
     report.error = slot.load_error.ok() ? "" : slot.load_error.ToString();
     report.api = slot.serving != nullptr ? options_.api : "";
+    report.relay = slot.serving != nullptr ? options_.relay : "";
     report.coordinator = self_;
     report.plan = slot.plan;
     slot.reported = Report(id, report);

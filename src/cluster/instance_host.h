@@ -30,6 +30,7 @@ namespace cohort::cluster {
 
 struct InstanceHostOptions {
   std::string api;                  // this node's API host:port, which serves its instances
+  std::string relay;                // where other nodes relay requests to it (RunReport::relay)
   engine::ServingOptions serving;   // compute threads, slots, context, template (name: the model's)
   int worker_threads = 1;           // each worker rank's
   std::chrono::milliseconds comm_timeout{3000};    // bounds a collective on a dead link

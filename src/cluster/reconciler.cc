@@ -13,6 +13,7 @@ constexpr uint64_t kPublishIntervalMs = 1000;
 InstanceHostOptions HostOptionsOf(const ReconcilerOptions& o) {
   InstanceHostOptions h = o.host;
   h.api = o.api;
+  h.relay = o.relay;
   return h;
 }
 

@@ -29,9 +29,10 @@ struct ReconcilerOptions {
   std::string name;
   std::string worker;              // this node's worker service host:port
   std::string api;                 // this node's public API host:port
+  std::string relay;               // its relay listener's host:port (InstanceHostOptions::relay)
   int64_t max_memory_bytes = 0;
   PlacerOptions placer;
-  InstanceHostOptions host;        // its `api` is set from `api`
+  InstanceHostOptions host;        // its `api` and `relay` are set from those above
   int tick_ms = 200;
   std::string state_dir;   // instances.json is kept here ("": instances are not remembered)
   std::string models_dir;  // its *.gguf are registered at start; `cohort rm` deletes there

@@ -111,6 +111,14 @@ Result<ChannelKey> DeriveChannelKey(std::string_view secret) {
   return key;
 }
 
+ChannelKey DeriveSubKey(const ChannelKey& key, std::string_view purpose) {
+  COHORT_CHECK(sodium_init() >= 0);
+  ChannelKey sub;
+  crypto_generichash(sub.bytes.data(), sub.bytes.size(), reinterpret_cast<const uint8_t*>(purpose.data()),
+                     purpose.size(), key.bytes.data(), key.bytes.size());
+  return sub;
+}
+
 bool AesGcmAvailable() { return sodium_init() >= 0 && HaveAes(); }
 
 const char* CipherName(Cipher cipher) {

@@ -29,6 +29,10 @@ struct ChannelKey {
   std::array<uint8_t, 32> bytes{};
 };
 Result<ChannelKey> DeriveChannelKey(std::string_view secret);
+// A key for another use of the same secret (BLAKE2b keyed by `key` over `purpose`), e.g. the
+// pre-shared key of the API relay between nodes (server/relay_channel.h): knowing one derived
+// key tells nothing of another.
+ChannelKey DeriveSubKey(const ChannelKey& key, std::string_view purpose);
 
 enum class Cipher : uint8_t { kAes256Gcm = 1, kChaCha20Poly1305 = 2 };
 const char* CipherName(Cipher cipher);

@@ -31,6 +31,12 @@ Result<std::unique_ptr<ControlChannel>> ControlChannel::Connect(const std::strin
       auto session = comm::Handshake(fd, comm::HandshakeRole::kClient, *key, deadline);
       if (!session.ok()) {
         ::close(fd);
+        if (session.status().code() == StatusCode::kUnavailable) {
+          // A worker closes a connection from a host it does not admit before the handshake.
+          return Unavailable("worker " + address + " closed the connection in the handshake (" +
+                             session.status().message() + "); a worker closes those from hosts it does not admit "
+                             "(not a member, or not in its --allow-coordinator)");
+        }
         return session.status().Annotate("worker " + address);
       }
       return std::make_unique<ControlChannel>(fd, std::move(*session));

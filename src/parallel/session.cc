@@ -556,6 +556,18 @@ Result<std::unique_ptr<ControlChannel>> AcceptCoordinator(int listen_fd, const W
       return st;
     }
     if (!env.key.has_value()) return std::make_unique<ControlChannel>(fd);
+    // A connection from a host that may not coordinate here is closed before its handshake:
+    // a flood of them costs an accept each, never a slot for the handshake's timeout. (Without
+    // a key there is no handshake: AdmitCoordinator refuses it with a message.)
+    if (env.allowed_host) {
+      Result<std::string> host = PeerHost(fd);
+      if (!host.ok() || !env.allowed_host(*host)) {
+        if (log != nullptr) log->Info("refused a connection from {}: a host this worker does not admit (not a member, or not in "
+                            "--allow-coordinator)", PeerOf(fd));
+        ::close(fd);
+        continue;
+      }
+    }
     Result<std::unique_ptr<comm::SecureSession>> session = Unavailable("no handshake");
     {
       // A service that stops does not wait out a stranger's handshake.

@@ -185,13 +185,17 @@ Result<RouteTarget> ClusterRouter::Route(const std::string& model) {
   RouteTarget route;
   route.instance_id = target->instance.id;
   route.epoch = target->instance.epoch;
-  route.api = target->run->api;
+  // Relays, to another node or (a resumable stream) to this one, go over the relay channel.
+  route.api = target->run->relay;
   if (coordinator == snap.self.Hex()) {
     route.local = host_.Find(target->instance.id, target->instance.epoch);
     if (route.local == nullptr) return Unavailable("instance " + target->instance.id + " stopped running here");
     return route;
   }
-  route.upstream = target->run->api;
+  if (target->run->relay.empty()) {
+    return Unavailable("instance " + target->instance.id + ": its coordinator gives no relay address (another cohort version?)");
+  }
+  route.upstream = target->run->relay;
   route.upstream_lost = [this, coordinator] { return WhyLost(coordinator); };
   return route;
 }

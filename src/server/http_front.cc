@@ -158,6 +158,9 @@ Status FrontOptions::Validate() const {
     return InvalidArgument("the request deadline must be in [1, 3600] s");
   }
   if (tls_cert.empty() != tls_key.empty()) return InvalidArgument("--tls-cert and --tls-key go together");
+  if (silent_connections_max < 1 || silent_connections_max > 4096) {
+    return InvalidArgument("silent connections must be in [1, 4096]");
+  }
   return Status::Ok();
 }
 
@@ -210,17 +213,32 @@ bool HardenedServer::AwaitRequest(socket_t sock, bool tls_pending) const {
   return false;
 }
 
+bool HardenedServer::AwaitFirstBytes(socket_t sock) {
+  if (PollFor(sock, POLLIN, 0)) return true;  // a client sends its request (or hello) at once
+  if (silent_.fetch_add(1) >= options_.silent_connections_max) {
+    silent_.fetch_sub(1);
+    return false;  // closed: nothing was sent, so nothing is lost but the connection
+  }
+  const bool readable = AwaitRequest(sock, false);
+  silent_.fetch_sub(1);
+  return readable;
+}
+
 bool HardenedServer::process_and_close_socket(socket_t sock) {
+  return ServeConnection(sock, ctx_, options_.request_deadline_s);
+}
+
+bool HardenedServer::ServeConnection(socket_t sock, SSL_CTX* ctx, int handshake_s) {
   const int flags = ::fcntl(sock, F_GETFL);
   const bool nonblocking = flags >= 0 && ::fcntl(sock, F_SETFL, flags | O_NONBLOCK) == 0;
   const int64_t read_ms = read_timeout_sec_ * 1000 + read_timeout_usec_ / 1000;
   const int64_t write_ms = write_timeout_sec_ * 1000 + write_timeout_usec_ / 1000;
   SSL* ssl = nullptr;
-  bool ok = nonblocking;
-  if (ok && ctx_ != nullptr) {
-    ssl = SSL_new(ctx_);
+  bool ok = nonblocking && AwaitFirstBytes(sock);
+  if (ok && ctx != nullptr) {
+    ssl = SSL_new(ctx);
     ok = ssl != nullptr && SSL_set_fd(ssl, sock) == 1 &&
-         AcceptTls(ssl, sock, Clock::now() + std::chrono::seconds(options_.request_deadline_s));
+         AcceptTls(ssl, sock, Clock::now() + std::chrono::seconds(handshake_s));
   }
   bool ret = false;
   for (size_t left = keep_alive_max_count_; ok && left > 0 && svr_sock_ != INVALID_SOCKET; --left) {

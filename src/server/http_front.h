@@ -10,6 +10,7 @@
 
 #include <httplib.h>
 
+#include <atomic>
 #include <memory>
 #include <string>
 
@@ -22,6 +23,10 @@ namespace cohort::server {
 struct FrontOptions {
   int backlog = 1024;            // pending connections the kernel queues (capped by somaxconn)
   int request_deadline_s = 30;   // a request's line, headers and body, from its first byte
+  // Connections that have sent nothing yet, each waiting in a thread for its first bytes;
+  // one more is closed at once, so a flood of silent connections takes this many threads at
+  // most and the others go on serving.
+  int silent_connections_max = 16;
   std::string tls_cert;          // PEM chain; with tls_key, the server speaks only TLS
   std::string tls_key;           // PEM private key
   Status Validate() const;
@@ -40,6 +45,10 @@ class HardenedServer final : public httplib::Server {
   // body was read (401, 429 in the pre-routing check) leaves that body in the socket, where
   // it would be parsed as the next request.
   static void CloseAfterThisResponse();
+  // Serves a connection accepted by another listener (the relay port, relay_channel.h) with
+  // this server's routes and limits, TLS under `ctx` (null: plain) with its handshake within
+  // `handshake_s`; closes `sock`. Ends with the server, like its own connections.
+  bool ServeConnection(socket_t sock, SSL_CTX* ctx, int handshake_s);
 
  private:
   explicit HardenedServer(const FrontOptions& options) : options_(options) {}
@@ -47,9 +56,13 @@ class HardenedServer final : public httplib::Server {
   // Waits for the next request of a kept-alive connection; false when it closes, stays
   // quiet past the keep-alive timeout, or the server stops.
   bool AwaitRequest(socket_t sock, bool tls_pending) const;
+  // A fresh connection's first bytes: at once, or after a wait in one of the
+  // silent_connections_max waiting places; false when none is free or nothing came.
+  bool AwaitFirstBytes(socket_t sock);
 
   const FrontOptions options_;
   SSL_CTX* ctx_ = nullptr;
+  std::atomic<int> silent_{0};  // connections waiting for their first bytes
 };
 
 }  // namespace cohort::server

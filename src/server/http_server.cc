@@ -22,6 +22,7 @@
 #include "server/connection_probe.h"
 #include "server/ollama_routes.h"
 #include "server/proxy.h"
+#include "server/relay_channel.h"
 #include "server/resuming_relay.h"
 #include "server/responses_routes.h"
 #include "server/request_log.h"
@@ -258,8 +259,18 @@ Result<int> HttpServer::Bind() {
                                "address is not this machine's", options_.host, options_.port));
   }
   COHORT_RETURN_IF_ERROR(http_->RaiseBacklog());
+  if (!options_.relay_listen.empty()) {
+    RelayListenerOptions relay;
+    relay.listen = options_.relay_listen;
+    relay.key = *options_.relay_key;
+    relay.admit_host = options_.relay_admit_host;
+    relay.handshake_timeout_s = std::min(options_.front.request_deadline_s, 5);
+    COHORT_ASSIGN_OR_RETURN(relay_, RelayListener::Bind(relay, *http_));
+  }
   return port;
 }
+
+int HttpServer::relay_port() const { return relay_ != nullptr ? relay_->port() : 0; }
 
 Status HttpServer::Serve() {
   if (!http_->listen_after_bind()) return IoError("the HTTP server stopped with an error");
@@ -269,6 +280,7 @@ Status HttpServer::Serve() {
 void HttpServer::Start() {
   COHORT_CHECK(!serve_thread_.joinable());
   serving_done_ = false;
+  if (relay_ != nullptr) relay_->Start();
   serve_thread_ = std::thread([this] {
     served_ = Serve();
     if (!served_.ok()) log_.Error("{}", served_.ToString());
@@ -277,8 +289,10 @@ void HttpServer::Start() {
 }
 
 Status HttpServer::Stop() {
+  // The relay's connections end once the server has stopped (they wait on it between requests).
   if (!serve_thread_.joinable()) {
     if (http_ != nullptr) http_->stop();
+    if (relay_ != nullptr) relay_->Stop();
     return Status::Ok();
   }
   // A stop() that comes before the thread entered its listen loop does nothing: repeat it
@@ -288,6 +302,7 @@ Status HttpServer::Stop() {
     std::this_thread::sleep_for(std::chrono::milliseconds(5));
   }
   serve_thread_.join();
+  if (relay_ != nullptr) relay_->Stop();
   return served_;
 }
 
@@ -335,6 +350,7 @@ void HttpServer::Relay(const RouteTarget& target, const httplib::Request& req, h
   ProxyOptions proxy;
   proxy.read_timeout_s = options_.relay_timeout_s;
   proxy.upstream_lost = target.upstream_lost;
+  proxy.key = options_.relay_key;
   ForwardRequest(target.upstream, req, res, proxy);
 }
 
@@ -419,6 +435,7 @@ void HttpServer::HandleGenerate(Endpoint endpoint, const httplib::Request& req, 
   if (stream && router_->ResumesStreams() && !req.has_header(kRelayedHeader)) {
     ResumeOptions resume;
     resume.read_timeout_s = options_.relay_timeout_s;
+    resume.key = options_.relay_key;
     return RelayResumable(*router_, call.model, req, res, resume);
   }
   call.dialect = MakeOpenAiDialect(endpoint);

@@ -36,6 +36,7 @@ namespace cohort::server {
 struct ApiError;
 class ApiKeys;
 class HardenedServer;
+class RelayListener;
 
 
 // Writes `error` as OpenAI's error JSON with its status.
@@ -73,8 +74,10 @@ class HttpServer {
   InstanceRouter& router() { return *router_; }
 
   // Binds options.host:options.port (port 0: a free port) and returns the port; fails first
-  // on a key file or TLS files that did not load.
+  // on a key file or TLS files that did not load. With options.relay_listen, binds the relay
+  // listener too (relay_port()).
   Result<int> Bind();
+  int relay_port() const;  // 0 without a relay listener
   // Reads --api-key-file again (SIGHUP); on an error the keys stay as they were.
   Status ReloadKeys();
   bool tls() const;
@@ -120,6 +123,7 @@ class HttpServer {
   Status init_;                      // what the constructor could not load (keys, TLS)
   std::unique_ptr<ApiKeys> keys_;
   std::unique_ptr<HardenedServer> http_;
+  std::unique_ptr<RelayListener> relay_;  // other nodes' relays (options.relay_listen)
   std::atomic<uint64_t> next_id_{1};
   std::atomic<uint64_t> seed_state_;
   std::thread serve_thread_;  // Start()

@@ -20,6 +20,8 @@
 
 #include <nlohmann/json.hpp>
 
+#include "server/relay_channel.h"
+
 namespace cohort::server {
 namespace {
 
@@ -37,7 +39,7 @@ struct Relay {
   std::string error;         // why it ended early ("" when it completed)
   bool abandoned = false;    // the client went away: stop reading upstream
   std::chrono::steady_clock::time_point last_heard = std::chrono::steady_clock::now();
-  std::shared_ptr<httplib::Client> client;  // while the upstream request runs (to stop it)
+  std::shared_ptr<httplib::ClientImpl> client;  // while the upstream request runs (to stop it)
   std::thread upstream;      // runs the upstream request; joined by the destructor
 
   ~Relay();
@@ -46,7 +48,7 @@ struct Relay {
 // Ends the upstream request: the client left, or the upstream is given up on.
 void Abandon(Relay& relay, std::unique_lock<std::mutex>& lock) {
   relay.abandoned = true;
-  std::shared_ptr<httplib::Client> client = relay.client;
+  std::shared_ptr<httplib::ClientImpl> client = relay.client;
   lock.unlock();
   if (client != nullptr) client->stop();  // wakes a read blocked on a silent socket
   lock.lock();
@@ -100,8 +102,9 @@ std::string Why(const std::string& upstream, const char* what, const std::string
   return text;
 }
 
-void RunUpstream(Relay* relay, const std::string& upstream, httplib::Request up, int read_timeout_s) {
-  auto client = std::make_shared<httplib::Client>("http://" + upstream);
+void RunUpstream(Relay* relay, const std::string& upstream, httplib::Request up, int read_timeout_s,
+                 std::optional<comm::ChannelKey> key) {
+  std::shared_ptr<httplib::ClientImpl> client = MakeRelayClient(upstream, key);
   client->set_url_encode(false);  // the target is relayed as it came, already encoded
   client->set_connection_timeout(3, 0);
   client->set_read_timeout(read_timeout_s, 0);
@@ -216,7 +219,8 @@ void RelayStream(std::shared_ptr<Relay> relay, const std::string& upstream, cons
 void ForwardRequest(const std::string& upstream, const httplib::Request& req, httplib::Response& res,
                     const ProxyOptions& options) {
   auto relay = std::make_shared<Relay>();
-  relay->upstream = std::thread(RunUpstream, relay.get(), upstream, UpstreamRequest(req), options.read_timeout_s);
+  relay->upstream =
+      std::thread(RunUpstream, relay.get(), upstream, UpstreamRequest(req), options.read_timeout_s, options.key);
 
   std::unique_lock<std::mutex> lock(relay->mutex);
   std::string lost = WaitUpstream(*relay, lock, options, [&] { return relay->headers || relay->done; });

@@ -6,7 +6,10 @@
 #pragma once
 
 #include <functional>
+#include <optional>
 #include <string>
+
+#include "comm/secure_channel.h"
 
 namespace httplib {
 struct Request;
@@ -24,9 +27,12 @@ struct ProxyOptions {
   std::function<std::string()> upstream_lost;
   int quiet_ms = 1000;
   int poll_ms = 200;
+  // The cluster's key: the request goes over the relay channel (relay_channel.h); unset:
+  // plain HTTP.
+  std::optional<comm::ChannelKey> key;
 };
 
-// Relays `req` to http://`upstream` and its answer into `res`.
+// Relays `req` to `upstream` (host:port) and its answer into `res`.
 void ForwardRequest(const std::string& upstream, const httplib::Request& req, httplib::Response& res,
                     const ProxyOptions& options);
 

@@ -22,6 +22,7 @@
 #include "server/api_response.h"
 #include "server/http_server.h"
 #include "server/proxy.h"
+#include "server/relay_channel.h"
 
 namespace cohort::server {
 namespace {
@@ -40,14 +41,14 @@ struct Resumable {
   std::deque<std::string> events;  // for the client, in order
   bool done = false;            // nothing more comes
   bool abandoned = false;       // the client went away
-  std::shared_ptr<httplib::Client> client;        // the attempt in flight (to stop it)
+  std::shared_ptr<httplib::ClientImpl> client;    // the attempt in flight (to stop it)
   std::function<std::string()> upstream_lost;     // of the attempt in flight (remote only)
   Clock::time_point last_heard = Clock::now();
   std::string cut_why;          // the handler gave up on the attempt in flight
   std::thread producer;         // joined by the destructor
 
   void Stop(std::unique_lock<std::mutex>& lock) {  // stops the attempt in flight
-    std::shared_ptr<httplib::Client> c = client;
+    std::shared_ptr<httplib::ClientImpl> c = client;
     lock.unlock();
     if (c != nullptr) c->stop();
     lock.lock();
@@ -161,7 +162,7 @@ void OnEvent(Resumable& r, Progress& p, Attempt& a, const std::string& event) {
 // Sends the request to `target`'s API once; what came back is in the returned Attempt.
 Attempt RunAttempt(Resumable& r, Progress& p, const RouteTarget& target, const ResumeOptions& options) {
   Attempt a;
-  auto client = std::make_shared<httplib::Client>("http://" + target.api);
+  std::shared_ptr<httplib::ClientImpl> client = MakeRelayClient(target.api, options.key);
   client->set_connection_timeout(3, 0);
   client->set_read_timeout(options.read_timeout_s, 0);
   client->set_write_timeout(10, 0);

@@ -10,11 +10,13 @@
 #pragma once
 
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <vector>
 
 #include <nlohmann/json.hpp>
 
+#include "comm/secure_channel.h"
 #include "core/status.h"
 #include "server/router.h"
 
@@ -36,6 +38,7 @@ struct ResumeOptions {
   int max_resumes = 8;        // resumes of one request at most
   int quiet_ms = 1000;        // as ProxyOptions: silence before the membership is asked
   int poll_ms = 200;
+  std::optional<comm::ChannelKey> key;  // as ProxyOptions: the relay channel's
 };
 
 // The tokens of `body`'s kResumeField (empty when absent); kInvalidArgument naming the field

@@ -23,8 +23,9 @@ struct RouteTarget {
   // unset: only the read timeout ends a silent one).
   std::string upstream;
   std::function<std::string()> upstream_lost;
-  // A cluster instance's identity and the API (host:port) of the node serving it, local or
-  // not, so a broken stream can be resumed on the instance's next placement (epoch).
+  // A cluster instance's identity and where requests reach the node serving it, local or
+  // not (host:port; a cluster node's relay channel), so a broken stream can be resumed on the
+  // instance's next placement (epoch).
   std::string instance_id;
   uint64_t epoch = 0;
   std::string api;

@@ -4,9 +4,12 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <functional>
+#include <optional>
 #include <string>
 #include <vector>
 
+#include "comm/secure_channel.h"
 #include "core/status.h"
 #include "server/api_keys.h"
 #include "server/http_front.h"
@@ -26,6 +29,12 @@ struct ServerOptions {
   // needs one when keys are set.
   std::vector<std::string> open_paths = {"/health"};
   int relay_timeout_s = 30;              // a node a request was relayed to, silent this long, ends it
+  // A cluster node's relay channel (relay_channel.h): with a key, requests are relayed to
+  // other nodes over it, and Bind() also listens for theirs at relay_listen (host:port, port
+  // 0: any), from the hosts relay_admit_host admits. Without one, relays are plain HTTP.
+  std::optional<comm::ChannelKey> relay_key;
+  std::string relay_listen;
+  std::function<bool(const std::string& host)> relay_admit_host;
   size_t max_body_bytes = 1 << 20;       // larger request bodies get 413
   int32_t max_prompt_tokens = 0;         // 0: the slot's context minus one
   int32_t max_tokens_limit = 0;          // largest max_tokens accepted (0: the slot's context)
@@ -44,6 +53,7 @@ struct ServerOptions {
     if (http_threads < 2 || http_threads > 4096) return InvalidArgument("http_threads must be in [2, 4096]");
     if (timeout_s < 1 || timeout_s > 3600) return InvalidArgument("timeout_s must be in [1, 3600]");
     if (relay_timeout_s < 1 || relay_timeout_s > 3600) return InvalidArgument("relay_timeout_s must be in [1, 3600]");
+    if (!relay_listen.empty() && !relay_key.has_value()) return InvalidArgument("a relay listener needs the cluster key");
     COHORT_RETURN_IF_ERROR(front.Validate());
     for (const std::string& key : api_keys) {
       if (key.empty()) return InvalidArgument("an API key must not be empty");

@@ -93,7 +93,7 @@ for _ in $(seq 1 150); do
   sleep 0.2
 done
 [ "$(json "$WORK/c.json" "sum(m['state'] == 'alive' for m in j['members'])")" = 3 ] || fail "3 members never alive"
-grep -q "workers $SUBNET.1:7948, data ports 7950-7999, API http://$SUBNET.1:8080" "$WORK/n1.log" ||
+grep -Eq "workers $SUBNET.1:7948, data ports 7950-7999, relay [^ ]+, API http://$SUBNET.1:8080" "$WORK/n1.log" ||
   fail "n1 does not say it took the default ports"
 
 # --- 1. Progress through a node that does not coordinate.
@@ -155,7 +155,7 @@ python3 - "$WORK" "$N" <<'EOF' || fail "a port outside the documented ones"
 import sys
 work, n = sys.argv[1], int(sys.argv[2])
 def port(addr): return int(addr.rsplit(":", 1)[1])
-documented = lambda p: p in (7946, 7948, 8080) or 7950 <= p <= 7999
+documented = lambda p: p in (7946, 7948, 7949, 8080) or 7950 <= p <= 7999
 data = 0
 for i in range(1, n + 1):
     for line in open(f"{work}/listen-{i}.txt"):
@@ -165,6 +165,6 @@ for i in range(1, n + 1):
         local, peer = line.split()[2], line.split()[3]  # (state filtered: no State column)
         data += 7950 <= port(peer) <= 7999
 assert data > 0, "no connection to a data port: the ranks' channels used other ports"
-print(f"progress_netns_test: every listener on 7946/7948/7950-7999/8080; {data} connections to data ports")
+print(f"progress_netns_test: every listener on 7946/7948/7949/7950-7999/8080; {data} connections to data ports")
 EOF
 echo "progress_netns_test: PASS"

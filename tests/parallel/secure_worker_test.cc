@@ -234,6 +234,46 @@ TEST(SecureWorkerTest, OutsidersCannotRunJobsAndTheWorkerStaysUp) {
   std::filesystem::remove_all(dir);
 }
 
+// --allow-coordinator: a worker that admits another host refuses this one's coordinator, even
+// with the secret, before the handshake (and logs why); one that admits this host serves it
+// the single-process logits.
+TEST(SecureWorkerTest, AllowCoordinatorAdmitsOnlyTheHostsGiven) {
+  const std::string dir = ::testing::TempDir() + "secure_worker_allow_" + std::to_string(::getpid());
+  std::filesystem::create_directories(dir);
+  const std::string secret_file = dir + "/secret";
+  std::ofstream(secret_file) << "the allow-coordinator test's secret\n";
+  auto start = [&](const std::string& allowed, const std::string& log, std::string* address) {
+    Child worker = Child::Start({CohortBinary(), "-v", "worker", "--listen", "127.0.0.1:0", "--secret-file", secret_file,
+                                 "--cache-dir", dir + "/cache", "--allow-coordinator", allowed},
+                                log);
+    const std::string line = worker.ReadLine(10000);
+    EXPECT_EQ(line.rfind(kPrefix, 0), 0u) << line;
+    *address = line.substr(kPrefix.size());
+    return worker;
+  };
+  ASSERT_EQ(Logits({}, "allow_single").rc, 0);
+  const std::vector<float> want = ReadFloats(::testing::TempDir() + "secure_worker_allow_single.f32");
+
+  std::string address;
+  Child other = start("10.9.9.9", dir + "/other.err", &address);
+  const Outcome refused = Logits({"--workers", address, "--secret-file", secret_file}, "allow_refused");
+  EXPECT_NE(refused.rc, 0);
+  EXPECT_NE(refused.err.find("--allow-coordinator"), std::string::npos) << refused.err;
+  EXPECT_TRUE(Alive(other));
+  other.Kill();
+  EXPECT_NE(ReadText(dir + "/other.err").find("refused a connection"), std::string::npos) << ReadText(dir + "/other.err");
+
+  Child allowed = start("10.9.9.9,127.0.0.1", dir + "/allowed.err", &address);
+  const Outcome served = Logits({"--workers", address, "--secret-file", secret_file}, "allow_served");
+  ASSERT_EQ(served.rc, 0) << served.err;
+  const std::vector<float> got = ReadFloats(::testing::TempDir() + "secure_worker_allow_served.f32");
+  ASSERT_EQ(got.size(), want.size());
+  ASSERT_FALSE(got.empty());
+  for (size_t i = 0; i < got.size(); ++i) ASSERT_NEAR(got[i], want[i], 1e-4) << i;
+  allowed.Kill();
+  std::filesystem::remove_all(dir);
+}
+
 TEST(SecureWorkerTest, NoSecretBeyondLoopbackNeedsInsecureWhichIsLoud) {
   const std::string err = ::testing::TempDir() + "secure_worker_any.err";
   Child refused = Child::Start({CohortBinary(), "worker", "--listen", "0.0.0.0:0", "--once"}, err);
