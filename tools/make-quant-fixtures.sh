@@ -36,7 +36,8 @@ link_tool() {  # OUT SOURCE...
     -I"$llama/src/vendor" "$@" \
     "$b/common/libllama-common.a" "$b/common/libllama-common-base.a" "$b/src/libllama.a" \
     "$b/ggml/src/libggml.a" "$b/ggml/src/libggml-cpu.a" "$b/ggml/src/ggml-rpc/libggml-rpc.a" \
-    "$b/ggml/src/libggml-base.a" -lpthread $(pkg-config --exists libibverbs && echo -libverbs) -o "$out"
+    "$b/ggml/src/libggml-base.a" $(ls "$b"/vendor/cpp-httplib/libcpp-httplib.a 2>/dev/null) -lssl -lcrypto -lpthread \
+    $(pkg-config --exists libibverbs && echo -libverbs) -o "$out"
 }
 link_tool "$work/llama-quantize" "$llama/src/tools/quantize/main.cpp" "$llama/src/tools/quantize/quantize.cpp"
 
