@@ -25,6 +25,7 @@ enum class DType : uint32_t {
   kQ5_K = 13,
   kQ6_K = 14,
   kQ8_K = 15,
+  kIQ2_XXS = 16,  // 2.06 bits: per 8 values an index into a 256-point grid, 7 sign bits; 4-bit scales per 32
   kIQ4_NL = 20,  // 32 values, 4-bit indices into a fixed non-linear table, one fp16 scale
   kIQ4_XS = 23,  // IQ4_NL's table in 256-value super-blocks with 6-bit scales per 32
   kI8 = 24,

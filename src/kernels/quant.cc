@@ -138,6 +138,7 @@ bool IsWeightType(DType type) {
     case DType::kQ4_K:
     case DType::kQ5_K:
     case DType::kQ6_K:
+    case DType::kIQ2_XXS:
     case DType::kIQ4_NL:
     case DType::kIQ4_XS:
     case DType::kMXFP4: return true;
@@ -163,6 +164,7 @@ DType VecDotType(DType weight) {
     case DType::kQ4_K:
     case DType::kQ5_K:
     case DType::kQ6_K:
+    case DType::kIQ2_XXS:
     case DType::kIQ4_XS: return DType::kQ8_K;
     case DType::kF32:
     case DType::kF16:
@@ -224,8 +226,21 @@ bool F32InGgmlOrder(SimdLevel level) {
 #endif
 }
 
-// The i-quants: every level, the scalar one and ARM's included, sums in llama.cpp's x86 order
-// (ref::GetIqX86OrderVecDot), so that llama.cpp's x86 goldens hold to the bit everywhere.
+// aarch64 builds: the grid i-quants (IQ2_XXS) follow llama.cpp's ARM NEON kernels at every
+// level, the scalar one included; llama.cpp's ARM build has no panel GEMM, so its batches take
+// the same order. nullptr elsewhere.
+VecDotFn ArmOrderVecDot(DType weight) {
+#if defined(__aarch64__)
+  return ref::GetIqGridArmOrderVecDot(weight);
+#else
+  (void)weight;
+  return nullptr;
+#endif
+}
+
+// The i-quants: every level sums in llama.cpp's x86 order (ref::GetIqX86OrderVecDot), ARM's
+// too for IQ4_NL/IQ4_XS, so that llama.cpp's x86 goldens hold to the bit everywhere; the grid
+// i-quants on ARM in llama.cpp's ARM order (ArmOrderVecDot).
 VecDotFn GetIqVecDot(DType weight, SimdLevel level) {
   if (HasAvx512(level)) {
     if (VecDotFn fn = avx512::GetIqVecDot(weight)) return fn;
@@ -236,10 +251,12 @@ VecDotFn GetIqVecDot(DType weight, SimdLevel level) {
   if (HasNeonDot(level)) {
     if (VecDotFn fn = neon::GetIqVecDot(weight)) return fn;
   }
+  if (VecDotFn fn = ArmOrderVecDot(weight)) return fn;
   return ref::GetIqX86OrderVecDot(weight);
 }
 
 VecDotFn GetIqVecDotGrouped(DType weight, SimdLevel level) {
+  if (ArmOrderVecDot(weight) != nullptr) return GetIqVecDot(weight, level);
   if (HasAvx512(level)) {
     if (VecDotFn fn = avx512::GetIqVecDotGrouped(weight)) return fn;
   }

@@ -116,6 +116,15 @@ inline int Iq4XsScale(const BlockIq4Xs& b, int ib) {
   return (((b.scales_l[ib / 2] >> 4 * (ib % 2)) & 0xf) | (((b.scales_h >> 2 * ib) & 3) << 4)) - 32;
 }
 
+// IQ2_XXS: per 32 values two little-endian words: the first holds 4 grid indices (one byte per
+// 8 values, iq_grids.h), the second 4 x 7 sign bits (the 8th sign is their parity) and, in its
+// top 4 bits, the scale ls: the values are d * (0.5 + ls) / 4 * grid magnitude * sign.
+struct __attribute__((packed)) BlockIq2Xxs {
+  uint16_t d;
+  uint8_t qs[kQK_K / 4];  // 8 sub-blocks of 8 bytes
+};
+
+static_assert(sizeof(BlockIq2Xxs) == 66);
 static_assert(sizeof(BlockIq4Nl) == 18);
 static_assert(sizeof(BlockIq4Xs) == 136);
 static_assert(sizeof(BlockQ4_0) == 18);

@@ -22,6 +22,21 @@ inline int NearestInt(float x) {
 
 namespace ref {
 
+// x86's product of a weight w and an activation q (mul_add_epi8, or maddubs of the magnitudes
+// with the signs moved onto q by sign_epi8): the sign moves onto q in 8 bits, so q = -128 times
+// a negative w wraps to |w| * -128. Q8_K rows hold a -128 in every block (their largest
+// magnitude), so this decides real bits.
+inline int X86Product(int w, int q) {
+  const int moved = w < 0 ? static_cast<int8_t>(-q) : q;
+  return (w < 0 ? -w : w) * moved;
+}
+
+// hsum_float_8 of ggml's x86 code: lanes m and m + 4, then (0 + 2) + (1 + 3).
+inline float X86HorizontalSum8(const float* lanes) {
+  const float s0 = lanes[0] + lanes[4], s1 = lanes[1] + lanes[5], s2 = lanes[2] + lanes[6], s3 = lanes[3] + lanes[7];
+  return (s0 + s2) + (s1 + s3);
+}
+
 // Legacy block types (32 elements) and plain types: quant_ref_legacy.cc.
 void DequantizeLegacyRow(DType type, const void* src, float* dst, int64_t n);
 void QuantizeLegacyRow(DType type, const float* src, void* dst, int64_t n);
@@ -74,6 +89,17 @@ VecDotFn GetIqX86OrderVecDot(DType weight);
 // panel GEMM (iqp.cpp, AVX-512 VNNI build), IQ4_NL as GetIqX86OrderVecDot.
 VecDotFn GetIqX86OrderVecDotGrouped(DType weight);
 
+// The grid i-quants (IQ2_XXS): quant_ref_iq2.cc; reached through the IQ functions above.
+bool IsIqGridType(DType type);
+void DequantizeIqGridRow(DType type, const void* src, float* dst, int64_t n);
+void QuantizeIqGridRow(DType type, const float* src, void* dst, int64_t n);  // simple, valid blocks
+VecDotFn GetIqGridVecDot(DType weight);                 // ggml's generic order
+VecDotFn GetIqGridX86OrderVecDot(DType weight);         // llama.cpp's x86 vec-dot
+VecDotFn GetIqGridX86OrderVecDotGrouped(DType weight);  // its x86 panel GEMM (iqp.cpp)
+// llama.cpp's ARM NEON vec-dot, which aarch64 builds run at every level (llama.cpp's ARM build
+// has no panel GEMM: batches take the same order). nullptr for types that follow x86's on ARM.
+VecDotFn GetIqGridArmOrderVecDot(DType weight);
+
 }  // namespace ref
 
 // SIMD kernel tables: nullptr where a level has no kernel of its own for that type.
@@ -84,12 +110,15 @@ VecDotFn GetKVecDotGrouped(DType weight);  // the same, in llama.cpp's repacked-
 VecDotFn GetMxfp4VecDot();  // vec_dot_avx2_mxfp4.cc: in ref::VecDotMxfp4Q8_0Repacked's order
 VecDotFn GetIqVecDot(DType weight);  // vec_dot_avx2_iq.cc: in ref::GetIqX86OrderVecDot's order
 VecDotFn GetIqVecDotGrouped(DType weight);  // the same, ref::GetIqX86OrderVecDotGrouped's
+VecDotFn GetIqGridVecDot(DType weight);  // vec_dot_avx2_iq2.cc: ref::GetIqGridX86OrderVecDot's order
+VecDotFn GetIqGridVecDotGrouped(DType weight);  // the same, ref::GetIqGridX86OrderVecDotGrouped's
 }
 namespace neon {
 VecDotFn GetVecDot(DType weight);  // vec_dot_neon.cc: Q4_0, Q8_0, Q4_K, Q6_K (AArch64 dotprod)
 VecDotFn GetVecDotGrouped(DType weight);  // the same, Q4_K in llama.cpp's repacked-GEMM order
 VecDotFn GetIqVecDot(DType weight);  // vec_dot_neon_iq.cc: in ref::GetIqX86OrderVecDot's order
 VecDotFn GetIqVecDotGrouped(DType weight);  // the same, ref::GetIqX86OrderVecDotGrouped's
+VecDotFn GetIqGridVecDot(DType weight);  // vec_dot_neon_iq2.cc: in ref::GetIqGridArmOrderVecDot's order
 }
 namespace avx512 {
 VecDotFn GetVecDot(DType weight);

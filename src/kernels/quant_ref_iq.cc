@@ -164,14 +164,6 @@ float VecDotIq4NlX86(const void* w, const void* a, int64_t n) {
   return acc;
 }
 
-// x86's product of a weight w and an activation q (mul_add_epi8: maddubs(|w|, sign(q, w))):
-// the sign moves onto q in 8 bits, so q = -128 times a negative w wraps to |w| * -128. Q8_K
-// rows hold a -128 in every block (their largest magnitude), so this decides real bits.
-int X86Product(int w, int q) {
-  const int moved = w < 0 ? static_cast<int8_t>(-q) : q;
-  return (w < 0 ? -w : w) * moved;
-}
-
 // llama.cpp's AVX2 ggml_vec_dot_iq4_xs_q8_K (not repacked): 8 float lanes; lane m takes, per
 // super-block, sum over sub-blocks of scale * (products of elements 4m..4m+3), by one fused
 // multiply-add with d_w * d_a; then the lanes reduced as hsum_float_8.
@@ -193,8 +185,7 @@ float VecDotIq4XsX86(const void* w, const void* a, int64_t n) {
     const float d = Fp16ToFp32(x[i].d) * y[i].d;
     for (int m = 0; m < 8; ++m) lanes[m] = std::fma(d, static_cast<float>(sums[m]), lanes[m]);
   }
-  const float s0 = lanes[0] + lanes[4], s1 = lanes[1] + lanes[5], s2 = lanes[2] + lanes[6], s3 = lanes[3] + lanes[7];
-  return (s0 + s2) + (s1 + s3);
+  return X86HorizontalSum8(lanes);
 }
 
 // llama.cpp's x86 IQ4_XS for batches of >= 8 tokens (iqp.cpp: the weights decoded into 8-row
@@ -215,9 +206,10 @@ float VecDotIq4XsPanel(const void* w, const void* a, int64_t n) {
 
 }  // namespace
 
-bool IsIqType(DType type) { return type == DType::kIQ4_NL || type == DType::kIQ4_XS; }
+bool IsIqType(DType type) { return type == DType::kIQ4_NL || type == DType::kIQ4_XS || IsIqGridType(type); }
 
 void DequantizeIqRow(DType type, const void* src, float* dst, int64_t n) {
+  if (IsIqGridType(type)) return DequantizeIqGridRow(type, src, dst, n);
   if (type == DType::kIQ4_NL) {
     const auto* x = static_cast<const BlockIq4Nl*>(src);
     for (int64_t i = 0; i < n / kQK; ++i) {
@@ -245,6 +237,7 @@ void DequantizeIqRow(DType type, const void* src, float* dst, int64_t n) {
 }
 
 void QuantizeIqRow(DType type, const float* src, void* dst, int64_t n) {
+  if (IsIqGridType(type)) return QuantizeIqGridRow(type, src, dst, n);
   if (type == DType::kIQ4_NL) {
     auto* y = static_cast<BlockIq4Nl*>(dst);
     for (int64_t i = 0; i < n / kQK; ++i) QuantizeIq4NlBlock(src + i * kQK, y + i);
@@ -259,19 +252,21 @@ VecDotFn GetIqVecDot(DType weight) {
   switch (weight) {
     case DType::kIQ4_NL: return VecDotIq4NlGeneric;
     case DType::kIQ4_XS: return VecDotIq4XsGeneric;
-    default: return nullptr;
+    default: return GetIqGridVecDot(weight);
   }
 }
 
 VecDotFn GetIqX86OrderVecDotGrouped(DType weight) {
-  return weight == DType::kIQ4_XS ? VecDotIq4XsPanel : GetIqX86OrderVecDot(weight);
+  if (weight == DType::kIQ4_XS) return VecDotIq4XsPanel;
+  if (VecDotFn fn = GetIqGridX86OrderVecDotGrouped(weight)) return fn;
+  return GetIqX86OrderVecDot(weight);
 }
 
 VecDotFn GetIqX86OrderVecDot(DType weight) {
   switch (weight) {
     case DType::kIQ4_NL: return VecDotIq4NlX86;
     case DType::kIQ4_XS: return VecDotIq4XsX86;
-    default: return nullptr;
+    default: return GetIqGridX86OrderVecDot(weight);
   }
 }
 

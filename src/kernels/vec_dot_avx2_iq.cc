@@ -89,14 +89,16 @@ COHORT_TARGET_AVX2 float VecDotIq4XsPanel(const void* w, const void* a, int64_t 
 }  // namespace
 
 VecDotFn GetIqVecDotGrouped(DType weight) {
-  return weight == DType::kIQ4_XS ? VecDotIq4XsPanel : GetIqVecDot(weight);
+  if (weight == DType::kIQ4_XS) return VecDotIq4XsPanel;
+  if (VecDotFn fn = GetIqGridVecDotGrouped(weight)) return fn;
+  return GetIqVecDot(weight);
 }
 
 VecDotFn GetIqVecDot(DType weight) {
   switch (weight) {
     case DType::kIQ4_NL: return VecDotIq4Nl;
     case DType::kIQ4_XS: return VecDotIq4Xs;
-    default: return nullptr;
+    default: return GetIqGridVecDot(weight);
   }
 }
 

@@ -98,7 +98,7 @@ VecDotFn GetIqVecDot(DType weight) {
   switch (weight) {
     case DType::kIQ4_NL: return VecDotIq4Nl;
     case DType::kIQ4_XS: return VecDotIq4Xs;
-    default: return nullptr;
+    default: return GetIqGridVecDot(weight);
   }
 }
 

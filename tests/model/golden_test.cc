@@ -116,6 +116,28 @@ TEST_P(GoldenTest, UnevenChunksMatchLlamaCpp) {
               /*as_goldens=*/false);
 }
 
+// The decode-row criterion: the rows made token by token after the prompt (llama.cpp's
+// gen_logits) match the goldens to <= 1e-3 at 1, 2 and 3 threads, so splitting a matmul's rows
+// over threads changes no sum (llama.cpp's -t 1/2/3 give those same rows).
+constexpr float kDecodeRowTol = 1e-3f;
+
+TEST_P(GoldenTest, DecodeRowsMatchLlamaCppAtOneTwoAndThreeThreads) {
+  const int64_t n_prompt = static_cast<int64_t>(golden_.prompt_ids.size());
+  const std::vector<float> want(golden_.logits.begin() + n_prompt * golden_.n_vocab, golden_.logits.end());
+  for (int threads : {1, 2, 3}) {
+    SCOPED_TRACE(::testing::Message() << threads << " threads");
+    ThreadPool pool(threads);
+    Context ctx{&pool, nullptr};
+    auto cache = NewCache();
+    const std::vector<float> all = RunChunks(*loaded_.model, ctx, *cache, tokens_, n_prompt, 1);
+    ASSERT_EQ(all.size(), golden_.logits.size());
+    const std::vector<float> got(all.begin() + n_prompt * golden_.n_vocab, all.end());
+    const Diff d = Compare(got, want, golden_.n_vocab, kDecodeRowTol);
+    std::printf("[ golden ] %-20s decode rows, %d threads: max_abs %.3g\n", GetParam().name, threads, d.max_abs);
+    EXPECT_LE(d.max_abs, kDecodeRowTol);
+  }
+}
+
 // README: exact greedy ids are required of F32 models only (quantized ones would need a
 // bit-faithful ggml port), so this suite is instantiated with the F32 fixtures.
 class GreedyTest : public GoldenTest {};
