@@ -194,12 +194,12 @@ TEST(InstanceTest, ViewFollowsTheReportOfTheCurrentEpoch) {
   pending.id = "other";
   pending.model = "other-model";
   state.placements["other"] = InstanceToJson(pending);
-  state.models["run:demo"] = RunReportToJson({1, RunState::kReady, "", "h:9", "abc", {}});  // an old epoch
+  state.models["run:demo"] = RunReportToJson({1, RunState::kReady, "", "h:9", "", "abc", {}});  // an old epoch
   auto views = ListInstances(state);
   ASSERT_EQ(views.size(), 2u);
   EXPECT_EQ(views[0].state, InstanceState::kLoading);
   EXPECT_EQ(views[1].state, InstanceState::kPending);
-  state.models["run:demo"] = RunReportToJson({2, RunState::kReady, "", "h:9", "abc", {}});
+  state.models["run:demo"] = RunReportToJson({2, RunState::kReady, "", "h:9", "", "abc", {}});
   views = ListInstances(state);
   EXPECT_TRUE(views[0].ready());
   EXPECT_EQ(InstanceViewToJson(views[0])["api"], "h:9");
@@ -208,7 +208,7 @@ TEST(InstanceTest, ViewFollowsTheReportOfTheCurrentEpoch) {
   EXPECT_EQ(FindInstance(views, "other-model")->instance.id, "other");
   EXPECT_EQ(FindInstance(views, "")->instance.id, "demo");
   EXPECT_EQ(FindInstance(views, "nope"), nullptr);
-  state.models["run:demo"] = RunReportToJson({2, RunState::kFailed, "rank 2 closed the connection", "", "abc", {}});
+  state.models["run:demo"] = RunReportToJson({2, RunState::kFailed, "rank 2 closed the connection", "", "", "abc", {}});
   EXPECT_EQ(ListInstances(state)[0].state, InstanceState::kFailed);
   EXPECT_EQ(InstanceViewToJson(ListInstances(state)[0])["state"], "failed");
 }
@@ -276,7 +276,7 @@ TEST(InstanceTest, LoadProgressOnlyGrowsAndShowsWhileLoading) {
   j = InstanceViewToJson(ListInstances(state)[0]);
   EXPECT_EQ(j["progress"]["phase"], "start");
   EXPECT_EQ(j["progress"]["bytes_done"], 0);
-  state.models["run:demo"] = RunReportToJson({4, RunState::kReady, "", "h:9", "abc", {}});
+  state.models["run:demo"] = RunReportToJson({4, RunState::kReady, "", "h:9", "", "abc", {}});
   EXPECT_FALSE(InstanceViewToJson(ListInstances(state)[0]).contains("progress"));
   Instance pending;
   pending.id = "later";
