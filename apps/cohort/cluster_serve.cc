@@ -125,8 +125,8 @@ int ClusterServeCommand(const ServeOptions& options) {
 
   cluster::WorkerServiceOptions w;
   // The fixed ports a firewall opens follow --listen's (app_common.h).
-  const std::string derived = WorkerListenOf(co.flags.listen);  // HOST:PORT, always with a colon
-  w.listen = co.worker_listen.empty() ? public_host + derived.substr(derived.rfind(':')) : co.worker_listen;
+  const std::string worker = WorkerListenOf(co.flags.listen);  // HOST:PORT, always with a colon
+  w.listen = co.worker_listen.empty() ? public_host + worker.substr(worker.rfind(':')) : co.worker_listen;
   auto data_ports = DataPortsOf(options.dist.data_ports, co.flags.listen);
   if (!data_ports.ok()) return Fail(data_ports.status().Annotate("--data-ports"));
   w.data_ports = *data_ports;
