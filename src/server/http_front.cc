@@ -217,7 +217,12 @@ bool HardenedServer::AwaitFirstBytes(socket_t sock) {
   if (PollFor(sock, POLLIN, 0)) return true;  // a client sends its request (or hello) at once
   if (silent_.fetch_add(1) >= options_.silent_connections_max) {
     silent_.fetch_sub(1);
-    return false;  // closed: nothing was sent, so nothing is lost but the connection
+    // No waiting place is free. A client that connected a moment ago may not have sent yet
+    // (one of a burst of 64, or a real client among a flood's connections): it gets a short
+    // grace; a silent flooder costs a thread only that long, then is closed (nothing was sent,
+    // so nothing is lost but the connection).
+    constexpr int kGraceMs = 100;
+    return PollFor(sock, POLLIN, kGraceMs);
   }
   const bool readable = AwaitRequest(sock, false);
   silent_.fetch_sub(1);

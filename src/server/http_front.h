@@ -24,8 +24,8 @@ struct FrontOptions {
   int backlog = 1024;            // pending connections the kernel queues (capped by somaxconn)
   int request_deadline_s = 30;   // a request's line, headers and body, from its first byte
   // Connections that have sent nothing yet, each waiting in a thread for its first bytes;
-  // one more is closed at once, so a flood of silent connections takes this many threads at
-  // most and the others go on serving.
+  // one more gets a 100 ms grace and is then closed, so a flood of silent connections takes this
+  // many threads, and the others a moment each, and the rest go on serving.
   int silent_connections_max = 16;
   std::string tls_cert;          // PEM chain; with tls_key, the server speaks only TLS
   std::string tls_key;           // PEM private key
@@ -57,7 +57,8 @@ class HardenedServer final : public httplib::Server {
   // quiet past the keep-alive timeout, or the server stops.
   bool AwaitRequest(socket_t sock, bool tls_pending) const;
   // A fresh connection's first bytes: at once, or after a wait in one of the
-  // silent_connections_max waiting places; false when none is free or nothing came.
+  // silent_connections_max waiting places (or a short grace when none is free); false when
+  // nothing came.
   bool AwaitFirstBytes(socket_t sock);
 
   const FrontOptions options_;
