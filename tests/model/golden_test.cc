@@ -124,6 +124,10 @@ constexpr float kDecodeRowTol = 1e-3f;
 TEST_P(GoldenTest, DecodeRowsMatchLlamaCppAtOneTwoAndThreeThreads) {
   const int64_t n_prompt = static_cast<int64_t>(golden_.prompt_ids.size());
   const std::vector<float> want(golden_.logits.begin() + n_prompt * golden_.n_vocab, golden_.logits.end());
+  // The goldens come from llama.cpp's x86 build: elsewhere (NEON's own order) a quantized
+  // fixture is held to the quantized tolerance, and the thread counts to each other, exactly.
+  const float tol = kClaimsBitExact || !GetParam().quantized ? kDecodeRowTol : kQuantMaxTol;
+  std::vector<float> one_thread;
   for (int threads : {1, 2, 3}) {
     SCOPED_TRACE(::testing::Message() << threads << " threads");
     ThreadPool pool(threads);
@@ -134,7 +138,9 @@ TEST_P(GoldenTest, DecodeRowsMatchLlamaCppAtOneTwoAndThreeThreads) {
     const std::vector<float> got(all.begin() + n_prompt * golden_.n_vocab, all.end());
     const Diff d = Compare(got, want, golden_.n_vocab, kDecodeRowTol);
     std::printf("[ golden ] %-20s decode rows, %d threads: max_abs %.3g\n", GetParam().name, threads, d.max_abs);
-    EXPECT_LE(d.max_abs, kDecodeRowTol);
+    EXPECT_LE(d.max_abs, tol);
+    if (threads == 1) one_thread = got;
+    EXPECT_EQ(got, one_thread) << "rows differ from one thread's";
   }
 }
 
