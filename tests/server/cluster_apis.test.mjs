@@ -46,7 +46,10 @@ async function freePort() {
 
 function startNode(self, peer, name) {
   const proc = spawn(cohortBin, ['-t', '1', 'serve', '--cluster', '--listen', `127.0.0.1:${self}`, '--peers', `127.0.0.1:${peer}`,
-                                 '--port', '0', '--secret', 's', '--no-multicast', '--no-benchmarks', '-c', '256',
+                                 '--port', '0', '--secret', 's', '--no-multicast',
+                                 // Any ports for the worker and the relay: the fixed ones follow --listen's
+                                 // random port and may be taken on a shared test machine.
+                                 '--worker-listen', '127.0.0.1:0', '--relay-listen', '127.0.0.1:0', '--no-benchmarks', '-c', '256',
                                  '--state-dir', path.join(dir, name), '--models-dir', dir, '--api-key', KEY], { stdio: ['ignore', 'ignore', 'pipe'] });
   let log = '';
   const base = new Promise((resolve, reject) => {
