@@ -43,7 +43,10 @@ Child ServeNode(const std::string& dir, const std::string& name, int self, const
   std::vector<std::string> args = {CohortBinary(), "-t", "1", "serve", "--cluster", "--listen",
                                    "127.0.0.1:" + std::to_string(self), "--peers", peers, "--port", "0",
                                    "--secret", "s", "--no-multicast", "--no-benchmarks", "--state-dir",
-                                   dir + "/" + name, "--api-key", "k", "--models-dir", models_dir};
+                                   dir + "/" + name, "--api-key", "k", "--models-dir", models_dir,
+                                   // Any worker and relay ports: the fixed ones follow the random
+                                   // --listen port and may be taken on a shared test machine.
+                                   "--worker-listen", "127.0.0.1:0", "--relay-listen", "127.0.0.1:0"};
   args.insert(args.end(), extra.begin(), extra.end());
   return Child::Start(args, dir + "/" + name + ".err");
 }
