@@ -144,6 +144,20 @@ int ClusterServeCommand(const ServeOptions& options) {
   w.key = data_key;
   w.insecure = options.dist.insecure;
   auto workers = cluster::WorkerService::Bind(w, log);
+  if (!workers.ok() && co.worker_listen.empty()) {
+    // The derived default port is taken (another program, or a test's random --listen): any
+    // port works, since peers learn the worker's address through membership, but a firewall
+    // that opens only the documented ports will block it, so say so loudly.
+    const std::string wanted = w.listen;
+    w.listen = wanted.substr(0, wanted.rfind(':')) + ":0";
+    auto moved = cluster::WorkerService::Bind(w, log);
+    if (moved.ok()) {
+      log.Warn("the worker port {} is not free ({}); serving workers on {} instead: a firewall that opens only "
+               "the documented ports will block it (pass --worker-listen to fix the port)",
+               wanted, workers.status().ToString(), (*moved)->address());
+      workers = std::move(moved);
+    }
+  }
   if (!workers.ok()) return Fail(workers.status());
 
   server::ServerOptions http_options = HttpOptionsOf(options);
@@ -155,6 +169,7 @@ int ClusterServeCommand(const ServeOptions& options) {
   if (data_key.has_value()) {
     const std::string relay = ListenPlus(co.flags.listen, kRelayPortOffset);  // HOST:PORT
     http_options.relay_listen = co.relay_listen.empty() ? public_host + relay.substr(relay.rfind(':')) : co.relay_listen;
+    http_options.relay_listen_may_move = co.relay_listen.empty();
     http_options.relay_admit_host = [&w](const std::string& host) { return w.member_hosts().count(host) > 0; };
   }
   server::HttpServer http(http_options, log);

@@ -265,7 +265,20 @@ Result<int> HttpServer::Bind() {
     relay.key = *options_.relay_key;
     relay.admit_host = options_.relay_admit_host;
     relay.handshake_timeout_s = std::min(options_.front.request_deadline_s, 5);
-    COHORT_ASSIGN_OR_RETURN(relay_, RelayListener::Bind(relay, *http_));
+    auto bound = RelayListener::Bind(relay, *http_);
+    if (!bound.ok() && options_.relay_listen_may_move) {
+      const std::string wanted = relay.listen;
+      relay.listen = wanted.substr(0, wanted.rfind(':')) + ":0";
+      auto moved = RelayListener::Bind(relay, *http_);
+      if (moved.ok()) {
+        log_.Warn("the relay port {} is not free ({}); relaying on port {} instead: a firewall that opens only "
+                  "the documented ports will block it (pass --relay-listen to fix the port)",
+                  wanted, bound.status().ToString(), (*moved)->port());
+        bound = std::move(moved);
+      }
+    }
+    if (!bound.ok()) return bound.status();
+    relay_ = std::move(*bound);
   }
   return port;
 }

@@ -34,6 +34,9 @@ struct ServerOptions {
   // 0: any), from the hosts relay_admit_host admits. Without one, relays are plain HTTP.
   std::optional<comm::ChannelKey> relay_key;
   std::string relay_listen;
+  // relay_listen is a derived default, not the user's: when its port is taken, Bind() takes
+  // any port and warns (the address other nodes use is relay_port(), told through membership).
+  bool relay_listen_may_move = false;
   std::function<bool(const std::string& host)> relay_admit_host;
   size_t max_body_bytes = 1 << 20;       // larger request bodies get 413
   int32_t max_prompt_tokens = 0;         // 0: the slot's context minus one

@@ -16,6 +16,7 @@
 #include <chrono>
 #include <filesystem>
 #include <fstream>
+#include <memory>
 #include <regex>
 #include <set>
 #include <sstream>
@@ -37,16 +38,20 @@ using parallel::testing::TempDir;
 using parallel::testing::WaitForInFile;
 
 // `cohort serve --cluster` on loopback control port `self` with `peers` (HOST:PORT,...),
-// state and stderr under dir/name, models from models_dir, API key "k", then `extra`.
+// state and stderr under dir/name, models from models_dir, API key "k", then `extra`. With
+// derived_ports, the worker and relay ports are the defaults that follow --listen's.
 Child ServeNode(const std::string& dir, const std::string& name, int self, const std::string& peers,
-                const std::string& models_dir, const std::vector<std::string>& extra = {}) {
+                const std::string& models_dir, const std::vector<std::string>& extra = {},
+                bool derived_ports = false) {
   std::vector<std::string> args = {CohortBinary(), "-t", "1", "serve", "--cluster", "--listen",
                                    "127.0.0.1:" + std::to_string(self), "--peers", peers, "--port", "0",
                                    "--secret", "s", "--no-multicast", "--no-benchmarks", "--state-dir",
-                                   dir + "/" + name, "--api-key", "k", "--models-dir", models_dir,
-                                   // Any worker and relay ports: the fixed ones follow the random
-                                   // --listen port and may be taken on a shared test machine.
-                                   "--worker-listen", "127.0.0.1:0", "--relay-listen", "127.0.0.1:0"};
+                                   dir + "/" + name, "--api-key", "k", "--models-dir", models_dir};
+  if (!derived_ports) {
+    // Any worker and relay ports, so that the test says what it binds (the defaults would
+    // move, with a warning, if another program held them).
+    args.insert(args.end(), {"--worker-listen", "127.0.0.1:0", "--relay-listen", "127.0.0.1:0"});
+  }
   args.insert(args.end(), extra.begin(), extra.end());
   return Child::Start(args, dir + "/" + name + ".err");
 }
@@ -288,6 +293,88 @@ TEST(ClusterApi, Qwen35MoeTensorParallelOverThreeNodes) {
     const json got = json::parse(answer->body);
     EXPECT_EQ(got["usage"]["completion_tokens"], 8) << names[i];
     EXPECT_EQ(got["choices"][0]["text"], want) << names[i];
+  }
+}
+
+// Holds 127.0.0.1:port open as a listener (another program on the port) until destroyed; -1
+// when the port could not be taken (then something else holds it, which tests the same).
+struct PortHolder {
+  int fd = -1;
+  explicit PortHolder(int port) {
+    fd = ::socket(AF_INET, SOCK_STREAM, 0);
+    sockaddr_in addr{};
+    addr.sin_family = AF_INET;
+    addr.sin_port = htons(static_cast<uint16_t>(port));
+    addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    if (::bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) != 0 || ::listen(fd, 1) != 0) {
+      ::close(fd);
+      fd = -1;
+    }
+  }
+  ~PortHolder() {
+    if (fd >= 0) ::close(fd);
+  }
+};
+
+// The worker and relay ports default to --listen's port + 2 and + 3 (the documented ports a
+// firewall opens). When another program holds them, the node still starts, on any ports, and
+// says so loudly; peers learn the moved ports through membership, so a two-node instance runs
+// and answers through the node that relays.
+TEST(ClusterPorts, TakenDerivedPortsMoveWithAWarningAndTheClusterStillServes) {
+  const TempDir dir("cluster-ports");
+  const std::string models = std::string(COHORT_TEST_DATA) + "/fixtures/models";
+  const std::string model = models + "/tiny-llama-f32.gguf";
+  int control[2];
+  for (int& p : control) {
+    p = FreePort();
+    ASSERT_GT(p, 0);
+  }
+  ASSERT_NE(control[0], control[1]);
+  std::vector<std::unique_ptr<PortHolder>> held;
+  for (int p : control) {
+    held.push_back(std::make_unique<PortHolder>(p + 2));
+    held.push_back(std::make_unique<PortHolder>(p + 3));
+  }
+  const char* names[2] = {"a", "b"};
+  std::vector<Child> nodes;
+  nodes.reserve(2);
+  for (int i = 0; i < 2; ++i) {
+    nodes.push_back(ServeNode(dir, names[i], control[i], "127.0.0.1:" + std::to_string(control[1 - i]), models, {},
+                              /*derived_ports=*/true));
+  }
+  std::vector<int> api(2);
+  for (int i = 0; i < 2; ++i) {
+    const std::string err = dir + "/" + names[i] + ".err";
+    const std::string p = WaitForInFile(err, "API http://127\\.0\\.0\\.1:([0-9]+)", 10000);
+    ASSERT_FALSE(p.empty()) << ReadFile(err);
+    api[i] = std::stoi(p);
+    const std::string log = ReadFile(err);
+    EXPECT_NE(log.find("the worker port 127.0.0.1:" + std::to_string(control[i] + 2) + " is not free"),
+              std::string::npos) << log;
+    EXPECT_NE(log.find("the relay port 127.0.0.1:" + std::to_string(control[i] + 3) + " is not free"),
+              std::string::npos) << log;
+    EXPECT_NE(log.find("--worker-listen"), std::string::npos) << log;
+  }
+  httplib::Client http("127.0.0.1", api[0]);
+  http.set_read_timeout(90, 0);
+  const httplib::Headers key = {{"Authorization", "Bearer k"}};
+  WaitForMembers(http, key, 2);
+  const json request = {{"model", model}, {"layout", "tp:1,1"}, {"nodes", 2}, {"wait_s", 60}};
+  auto placed = http.Post("/v1/instances", key, request.dump(), "application/json");
+  ASSERT_TRUE(placed);
+  ASSERT_EQ(placed->status, 201) << placed->body;
+  const json instance = json::parse(placed->body);
+  ASSERT_EQ(instance["state"], "ready") << instance.dump(2) << ReadFile(dir + "/a.err") << ReadFile(dir + "/b.err");
+  EXPECT_EQ(instance["ranks"].size(), 2u);
+  for (int i = 0; i < 2; ++i) {
+    httplib::Client node("127.0.0.1", api[i]);
+    node.set_read_timeout(60, 0);
+    const json completion = {{"model", instance["id"]}, {"prompt", "hello"}, {"max_tokens", 4}, {"temperature", 0},
+                             {"ignore_eos", true}};
+    auto answer = node.Post("/v1/completions", key, completion.dump(), "application/json");
+    ASSERT_TRUE(answer) << names[i];
+    ASSERT_EQ(answer->status, 200) << names[i] << ": " << answer->body;
+    EXPECT_EQ(json::parse(answer->body)["usage"]["completion_tokens"], 4) << names[i];
   }
 }
 
