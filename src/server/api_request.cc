@@ -412,7 +412,6 @@ Result<ApiRequest> ParseApiRequest(Endpoint endpoint, std::string_view body_text
   COHORT_RETURN_IF_ERROR(ParseSampling(body, limits, out));
   COHORT_RETURN_IF_ERROR(ParseStop(body, out));
   COHORT_RETURN_IF_ERROR(ParseLengthAndLogprobs(body, endpoint, limits, out));
-  if (out.n > 1 && out.stream) return Bad("n", "more than one choice is supported without stream only");
   return out;
 }
 

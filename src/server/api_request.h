@@ -41,7 +41,7 @@ struct ApiRequest {
   bool include_usage = false;      // stream_options.include_usage
   bool logprobs = false;
   bool json_mode = false;          // response_format {"type": "json_object"}
-  int32_t n = 1;                   // choices: n generations, seeds seed, seed + 1, ... (not streamed)
+  int32_t n = 1;                   // choices: n generations, seeds seed, seed + 1, ... (streamed interleaved)
   engine::GenerateOptions options; // max_tokens, sampling, stop, top_logprobs, grammar
   // Grammar-constrained output: the `grammar` field (GBNF) or response_format json_schema /
   // json_object, compiled into options.grammar. The GBNF text is kept for the tool grammar.

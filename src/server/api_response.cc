@@ -112,11 +112,11 @@ std::string ToolChunkEvents(const ResponseMeta& meta, const engine::RequestOutpu
   std::string events;
   if (!delta.empty()) {
     json body = Header(meta, "chat.completion.chunk");
-    body["choices"] = json::array({{{"index", 0}, {"delta", std::move(delta)}, {"logprobs", nullptr}, {"finish_reason", nullptr}}});
+    body["choices"] = json::array({{{"index", meta.choice}, {"delta", std::move(delta)}, {"logprobs", nullptr}, {"finish_reason", nullptr}}});
     events += "data: " + Dump(body) + "\n\n";
   }
   json last = Header(meta, "chat.completion.chunk");
-  last["choices"] = json::array({{{"index", 0}, {"delta", json::object()}, {"logprobs", nullptr}, {"finish_reason", finish}}});
+  last["choices"] = json::array({{{"index", meta.choice}, {"delta", json::object()}, {"logprobs", nullptr}, {"finish_reason", finish}}});
   return events + "data: " + Dump(last) + "\n\n";
 }
 
@@ -201,7 +201,7 @@ std::string CompletionJson(const ResponseMeta& meta, const engine::RequestOutput
 
 std::string ChunkEvent(const ResponseMeta& meta, const engine::RequestOutput& out,
                        const tokenizer::Tokenizer& tok, bool first) {
-  json choice = {{"index", 0}, {"logprobs", Logprobs(meta, out, tok)},
+  json choice = {{"index", meta.choice}, {"logprobs", Logprobs(meta, out, tok)},
                  {"finish_reason", out.done ? json(OpenAiFinishReason(out.finish_reason)) : json(nullptr)}};
   json body;
   if (meta.endpoint == Endpoint::kChat) {

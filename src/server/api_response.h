@@ -43,6 +43,9 @@ struct ResponseMeta {
   bool parse_tools = false;
   ToolFormat tool_format = ToolFormat::kHermes;
   bool parallel_tool_calls = true;  // false: only the first call is returned
+  // The choice (OpenAI's n) the streamed chunks written with this meta belong to: their
+  // "index". Every choice of a response shares the id, created and model.
+  int32_t choice = 0;
 };
 
 // "stop" for a stop string or an end-of-generation token, "length" for a limit.
@@ -57,13 +60,13 @@ AssistantOutput ParseToolOutput(const ResponseMeta& meta, std::string_view text)
 std::string CompletionJson(const ResponseMeta& meta, const engine::RequestOutput& output,
                            const tokenizer::Tokenizer& tok);
 
-// One SSE event ("data: {...}\n\n") carrying new text (and its tokens' logprobs); `first`
-// adds the assistant role (chat). finish_reason is set when `output.done`.
+// One SSE event ("data: {...}\n\n") carrying new text (and its tokens' logprobs) for choice
+// meta.choice; `first` adds the assistant role (chat). finish_reason is set when `output.done`.
 std::string ChunkEvent(const ResponseMeta& meta, const engine::RequestOutput& output,
                        const tokenizer::Tokenizer& tok, bool first);
 // The streamed end of a chat with tools: the parsed message as one delta (content,
 // reasoning_content, tool_calls with index, id, type, name and the whole arguments), then
-// the chunk with finish_reason ("tool_calls" when there are calls).
+// the chunk with finish_reason ("tool_calls" when there are calls), both for choice meta.choice.
 std::string ToolChunkEvents(const ResponseMeta& meta, const engine::RequestOutput& output);
 // The usage-only chunk of stream_options.include_usage.
 std::string UsageEvent(const ResponseMeta& meta, int32_t prompt_tokens, int32_t completion_tokens,

@@ -48,7 +48,10 @@ class Dialect {
   }
   // A streamed answer: what comes before the first piece (the prompt's length is known),
   // each piece of new output (never done), the end of a generation that succeeded (`last`
-  // holds the finish reason and the counts), and the end of one that failed.
+  // holds the finish reason and the counts), and the end of one that failed. With several
+  // choices (OpenAI's n, the only API whose bodies carry it) the first three are called for
+  // each choice with meta.choice set, choices interleaved; the dialect closes the stream after
+  // the last choice's StreamEnd. A failed choice ends the whole stream with StreamError.
   virtual std::string StreamStart(const ResponseMeta& meta, int32_t prompt_tokens,
                                   const tokenizer::Tokenizer& tok) = 0;
   virtual std::string StreamPiece(const ResponseMeta& meta, const engine::RequestOutput& piece,

@@ -59,16 +59,33 @@ ApiError HttpError(int status) {
   return e;
 }
 
+// How long a stream of several choices waits on one of them before looking at the others.
+// The choices share forward passes, so their tokens come within one step of each other and a
+// short wait delays none by much; a stream of one choice waits kPollInterval.
+constexpr auto kChoicePollInterval = std::chrono::milliseconds(10);
+
+// One choice of a streaming response (OpenAI's n; one for every other request).
+struct StreamChoice {
+  std::shared_ptr<engine::RequestHandle> handle;
+  ResponseMeta meta;     // the response's, with this choice's index in meta.choice
+  bool started = false;  // the dialect's StreamStart went out for it
+  bool done = false;
+};
+
 // What a streaming response keeps between calls of its content provider.
 struct StreamState {
   std::shared_ptr<engine::ServingInstance> instance;  // outlives the stream
-  std::shared_ptr<engine::RequestHandle> handle;
+  std::vector<StreamChoice> choices;
   std::shared_ptr<Dialect> dialect;
-  ResponseMeta meta;
   int32_t prompt_tokens = 0;
-  bool first = true;
+  int32_t completion_tokens = 0;  // of the choices that have ended
+  size_t choices_done = 0;
   bool saw_token = false;
   Clock::time_point start;
+
+  void CancelAll() {
+    for (StreamChoice& c : choices) c.handle->Cancel();
+  }
 };
 
 void SendIn(const Dialect& dialect, httplib::Response& res, const ApiError& error) {
@@ -111,12 +128,13 @@ bool AllowCors(const std::vector<std::string>& origins, const httplib::Request& 
   return true;
 }
 
-// The final counts of a generation, for its request log line.
-void NoteTokens(const engine::RequestOutput& done) {
+// The final counts of a request, for its request log line: the prompt of its first choice
+// (all share it) and the tokens of all its choices.
+void NoteTokens(const engine::RequestOutput& first, int32_t completion_tokens) {
   RequestLogEntry& e = CurrentRequestLog();
-  e.prompt_tokens = done.prompt_tokens;
-  e.cached_tokens = done.cached_tokens;
-  e.completion_tokens = done.completion_tokens;
+  e.prompt_tokens = first.prompt_tokens;
+  e.cached_tokens = first.cached_tokens;
+  e.completion_tokens = completion_tokens;
 }
 
 }  // namespace
@@ -438,14 +456,17 @@ void HttpServer::HandleGenerate(Endpoint endpoint, const httplib::Request& req, 
   call.openai_body = req.body;
   // Only the model's name decides the route: the full parse needs the instance's limits.
   bool stream = false;
+  bool one_choice = true;
   const auto body = nlohmann::json::parse(req.body, nullptr, false);
   if (body.is_object()) {
     if (auto it = body.find("model"); it != body.end() && it->is_string()) call.model = it->get<std::string>();
     if (auto it = body.find("stream"); it != body.end() && it->is_boolean()) stream = it->get<bool>();
+    if (auto it = body.find("n"); it != body.end() && it->is_number()) one_choice = it->get<double>() <= 1;
   }
   // On a cluster the node the client reached keeps a stream, to resume it elsewhere when the
-  // node serving it is lost (resuming_relay.h).
-  if (stream && router_->ResumesStreams() && !req.has_header(kRelayedHeader)) {
+  // node serving it is lost (resuming_relay.h). Resuming follows one choice's tokens: a stream
+  // of several choices is relayed plainly, and ends with an error event when its node is lost.
+  if (stream && one_choice && router_->ResumesStreams() && !req.has_header(kRelayedHeader)) {
     ResumeOptions resume;
     resume.read_timeout_s = options_.relay_timeout_s;
     resume.key = options_.relay_key;
@@ -521,7 +542,7 @@ void HttpServer::ServeDialect(const httplib::Request& req, httplib::Response& re
     handles.push_back(std::move(*handle));
   }
   if (request.stream) {
-    Stream(std::move(instance), request, prompt_tokens, std::move(handles.front()), std::move(call.dialect),
+    Stream(std::move(instance), request, prompt_tokens, std::move(handles), std::move(call.dialect),
            req.has_header(kTokenIdsHeader), res);
   } else {
     Wait(*instance, request, req, handles, dialect, res);
@@ -583,65 +604,100 @@ void HttpServer::Wait(engine::ServingInstance& instance, const ApiRequest& reque
       return SendIn(dialect, res, total.status);
     }
   }
-  NoteTokens(totals.front());
+  int32_t completion_tokens = 0;
+  for (const engine::RequestOutput& total : totals) completion_tokens += total.completion_tokens;
+  NoteTokens(totals.front(), completion_tokens);
   const ResponseMeta meta = MetaOf(instance, request, dialect);
   const tokenizer::Tokenizer& tok = instance.model().tokenizer();
   res.set_content(totals.size() == 1 ? dialect.Whole(meta, totals.front(), tok) : dialect.WholeChoices(meta, totals, tok),
                   kJson);
 }
 
+namespace {
+
+// The events of one output of choice `choice` of a stream, and its counts noted; true in
+// `*failed` when the choice failed (the events then end the whole stream).
+std::string ChoiceEvents(StreamState& state, StreamChoice& choice, engine::RequestOutput&& out, Metrics& metrics,
+                         bool* failed) {
+  if (!state.saw_token && !out.tokens.empty()) {
+    state.saw_token = true;
+    metrics.ObserveTimeToFirstToken(SecondsSince(state.start));
+    CurrentRequestLog().ttft_s = SecondsSince(CurrentRequestLog().start);
+  }
+  metrics.AddGeneratedTokens(static_cast<int64_t>(out.tokens.size()));
+  Dialect& dialect = *state.dialect;
+  if (out.done && !out.status.ok()) {
+    *failed = true;
+    return dialect.StreamError(HttpErrorOf(out.status));
+  }
+  const tokenizer::Tokenizer& tok = state.instance->model().tokenizer();
+  std::string events;
+  if (!choice.started) events += dialect.StreamStart(choice.meta, state.prompt_tokens, tok);
+  choice.started = true;
+  engine::RequestOutput body = out;
+  body.done = false;
+  events += dialect.StreamPiece(choice.meta, body, tok);
+  if (!out.done) return events;
+  choice.done = true;
+  state.choices_done += 1;
+  state.completion_tokens += out.completion_tokens;
+  if (state.choices_done == state.choices.size()) NoteTokens(out, state.completion_tokens);
+  return events + dialect.StreamEnd(choice.meta, out, tok);
+}
+
+}  // namespace
+
 void HttpServer::Stream(std::shared_ptr<engine::ServingInstance> instance, const ApiRequest& request,
-                        int32_t prompt_tokens, std::shared_ptr<engine::RequestHandle> handle,
+                        int32_t prompt_tokens, std::vector<std::shared_ptr<engine::RequestHandle>> handles,
                         std::shared_ptr<Dialect> dialect, bool token_ids, httplib::Response& res) {
+  COHORT_CHECK(!handles.empty());
   auto state = std::make_shared<StreamState>();
-  state->meta = MetaOf(*instance, request, *dialect);
+  ResponseMeta meta = MetaOf(*instance, request, *dialect);
+  meta.token_ids = token_ids;
+  for (size_t i = 0; i < handles.size(); ++i) {
+    StreamChoice& choice = state->choices.emplace_back();
+    choice.handle = std::move(handles[i]);
+    choice.meta = meta;
+    choice.meta.choice = static_cast<int32_t>(i);
+  }
   state->instance = std::move(instance);
-  state->handle = std::move(handle);
   state->dialect = std::move(dialect);
   state->prompt_tokens = prompt_tokens;
   state->start = Clock::now();
-  state->meta.token_ids = token_ids;
+  const auto wait = state->choices.size() == 1 ? kPollInterval : kChoicePollInterval;
   res.set_header("Cache-Control", "no-cache");
   res.set_chunked_content_provider(
       state->dialect->StreamType(),
-      [this, state](size_t, httplib::DataSink& sink) {
-        engine::RequestOutput out;
-        if (!state->handle->Wait(out, kPollInterval)) {
-          // Nothing new: notice a client that went away even while no token is ready.
-          if (!sink.is_writable()) {
-            state->handle->Cancel();
-            return false;
-          }
-          return true;
-        }
-        if (!state->saw_token && !out.tokens.empty()) {
-          state->saw_token = true;
-          metrics_.ObserveTimeToFirstToken(SecondsSince(state->start));
-          CurrentRequestLog().ttft_s = SecondsSince(CurrentRequestLog().start);
-        }
-        if (out.done) NoteTokens(out);
-        metrics_.AddGeneratedTokens(static_cast<int64_t>(out.tokens.size()));
+      [this, state, wait](size_t, httplib::DataSink& sink) {
+        // Waits on the first choice still running, then takes what the others have ready.
         std::string events;
-        Dialect& dialect = *state->dialect;
-        const tokenizer::Tokenizer& tok = state->instance->model().tokenizer();
-        if (out.done && !out.status.ok()) {
-          events = dialect.StreamError(HttpErrorOf(out.status));
-        } else {
-          if (state->first) events += dialect.StreamStart(state->meta, state->prompt_tokens, tok);
-          state->first = false;
-          engine::RequestOutput body = out;
-          body.done = false;
-          events += dialect.StreamPiece(state->meta, body, tok);
-          if (out.done) events += dialect.StreamEnd(state->meta, out, tok);
+        bool waited = false;
+        bool got = false;
+        bool failed = false;
+        for (StreamChoice& choice : state->choices) {
+          if (choice.done) continue;
+          engine::RequestOutput out;
+          const bool ready = choice.handle->Wait(out, waited ? std::chrono::milliseconds(0) : wait);
+          waited = true;
+          if (!ready) continue;
+          got = true;
+          events += ChoiceEvents(*state, choice, std::move(out), metrics_, &failed);
+          if (failed) break;
         }
-        if (!events.empty() && !sink.write(events.data(), events.size())) {
-          state->handle->Cancel();
+        // Nothing new: notice a client that went away even while no token is ready.
+        if (!got && !sink.is_writable()) {
+          state->CancelAll();
           return false;
         }
-        if (out.done) sink.done();
+        if (!events.empty() && !sink.write(events.data(), events.size())) {
+          state->CancelAll();
+          return false;
+        }
+        if (failed) state->CancelAll();
+        if (failed || state->choices_done == state->choices.size()) sink.done();
         return true;
       },
-      [state](bool) { state->handle->Cancel(); });
+      [state](bool) { state->CancelAll(); });
 }
 
 }  // namespace cohort::server

@@ -102,9 +102,11 @@ class HttpServer {
   // tool_choice required or named the grammar that forces the call.
   Status PrepareTools(engine::ServingInstance& instance, ApiRequest& request) const;
   Result<std::vector<int32_t>> PromptTokens(engine::ServingInstance& instance, const ApiRequest& request) const;
+  // Streams the answer as SSE (or the dialect's stream type): with several handles (n
+  // choices) their chunks interleave as they come; a client that goes away cancels them all.
   void Stream(std::shared_ptr<engine::ServingInstance> instance, const ApiRequest& request, int32_t prompt_tokens,
-              std::shared_ptr<engine::RequestHandle> handle, std::shared_ptr<Dialect> dialect, bool token_ids,
-              httplib::Response& res);
+              std::vector<std::shared_ptr<engine::RequestHandle>> handles, std::shared_ptr<Dialect> dialect,
+              bool token_ids, httplib::Response& res);
   // Collects a plain response; cancels the generation when the client hangs up meanwhile.
   // With several handles (n choices), each is collected in turn while all generate.
   void Wait(engine::ServingInstance& instance, const ApiRequest& request, const httplib::Request& req,

@@ -1,7 +1,11 @@
 // OpenAI's chat and text completions as a Dialect: the shapes of api_response.h, streamed as
-// "data: {chunk}" events ending in "data: [DONE]".
+// "data: {chunk}" events ending in "data: [DONE]"; with n choices the chunks of all choices
+// interleave, each carrying its choice's index, and [DONE] follows the last choice's end.
+#include <vector>
+
 #include <nlohmann/json.hpp>
 
+#include "core/check.h"
 #include "server/dialect.h"
 
 namespace cohort::server {
@@ -14,7 +18,10 @@ class OpenAiDialect final : public Dialect {
 
   std::string ErrorBody(const ApiError& error) const override { return ErrorJson(error); }
   const char* IdPrefix() const override { return endpoint_ == Endpoint::kChat ? "chatcmpl-" : "cmpl-"; }
-  void Prepare(const ApiRequest& request) override { include_usage_ = request.include_usage; }
+  void Prepare(const ApiRequest& request) override {
+    include_usage_ = request.include_usage;
+    tool_text_.assign(static_cast<size_t>(request.n), engine::RequestOutput{});
+  }
 
   std::string Whole(const ResponseMeta& meta, const engine::RequestOutput& total,
                     const tokenizer::Tokenizer& tok) override {
@@ -48,7 +55,7 @@ class OpenAiDialect final : public Dialect {
   std::string StreamPiece(const ResponseMeta& meta, const engine::RequestOutput& piece,
                           const tokenizer::Tokenizer& tok) override {
     if (meta.parse_tools) {  // a call is known only whole: the text waits, and goes out parsed at the end
-      tool_text_.Append(engine::RequestOutput(piece));
+      ToolText(meta).Append(engine::RequestOutput(piece));
       return "";
     }
     // A relaying node asked for the token ids (resuming_relay.h): a chunk for every token.
@@ -56,34 +63,54 @@ class OpenAiDialect final : public Dialect {
     return ChunkEvent(meta, piece, tok, false);
   }
 
+  // Ends choice meta.choice with its finish_reason; after the last choice's end, the usage
+  // (the prompt once, every choice's tokens) and [DONE] close the stream.
   std::string StreamEnd(const ResponseMeta& meta, const engine::RequestOutput& last,
                         const tokenizer::Tokenizer& tok) override {
+    std::string events;
     if (meta.parse_tools) {
       engine::RequestOutput end = last;  // its text already came as the last piece
       end.text.clear();
       end.tokens.clear();
       end.logprobs.clear();
-      tool_text_.Append(std::move(end));
-      std::string events = ToolChunkEvents(meta, tool_text_);
-      if (include_usage_) {
-        events += UsageEvent(meta, tool_text_.prompt_tokens, tool_text_.completion_tokens, tool_text_.cached_tokens);
-      }
-      return events + "data: [DONE]\n\n";
+      engine::RequestOutput& text = ToolText(meta);
+      text.Append(std::move(end));
+      events = ToolChunkEvents(meta, text);
+    } else {
+      engine::RequestOutput finish;
+      finish.done = true;
+      finish.finish_reason = last.finish_reason;
+      events = ChunkEvent(meta, finish, tok, false);
     }
-    engine::RequestOutput finish;
-    finish.done = true;
-    finish.finish_reason = last.finish_reason;
-    std::string events = ChunkEvent(meta, finish, tok, false);
-    if (include_usage_) events += UsageEvent(meta, last.prompt_tokens, last.completion_tokens, last.cached_tokens);
+    if (choices_ended_ == 0) {
+      usage_prompt_tokens_ = last.prompt_tokens;
+      usage_cached_tokens_ = last.cached_tokens;
+    }
+    usage_completion_tokens_ += last.completion_tokens;
+    choices_ended_ += 1;
+    COHORT_CHECK(choices_ended_ <= tool_text_.size());
+    if (choices_ended_ < tool_text_.size()) return events;
+    if (include_usage_) events += UsageEvent(meta, usage_prompt_tokens_, usage_completion_tokens_, usage_cached_tokens_);
     return events + "data: [DONE]\n\n";
   }
 
   std::string StreamError(const ApiError& error) override { return ErrorEvent(error) + "data: [DONE]\n\n"; }
 
  private:
+  engine::RequestOutput& ToolText(const ResponseMeta& meta) {
+    COHORT_CHECK(meta.choice >= 0 && static_cast<size_t>(meta.choice) < tool_text_.size());
+    return tool_text_[static_cast<size_t>(meta.choice)];
+  }
+
   Endpoint endpoint_;
   bool include_usage_ = false;
-  engine::RequestOutput tool_text_;  // a chat with tools: everything so far
+  // One per choice (request.n): a chat with tools keeps everything so far.
+  std::vector<engine::RequestOutput> tool_text_;
+  // The streamed choices that have ended, and the usage over them.
+  size_t choices_ended_ = 0;
+  int32_t usage_prompt_tokens_ = 0;
+  int32_t usage_cached_tokens_ = 0;
+  int32_t usage_completion_tokens_ = 0;
 };
 
 }  // namespace

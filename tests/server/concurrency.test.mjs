@@ -6,7 +6,7 @@ import { test, before, after } from 'node:test';
 import assert from 'node:assert/strict';
 import http from 'node:http';
 import OpenAI from 'openai';
-import { startServer, fixture, metrics, sleep } from './serve_helper.mjs';
+import { startServer, fixture, metrics, metricsUntil, sleep } from './serve_helper.mjs';
 
 const EOS = 2;
 let server;
@@ -111,17 +111,6 @@ test('killing the client mid-stream frees its slot', async (t) => {
   const r = await client.chat.completions.create({ model: 'm', messages: [{ role: 'user', content: 'Hi' }], max_tokens: 5 });
   assert.ok(r.usage.completion_tokens >= 1);
 });
-
-// Waits until /metrics shows `pred` true, or `ms` passed; returns the last metrics.
-async function metricsUntil(base, pred, ms) {
-  const deadline = Date.now() + ms;
-  let m = await metrics(base);
-  while (!pred(m) && Date.now() < deadline) {
-    await sleep(10);
-    m = await metrics(base);
-  }
-  return m;
-}
 
 test('killing a non-streaming client mid-generation frees its slot', async (t) => {
   // A server of its own with a long context, so the request cannot finish before the kill

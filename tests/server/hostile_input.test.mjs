@@ -97,7 +97,7 @@ const jsonCases = [
   ['max_tokens fractional', '/v1/chat/completions', chat({ max_tokens: 3.5 }), 400, 'max_tokens'],
   ['max_completion_tokens a string', '/v1/chat/completions', chat({ max_completion_tokens: '10' }), 400, 'max_completion_tokens'],
   ['n above 16', '/v1/chat/completions', chat({ n: 17 }), 400, 'n'],
-  ['n above 1 streamed', '/v1/chat/completions', chat({ n: 2, stream: true }), 400, 'n'],
+  ['n above 16 streamed', '/v1/chat/completions', chat({ n: 17, stream: true }), 400, 'n'],
   ['too many stops', '/v1/chat/completions', chat({ stop: Array.from({ length: 17 }, (_, i) => `s${i}`) }), 400, 'stop'],
   ['stop not a string', '/v1/chat/completions', chat({ stop: [7] }), 400, 'stop'],
   ['empty stop', '/v1/chat/completions', chat({ stop: '' }), 400, 'stop'],

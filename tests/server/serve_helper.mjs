@@ -53,6 +53,17 @@ export async function metrics(base, key) {
   return out;
 }
 
+// Waits until /metrics shows `pred` true, or `ms` passed; returns the last metrics.
+export async function metricsUntil(base, pred, ms, key) {
+  const deadline = Date.now() + ms;
+  let m = await metrics(base, key);
+  while (!pred(m) && Date.now() < deadline) {
+    await sleep(10);
+    m = await metrics(base, key);
+  }
+  return m;
+}
+
 // Sends raw bytes on a fresh TCP connection; resolves with everything the server sent back
 // before closing (or before `timeoutMs`), and whether the server closed the connection.
 export function rawExchange(port, chunks, { timeoutMs = 15000, delayMs = 0, endAfter = false } = {}) {
