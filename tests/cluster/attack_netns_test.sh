@@ -41,14 +41,11 @@ netns_setup
 OUTSIDER=9
 netns_add $OUTSIDER
 
-tcpdump -i "$BR" -U -s 0 -w "$WORK/load.pcap" "tcp port 7950" 2> "$WORK/tcpdump.log" &
-DUMP=$!
-for _ in $(seq 1 50); do grep -q "listening on" "$WORK/tcpdump.log" 2>/dev/null && break; sleep 0.1; done
+capture_start "$WORK/load.pcap" "tcp port 7950"
 for i in $(seq 1 $N); do start_node "$i"; done
 wait_members 1 3
 load_instance 1 3
-sleep 0.5
-kill -INT "$DUMP"; wait "$DUMP" || true
+capture_stop
 COORD=$(coordinator_index)
 CLIENT=$(( COORD % N + 1 ))   # a node that is not the coordinator
 

@@ -49,9 +49,7 @@ openssl req -x509 -newkey rsa:2048 -nodes -days 1 -subj "/CN=n2" -addext "subjec
 # "https"), stops the capture, and leaves the search's result in $WORK/NAME.json.
 run_variant() {
   local name=$1 pcap="$WORK/$1.pcap" answer=""
-  tcpdump -i "$BR" -U -s 0 -B 65536 -w "$pcap" 2> "$WORK/tcpdump-$name.log" &
-  local dump=$!
-  for _ in $(seq 1 50); do grep -q "listening on" "$WORK/tcpdump-$name.log" 2>/dev/null && break; sleep 0.1; done
+  capture_start "$pcap"
   for i in $(seq 1 $N); do start_node "$i"; done
   wait_members 1 3
   load_instance 1 3
@@ -76,14 +74,8 @@ run_variant() {
     grep -q '^data: \[DONE\]' "$WORK/$name-$client.sse" || { tail -3 "$WORK/$name-$client.sse"; fail "$name: the stream did not finish"; }
   done
   echo "$TEST: $name: '$PROMPT' ->$answer"
-  sleep 0.5
-  kill -INT "$dump"
-  wait "$dump" || true
+  capture_stop
   stop_nodes
-  # A capture with packets dropped (tcpdump's buffer overrun) cannot show that nothing leaked.
-  local dropped
-  dropped=$(sed -n 's/^\([0-9]*\) packets dropped by kernel/\1/p' "$WORK/tcpdump-$name.log")
-  [ "${dropped:-0}" = 0 ] || fail "$name: tcpdump dropped $dropped packets: the capture is incomplete"
   # The answer's words: the text minus its leading space, as long as it is distinctive.
   python3 "$HERE/capture_check.py" "$pcap" "$MODEL" "$IDS" "$PROMPT" "$API_KEY" "${answer# }" > "$WORK/$name.json"
   echo "$TEST: $name: $(cat "$WORK/$name.json")"

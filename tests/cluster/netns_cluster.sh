@@ -108,3 +108,26 @@ load_instance() {
 coordinator_index() {
   json "$WORK/inst.json" "[r['name'] for r in j['ranks'] if r['node'] == j['coordinator']][0][1:]"
 }
+
+# capture_start FILE [FILTER...]: tcpdump on the bridge into FILE, started for sure. Immediate
+# mode: without it packets wait in the kernel's ring for up to a second, and a capture stopped
+# soon after the traffic misses them. capture_stop: ends it, every packet written.
+capture_start() {
+  local pcap=$1
+  shift
+  tcpdump -i "$BR" --immediate-mode -U -s 0 -B 65536 -w "$pcap" "$@" 2> "$pcap.log" &
+  CAPTURE=$!
+  CAPTURE_LOG="$pcap.log"
+  for _ in $(seq 1 100); do grep -q "listening on" "$CAPTURE_LOG" 2>/dev/null && return 0; sleep 0.1; done
+  cat "$CAPTURE_LOG"
+  fail "tcpdump did not start listening on $BR"
+}
+capture_stop() {
+  sleep 0.3
+  kill -INT "$CAPTURE"
+  wait "$CAPTURE" || true
+  # A capture with packets dropped (tcpdump's buffer overrun) is incomplete.
+  local dropped
+  dropped=$(sed -n 's/^\([0-9]*\) packets dropped by kernel/\1/p' "$CAPTURE_LOG")
+  [ "${dropped:-0}" = 0 ] || fail "tcpdump dropped $dropped packets: the capture is incomplete"
+}
