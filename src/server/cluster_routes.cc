@@ -88,14 +88,17 @@ void CreateInstance(cluster::ClusterNode& node, cluster::Reconciler& reconciler,
   const json wait = body.value("wait_s", json(0));
   const int wait_s = wait.is_number_integer() ? static_cast<int>(std::clamp<int64_t>(wait.get<int64_t>(), 0, kMaxWaitS)) : 0;
   const std::string wanted = instance.id;
-  node.WaitForState(
-      [&](const cluster::ClusterState& st) {
-        for (const auto& v : cluster::ListInstances(st)) {
-          if (v.instance.id == wanted) return v.settled();
-        }
-        return false;
-      },
-      wait_s * 1000);
+  // On a node that does not lead, the leader has agreed the change when ProposeChange returns,
+  // but this node's copy of the state may not hold it yet: wait for that first (without it, a
+  // placement that worked was answered 503 "not recorded"), then, if asked, for it to settle.
+  const auto has = [&](const cluster::ClusterState& st, bool settled) {
+    for (const auto& v : cluster::ListInstances(st)) {
+      if (v.instance.id == wanted) return !settled || v.settled();
+    }
+    return false;
+  };
+  node.WaitForState([&](const cluster::ClusterState& st) { return has(st, false); }, kProposeTimeoutMs);
+  node.WaitForState([&](const cluster::ClusterState& st) { return has(st, true); }, wait_s * 1000);
   for (const auto& v : cluster::ListInstances(node.Snapshot().state)) {
     if (v.instance.id == wanted) return SendJson(res, 201, cluster::InstanceViewToJson(v));
   }

@@ -3,9 +3,11 @@
 # namespace, veth to one bridge, --peers only, an API key) and Debian's headless chromium
 # driven by playwright-core (dashboard_test.mjs) against node 1's page:
 #   the key is entered, the page shows 3 nodes and their links; the demo model is predicted
-#   and placed from the page and its plan shows on 3 nodes; the chat panel streams a story;
+#   and placed from the page, it shows loading part-way (a progress bar, percent, bytes, rate;
+#   the shares stream from n1, the one node with the file, over a throttled link), then its plan
+#   on 3 nodes; the chat panel streams a story;
 #   a node SIGKILLed turns dead on the page within 5 s; Rebalance and Remove work from its card.
-# A screenshot of each step goes to ARTIFACTS (third argument). Takes 20-40 s. Needs root,
+# A screenshot of each step goes to ARTIFACTS (third argument). Takes 20-40 s. Needs root, tc,
 # chromium and playwright-core (npm ci); exits 77 (skipped) without them. Cleans up on exit.
 #
 # usage: dashboard_netns_test.sh PATH/TO/cohort PATH/TO/model.gguf ARTIFACTS
@@ -16,8 +18,8 @@ MODEL=$(readlink -f "$2")
 ARTIFACTS=$3
 HERE=$(cd "$(dirname "$0")" && pwd)
 CHROMIUM=${CHROMIUM:-$(command -v chromium || true)}
-if [ "$(id -u)" -ne 0 ]; then
-  echo "dashboard_netns_test: needs root for network namespaces; skipped"
+if [ "$(id -u)" -ne 0 ] || ! command -v tc > /dev/null; then
+  echo "dashboard_netns_test: needs root for network namespaces, and tc; skipped"
   exit 77
 fi
 if [ -z "$CHROMIUM" ] || ! command -v node > /dev/null; then
@@ -61,11 +63,26 @@ for i in $(seq 1 $N); do
   ip netns exec "$ns" ip link set "cdp$TAG-$i" up
 done
 
+# Only n1 holds the model (n2 and n3 see an empty tmpfs over its directory) and n1's packets
+# to the worker services (TCP 7948) go through a 1 Mbit/s bucket, so the shares it streams take
+# seconds and the page shows the instance loading part-way; the rest is not held up.
+DEV="cdp$TAG-1"
+tcn() { ip netns exec "cd$TAG-1" tc "$@"; }
+tcn qdisc add dev "$DEV" root handle 1: htb default 10
+tcn class add dev "$DEV" parent 1: classid 1:10 htb rate 10gbit
+tcn class add dev "$DEV" parent 1: classid 1:30 htb rate 1mbit ceil 1mbit burst 16kb
+tcn filter add dev "$DEV" parent 1: protocol ip u32 match ip dport 7948 0xffff flowid 1:30
+mkdir -p "$WORK/only-n1"
+cp "$MODEL" "$WORK/only-n1/"
+MODEL="$WORK/only-n1/$(basename "$MODEL")"
+
 PEERS=$(for k in $(seq 1 $N); do printf '%s' "$SUBNET.$k:7946,"; done)
 # Benchmarks on (a fraction of a second), so the page has measured bandwidth and FLOP/s to show; 2 ms of
 # emulated link latency, so a story streams over many SSE events rather than in one burst.
 for i in $(seq 1 $N); do
-  ip netns exec "cd$TAG-$i" "$COHORT" -v -t 1 serve --cluster --listen "$SUBNET.$i:7946" \
+  hide=""
+  [ "$i" -ne 1 ] && hide="mount -t tmpfs none $WORK/only-n1 &&"
+  ip netns exec "cd$TAG-$i" sh -c "$hide exec \"\$0\" \"\$@\"" "$COHORT" -v -t 1 serve --cluster --listen "$SUBNET.$i:7946" \
     --host "$SUBNET.$i" --port 8080 --peers "${PEERS%,}" --no-multicast --secret "dashboard test" \
     --api-key "$KEY" --state-dir "$WORK/state-$i" --models-dir "$(dirname "$MODEL")" --name "n$i" --heartbeat-ms 250 --suspect-ms 1000 \
     --dead-ms 2500 --comm-timeout-ms 2500 --link-latency-us 2000 -c 256 --chat-template chatml \

@@ -3,7 +3,7 @@
 // DASHBOARD_URL (node 1's page), DASHBOARD_KEY (its API key), DASHBOARD_MODEL (the GGUF
 // path), DASHBOARD_VICTIM / DASHBOARD_VICTIM_PID (the node to kill), DASHBOARD_ARTIFACTS
 // (where the screenshots go) and CHROMIUM. Each step checks what the page shows, not the
-// JSON behind it, and leaves a screenshot; at the end Rebalance and Remove are pressed. Exits non-zero on the first failed step.
+// JSON behind it (the instance's loading bar included), and leaves a screenshot; at the end Rebalance and Remove are pressed. Exits non-zero on the first failed step.
 import assert from 'node:assert/strict';
 import path from 'node:path';
 import { chromium } from 'playwright-core';
@@ -66,9 +66,43 @@ try {
   for (const k of ['tp', 'pp']) assert.ok(kinds.has(k), `prediction lists ${k} layouts (got ${[...kinds]})`);
   log(`prediction: ${await page.locator('#preview-summary').textContent()} (kinds ${[...kinds].join(', ')})`);
   await shot(page, 'prediction');
+  // While it loads, the card shows a progress bar: the shares stream from the one node with the
+  // file over a throttled link (dashboard_netns_test.sh), so it is seen part-way, and it never
+  // goes back. The page is sampled every 50 ms from inside.
+  await page.evaluate(() => {
+    window.loadSamples = [];
+    window.loadSampler = setInterval(() => {
+      const l = document.querySelector('#instances .instance .loading');
+      if (!l) return;
+      const bar = l.querySelector('progress.load-bar');
+      window.loadSamples.push({ phase: l.dataset.phase, percent: Number(l.dataset.percent), bar: bar ? bar.value : -1,
+                                caption: l.querySelector('.load-caption').textContent });
+    }, 50);
+  });
   await page.locator('#place-submit').click();
+  const partway = page.locator('#instances .instance .loading[data-phase="transfer"]');
+  await page.waitForFunction(() => {
+    const l = document.querySelector('#instances .instance .loading[data-phase="transfer"]');
+    return l && Number(l.dataset.percent) > 0 && Number(l.dataset.percent) < 100;
+  }, null, { timeout: 30000 });
+  const caption = await partway.locator('.load-caption').textContent();
+  assert.match(caption, /^transfer [\d.]+% · [\d.]+ (B|KiB|MiB) of [\d.]+ (B|KiB|MiB) · [\d.]+ (B|KiB|MiB)\/s/,
+               `the loading caption '${caption}' has percent, bytes of bytes and a rate`);
+  assert.doesNotMatch(await page.locator('#status').textContent(), /^place:/, 'the placement is answered without an error');
+  await shot(page, 'loading');
   const card = page.locator('#instances .instance[data-state="ready"]');
   await card.waitFor({ timeout: 60000 });
+  const samples = await page.evaluate(() => { clearInterval(window.loadSampler); return window.loadSamples; });
+  const transfer = samples.filter((x) => x.phase === 'transfer');
+  assert.ok(transfer.some((x) => x.percent > 0 && x.percent < 100 && Math.abs(x.bar - x.percent) < 0.01),
+            'a progress bar part-way, at the percent it says');
+  for (let i = 1; i < transfer.length; ++i) {
+    assert.ok(transfer[i].percent >= transfer[i - 1].percent,
+              `the progress never goes back: ${transfer[i - 1].percent}% then ${transfer[i].percent}%`);
+  }
+  assert.equal(await page.locator('#instances .instance[data-state="ready"] .loading').count(), 0,
+               'a ready instance shows no progress bar');
+  log(`loading seen in ${transfer.length} samples, '${caption}'`);
   await page.waitForFunction(() => {
     const rows = document.querySelectorAll('#instances .instance[data-state="ready"] table.plan tbody tr');
     return new Set([...rows].map((r) => r.dataset.node)).size === 3;
