@@ -15,11 +15,14 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <memory>
+#include <mutex>
 #include <set>
 #include <thread>
 
 #include <CLI/CLI.hpp>
 
+#include "cluster/instance_progress.h"
 #include "comm/secure_channel.h"
 #include "comm/socket_util.h"
 #include "comm/tcp_transport.h"
@@ -28,6 +31,8 @@
 #include "engine/loaded_model.h"
 #include "parallel/launch.h"
 #include "parallel/model_plan.h"
+#include "parallel/shard_bytes.h"
+#include "progress_printer.h"
 
 namespace cohort::app {
 namespace {
@@ -229,7 +234,32 @@ Result<std::unique_ptr<parallel::DistributedModel>> StartDistributed(const DistO
   const int n_ranks = static_cast<int>(s.workers.size()) + 1;
   COHORT_ASSIGN_OR_RETURN(plan::LayoutSpec spec, parallel::ParseLayout(options.layout, n_ranks, shares));
   COHORT_ASSIGN_OR_RETURN(s.plan, parallel::PlanOfModel(file, spec));
-  return parallel::DistributedModel::Connect(s, file);
+  // The setup's progress on stderr, a bar on a terminal and plain lines otherwise: every
+  // worker's share streamed (none for a worker that holds the file or a cached copy) and read,
+  // with rank 0's own read, against totals fixed up front so the percent only grows.
+  std::vector<cluster::InstanceProgress::Rank> ranks;
+  for (int r = 0; r < n_ranks; ++r) {
+    COHORT_ASSIGN_OR_RETURN(auto ranges, parallel::ShardByteRanges(file, s.plan, r));
+    const uint64_t bytes = parallel::TotalBytes(ranges);
+    ranks.push_back({"", r == 0 ? "this process" : s.workers[r - 1], r == 0 ? 0 : bytes, bytes});
+  }
+  struct Shown {
+    cluster::InstanceProgress meter{0};
+    std::mutex mutex;
+    ProgressPrinter printer{"workers"};
+  };
+  auto shown = std::make_shared<Shown>();
+  shown->meter.SetRanks(std::move(ranks));
+  s.progress = [shown](int rank, const std::string& phase, uint64_t done, uint64_t total) {
+    shown->meter.Update(rank, phase, done, total);
+    const cluster::LoadProgress p = shown->meter.Snapshot();
+    std::lock_guard<std::mutex> lock(shown->mutex);
+    shown->printer.Show(p.figures, p.phase);
+  };
+  auto model = parallel::DistributedModel::Connect(s, file);
+  std::lock_guard<std::mutex> lock(shown->mutex);
+  shown->printer.End();
+  return model;
 }
 
 Result<std::unique_ptr<engine::LoadedModel>> OpenModel(const std::string& path, const DistOptions& options,

@@ -16,6 +16,8 @@ void ProgressPrinter::Show(const ProgressFigures& f, const std::string& what) {
   const bool finished = f.bytes_total > 0 && f.bytes_done >= f.bytes_total;
   if (!tty_ && what == last_what_ && pct < last_pct_ + 10 && now < last_ + std::chrono::seconds(5) && !finished) return;
   if (!tty_ && finished && pct == last_pct_ && what == last_what_) return;  // said already
+  // A bar is redrawn at most 10 times a second (a transfer reports every frame).
+  if (tty_ && drawing_ && what == last_what_ && !finished && now < last_ + std::chrono::milliseconds(100)) return;
   last_pct_ = pct;
   last_what_ = what;
   last_ = now;

@@ -1,5 +1,6 @@
 // ProgressPrinter: how the CLI shows a long transfer on stderr — a bar redrawn in place on a
-// terminal; elsewhere (logs, CI, a pipe) a plain line every 10% or 5 s, and at the end.
+// terminal (at most 10 times a second); elsewhere (logs, CI, a pipe) a plain line every 10% or
+// 5 s, and at the end.
 #pragma once
 
 #include <chrono>

@@ -6,6 +6,8 @@
 #include <chrono>
 #include <cstdio>
 #include <fstream>
+#include <regex>
+#include <sstream>
 #include <string>
 #include <vector>
 
@@ -112,6 +114,25 @@ TEST(CliDistWorkersTest, ExplicitWorkers) {
   const std::string workers = l1.substr(prefix.size()) + "," + l2.substr(prefix.size());
   const std::vector<float> want = Logits("tiny-qwen3-f32", {}, "workers_single");
   ExpectSame(Logits("tiny-qwen3-f32", {"--workers", workers, "--layout", "tp"}, "workers_tp3"), want, 512);
+  // The setup's progress, on stderr (a file here, not a terminal): plain lines, no carriage
+  // returns, the percent never going back, ending at 100% once the ranks connect.
+  std::ifstream e(::testing::TempDir() + "cli_dist_workers_tp3.err");
+  const std::string err((std::istreambuf_iterator<char>(e)), {});
+  EXPECT_EQ(err.find('\r'), std::string::npos) << err;
+  const std::regex line(R"(^cohort workers: (start|transfer|load|connect) ([0-9.]+)% .* of .*, .*/s)");
+  double last = -1;
+  int lines = 0;
+  std::istringstream in(err);
+  for (std::string l; std::getline(in, l);) {
+    std::smatch m;
+    if (!std::regex_search(l, m, line)) continue;
+    ++lines;
+    const double pct = std::stod(m[2].str());
+    EXPECT_GE(pct, last) << l;
+    last = pct;
+  }
+  EXPECT_GE(lines, 1) << err;
+  EXPECT_NE(err.find("cohort workers: connect 100.0% "), std::string::npos) << err;
   EXPECT_EQ(w1.Wait(5000), 0);
   EXPECT_EQ(w2.Wait(5000), 0);
 }
