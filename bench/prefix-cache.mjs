@@ -5,7 +5,8 @@
 //         prompt computed) and warm (the same history sent before, as the previous turn of a
 //         chat: only the new turn computed). Each round uses a fresh random history. Prints one
 //         JSON line per round and the medians and their ratio.
-//   itl   STREAMS PREFILL TOKENS: STREAMS streams decoding; their inter-token gaps alone, then
+//   itl   STREAMS PREFILL TOKENS: STREAMS streams decoding TOKENS-token completions one after
+//         another; their inter-token gaps alone, then
 //         while one PREFILL-token prompt is prefilled beside them. Prints the p50/p99 gaps of
 //         both phases and the p99 ratio.
 // Usage: node bench/prefix-cache.mjs BASE_URL ttft 2000 50 3
@@ -37,7 +38,8 @@ function stream(prompt, maxTokens, { onToken, signal } = {}) {
     let ttft = null;
     let usage = null;
     let buffered = '';
-    const done = () => resolve({ ttft, usage });
+    const onAbort = () => { req.destroy(); done(); };
+    const done = () => { signal?.removeEventListener('abort', onAbort); resolve({ ttft, usage }); };
     const req = http.request(`${base}/v1/completions`, {
       method: 'POST', headers: { 'content-type': 'application/json', 'content-length': Buffer.byteLength(body) },
     }, (res) => {
@@ -68,7 +70,7 @@ function stream(prompt, maxTokens, { onToken, signal } = {}) {
       res.on('error', () => done());
     });
     req.on('error', (e) => (signal?.aborted ? done() : reject(e)));
-    signal?.addEventListener('abort', () => { req.destroy(); done(); });
+    signal?.addEventListener('abort', onAbort);
     req.end(body);
   });
 }
@@ -99,30 +101,43 @@ async function ttft(historyLen, turnLen, rounds) {
 
 // Inter-token gaps of `streams` streams over one phase; `during` (a promise) ends the phase
 // when given, else the phase ends after `tokens` tokens of each stream.
-async function phase(streams, tokens, during) {
+// STREAMS streams, each a run of TOKENS-token completions of fresh 8-token prompts, one after
+// another, so their contexts stay short and alike in both phases (one long completion would
+// reach thousands of positions during a slow prefill, and its decode steps would grow dearer
+// for that alone). Without `during`: ROUNDS completions each. With it: until during.run()
+// ends. The gaps are those between a completion's tokens from its 3rd on (the first include
+// its own prompt and the other streams' starts).
+async function phase(streams, tokens, rounds, during) {
   const gaps = [];
   const controller = new AbortController();
   let started = 0;
   let release;
   const allStarted = new Promise((r) => { release = r; });
+  let running = true;
   const runs = Array.from({ length: streams }, async () => {
-    let last = null;
-    let count = 0;
-    await stream(randomIds(8), during ? during.maxTokens : tokens, {
-      signal: controller.signal,
-      onToken: (now) => {
-        // The first gaps include other streams' prompts: count from each stream's 3rd token.
-        if (++count === 3 && ++started === streams) release();
-        if (count > 3 && last !== null && (!during || during.active)) gaps.push(now - last);
-        last = now;
-      },
-    });
+    let first = true;
+    for (let round = 0; during ? running : round < rounds; ++round) {
+      let last = null;
+      let count = 0;
+      await stream(randomIds(8), tokens, {
+        signal: controller.signal,
+        onToken: (now) => {
+          if (++count === 3 && first) {
+            first = false;
+            if (++started === streams) release();
+          }
+          if (count > 3 && last !== null && (!during || during.active)) gaps.push(now - last);
+          last = now;
+        },
+      });
+    }
   });
   if (during) {
     await allStarted;
     during.active = true;
     await during.run();
     during.active = false;
+    running = false;
     controller.abort();
   }
   await Promise.allSettled(runs);
@@ -130,11 +145,10 @@ async function phase(streams, tokens, during) {
 }
 
 async function itl(streams, prefillLen, tokens) {
-  const alone = await phase(streams, tokens);
+  const alone = await phase(streams, tokens, 4);
   let prefillTtft = 0;
-  const during = await phase(streams, 0, {
+  const during = await phase(streams, tokens, 0, {
     active: false,
-    maxTokens: prefillLen + 64,  // outlasts the prefill (the server's --ctx must hold it)
     run: async () => { prefillTtft = (await stream(randomIds(prefillLen), 1)).ttft; },
   });
   const p99a = quantile(alone, 0.99), p99b = quantile(during, 0.99);

@@ -488,7 +488,14 @@ void Scheduler::BuildBatch() {
   // token is not held up by a long prompt; a prompt alone takes all of n_batch.
   const int n_decode = rows;
   const int64_t budget = static_cast<int64_t>(options_.n_batch) - n_decode;
-  const int64_t limit = n_decode > 0 ? std::min<int64_t>(budget, prefill_chunk_) : budget;
+  int64_t limit = n_decode > 0 ? std::min<int64_t>(budget, prefill_chunk_) : budget;
+  // A measured chunk is sized against what the streams' step alone costs, and that grows with
+  // their contexts while a long prompt is fed beside them and no step is theirs alone: left
+  // stale, the growth is charged to the prompt's tokens and the chunk shrinks to one token
+  // (a 4,000-token prompt then took five minutes). So every kProbeEvery-th such step is the
+  // streams' alone, which measures it afresh (and gives them a cheap step).
+  constexpr int kProbeEvery = 16;
+  if (options_.prefill_chunk == 0 && n_decode > 0 && mixed_steps_ >= kProbeEvery) limit = 0;
   uint64_t prompt_tokens = 0;
   for (auto& s : slots_) {
     Slot& slot = *s;
@@ -530,7 +537,10 @@ void Scheduler::MeasureStep(double seconds, int n_decode, int n_prompt) {
   constexpr int kAloneMinTokens = 16;  // a prompt-alone step this big says what a token costs
   if (n_prompt == 0) {
     if (n_decode == 0) return;
-    decode_step_s_ = decode_step_s_ > 0.0 ? kKeep * decode_step_s_ + (1 - kKeep) * seconds : seconds;
+    // A probe after mixed steps (BuildBatch) weighs more: the streams' cost has moved since.
+    const double keep = mixed_steps_ > 0 ? 0.5 : kKeep;
+    mixed_steps_ = 0;
+    decode_step_s_ = decode_step_s_ > 0.0 ? keep * decode_step_s_ + (1 - keep) * seconds : seconds;
   } else if (n_decode == 0) {
     // Only steps beside decoding streams size the chunk directly: a prompt alone runs in big
     // batches, whose cost per token is lower than a small chunk's. It bounds it, below.
@@ -538,6 +548,7 @@ void Scheduler::MeasureStep(double seconds, int n_decode, int n_prompt) {
     const double per_token = seconds / n_prompt;
     prompt_alone_s_ = prompt_alone_s_ > 0.0 ? kKeep * prompt_alone_s_ + (1 - kKeep) * per_token : per_token;
   } else {
+    ++mixed_steps_;
     if (decode_step_s_ <= 0.0) return;
     double per_token = std::max(seconds - decode_step_s_, seconds * 0.05) / n_prompt;
     // On a busy machine one step can take several times its cost (another process held the

@@ -222,6 +222,7 @@ class Scheduler {
   double decode_step_s_ = 0.0;       // moving average of decode-only steps (0: none yet)
   double prompt_token_s_ = 0.0;      // moving average of one prompt token's share of a step
   double prompt_alone_s_ = 0.0;      // moving average of a token's share of a prompt-alone step
+  int mixed_steps_ = 0;              // steps of streams and prompt chunks since a streams-only one
   int last_decode_ = 0;              // this step's decode rows and prompt tokens
   int last_prompt_ = 0;
   std::vector<std::unique_ptr<Slot>> slots_;
