@@ -66,12 +66,8 @@ done
 # Only n1 holds the model (n2 and n3 see an empty tmpfs over its directory) and n1's packets
 # to the worker services (TCP 7948) go through a 1 Mbit/s bucket, so the shares it streams take
 # seconds and the page shows the instance loading part-way; the rest is not held up.
-DEV="cdp$TAG-1"
-tcn() { ip netns exec "cd$TAG-1" tc "$@"; }
-tcn qdisc add dev "$DEV" root handle 1: htb default 10
-tcn class add dev "$DEV" parent 1: classid 1:10 htb rate 10gbit
-tcn class add dev "$DEV" parent 1: classid 1:30 htb rate 1mbit ceil 1mbit burst 16kb
-tcn filter add dev "$DEV" parent 1: protocol ip u32 match ip dport 7948 0xffff flowid 1:30
+. "$HERE/throttle.sh"
+throttle_dport "cd$TAG-1" "cdp$TAG-1" 7948 1mbit
 mkdir -p "$WORK/only-n1"
 cp "$MODEL" "$WORK/only-n1/"
 MODEL="$WORK/only-n1/$(basename "$MODEL")"

@@ -62,12 +62,8 @@ done
 
 # n1's packets to the worker port go through a 2 Mbit/s bucket; the rest (membership, the
 # agreed state, the API) is not held up.
-DEV="cpp$TAG-1"
-tcn() { ip netns exec "cp$TAG-1" tc "$@" 2>/dev/null; }
-tcn qdisc add dev "$DEV" root handle 1: htb default 10
-tcn class add dev "$DEV" parent 1: classid 1:10 htb rate 10gbit
-tcn class add dev "$DEV" parent 1: classid 1:30 htb rate 2mbit ceil 2mbit burst 16kb
-tcn filter add dev "$DEV" parent 1: protocol ip u32 match ip dport 7948 0xffff flowid 1:30
+. "$(dirname "$0")/throttle.sh"
+throttle_dport "cp$TAG-1" "cpp$TAG-1" 7948 2mbit
 
 mkdir -p "$WORK/only-n1"
 cp "$MODEL" "$WORK/only-n1/"
