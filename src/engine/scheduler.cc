@@ -32,6 +32,9 @@
 #include <future>
 #include <optional>
 #include <sstream>
+#include <thread>
+
+#include <fmt/format.h>
 
 #include "engine/sequence_step.h"
 #include "tokenizer/tokenizer.h"
@@ -42,6 +45,7 @@ namespace cohort::engine {
 struct Scheduler::Slot {
   int32_t id = 0;
   bool active = false;
+  bool reserved = false;  // an embedding runs in it (Embed): no request is admitted to it
   std::shared_ptr<RequestHandle> handle;
   ScheduledRequest request;
   std::unique_ptr<Sampler> sampler;
@@ -264,27 +268,28 @@ Status Scheduler::failure() const {
 }
 
 bool Scheduler::Admit() {
-  std::vector<Queued> admitted;
-  std::vector<Slot*> free;
   bool any_active = false;
-  for (auto& slot : slots_) {
-    if (slot->active) {
-      any_active = true;
-    } else {
-      free.push_back(slot.get());
-    }
-  }
+  for (auto& slot : slots_) any_active = any_active || slot->active;
   {
     std::unique_lock<std::mutex> lock(mutex_);
     wake_.wait(lock, [&] { return stopping_ || !queue_.empty() || !tasks_.empty() || any_active; });
     if (stopping_) return false;
+  }
+  // The tasks first: an embedding may reserve a slot, which is then not free.
+  RunTasks();
+  std::vector<Slot*> free;
+  for (auto& slot : slots_) {
+    if (!slot->active && !slot->reserved) free.push_back(slot.get());
+  }
+  std::vector<Queued> admitted;
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
     while (!queue_.empty() && admitted.size() < free.size()) {
       admitted.push_back(std::move(queue_.front()));
       queue_.pop_front();
     }
     stats_.queue_depth = static_cast<int32_t>(queue_.size());
   }
-  RunTasks();
   for (size_t i = 0; i < admitted.size(); ++i) StartSlot(*free[i], std::move(admitted[i]));
   return true;
 }
@@ -303,6 +308,77 @@ Status Scheduler::RunOnEngine(std::function<void()> task) {
   wake_.notify_all();
   ran.wait();
   return Status::Ok();
+}
+
+Result<std::vector<float>> Scheduler::Embed(std::span<const int32_t> tokens, model::Pooling pooling) {
+  if (pooling != model::Pooling::kMean && pooling != model::Pooling::kCls && pooling != model::Pooling::kLast) {
+    return InvalidArgument(fmt::format("embeddings: pooling '{}' is not supported (mean, cls or last)",
+                                       model::PoolingName(pooling)));
+  }
+  const int64_t n = static_cast<int64_t>(tokens.size());
+  if (n == 0) return InvalidArgument("embeddings: the input has no tokens");
+  if (n > n_ctx_) {
+    return OutOfRange(fmt::format("embeddings: the input has {} tokens; the context holds {}", n, n_ctx_));
+  }
+  const int32_t n_vocab = model_.config().n_vocab;
+  for (int64_t i = 0; i < n; ++i) {
+    if (tokens[i] < 0 || tokens[i] >= n_vocab) {
+      return InvalidArgument(fmt::format("embeddings: token {} is outside the vocabulary [0, {})", tokens[i], n_vocab));
+    }
+  }
+  std::lock_guard<std::mutex> one_at_a_time(embed_mutex_);
+  // A free slot of the cache, reserved so that no request is admitted to it meanwhile: every
+  // rank of a model spread over processes keeps its cache in step with this one, so an
+  // embedding runs in it rather than in a cache of its own. With every slot busy it waits
+  // for one, as a queued request does.
+  int32_t seq = -1;
+  for (;;) {
+    COHORT_RETURN_IF_ERROR(RunOnEngine([&] {
+      for (auto& slot : slots_) {
+        if (slot->active || slot->reserved) continue;
+        slot->reserved = true;
+        seq = slot->id;
+        cache_->Truncate(seq, 0);
+        return;
+      }
+    }));
+    if (seq >= 0) break;
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  const int64_t n_embd = model_.config().n_embd;
+  std::vector<double> sum(static_cast<size_t>(n_embd), 0.0);
+  std::vector<float> hidden;
+  model::Batch batch;
+  Status status;
+  for (int64_t begin = 0; begin < n && status.ok(); begin += options_.n_batch) {
+    const int64_t end = std::min<int64_t>(n, begin + options_.n_batch);
+    const Status ran = RunOnEngine([&] {
+      // Mean pooling reads every position; CLS the first, last the last.
+      batch.Clear();
+      for (int64_t i = begin; i < end; ++i) {
+        const bool want = pooling == model::Pooling::kMean || (pooling == model::Pooling::kCls && i == 0) ||
+                          (pooling == model::Pooling::kLast && i == n - 1);
+        batch.Add(tokens[i], static_cast<int32_t>(i), seq, want);
+      }
+      hidden.resize(static_cast<size_t>(batch.n_logits()) * n_embd);
+      status = model_.model().ForwardHidden(ctx_, batch, *cache_, hidden);
+      if (!status.ok()) return;
+      for (int r = 0; r < batch.n_logits(); ++r) {
+        for (int64_t j = 0; j < n_embd; ++j) sum[j] += hidden[r * n_embd + j];
+      }
+    });
+    if (!ran.ok()) return ran;  // stopped: the slot goes with the scheduler
+  }
+  (void)RunOnEngine([&] {
+    cache_->Truncate(seq, 0);
+    slots_[static_cast<size_t>(seq)]->reserved = false;
+  });
+  wake_.notify_all();  // a queued request may take the slot now
+  if (!status.ok()) return status;
+  const double count = pooling == model::Pooling::kMean ? static_cast<double>(n) : 1.0;
+  std::vector<float> out(static_cast<size_t>(n_embd));
+  for (int64_t j = 0; j < n_embd; ++j) out[j] = static_cast<float>(sum[j] / count);
+  return out;
 }
 
 void Scheduler::RunTasks() {
@@ -327,7 +403,7 @@ Result<std::vector<SlotInfo>> Scheduler::Slots() {
   std::vector<SlotInfo> out;
   COHORT_RETURN_IF_ERROR(RunOnEngine([&] {
     for (const auto& slot : slots_) {
-      out.push_back(SlotInfo{slot->id, slot->active, static_cast<int32_t>(slot->saved_tokens.size())});
+      out.push_back(SlotInfo{slot->id, slot->active || slot->reserved, static_cast<int32_t>(slot->saved_tokens.size())});
     }
   }));
   return out;

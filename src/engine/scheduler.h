@@ -16,6 +16,7 @@
 #include <functional>
 #include <memory>
 #include <mutex>
+#include <span>
 #include <string>
 #include <thread>
 #include <vector>
@@ -168,6 +169,14 @@ class Scheduler {
   // Drops slot id's saved prefix from the prefix cache, but blocks other chains extend; returns
   // the positions it had.
   Result<int32_t> EraseSlot(int32_t id);
+  // The embedding of `tokens`, one sequence tokenized as the caller wants it: the model's
+  // final hidden states (Model::ForwardHidden) pooled by `pooling` (kMean, kCls or kLast),
+  // n_embd floats, not normalized. Runs in a free slot, reserved meanwhile (waiting for one
+  // while all are busy), on the engine thread between steps, n_batch tokens at a time, so
+  // running streams advance between chunks; one embedding at a time. kInvalidArgument for bad
+  // tokens or pooling, kOutOfRange past n_ctx, kUnavailable when stopped.
+  Result<std::vector<float>> Embed(std::span<const int32_t> tokens, model::Pooling pooling);
+
   // The prefix cache (null: off). Off the engine thread only its sizes may be read
   // (block_tokens, block_bytes, state_bytes: fixed at Start).
   const PrefixCache* prefix_cache() const { return prefix_cache_.get(); }
@@ -231,6 +240,7 @@ class Scheduler {
   std::vector<Slot*> sampling_;  // scratch: the slots sampled this step
   std::thread thread_;
 
+  std::mutex embed_mutex_;     // one Embed at a time
   mutable std::mutex mutex_;   // guards queue_, stopping_, stats_
   std::condition_variable wake_;
   std::deque<Queued> queue_;

@@ -344,10 +344,28 @@ Result<ModelConfig> ModelConfig::FromGguf(const gguf::File& file) {
     COHORT_RETURN_IF_ERROR(ReadGlmMinimaxFlags(file, keys, c));
   }
   if (c.arch == Arch::kGptOss) COHORT_RETURN_IF_ERROR(ParseGptOss(keys, c));
+  {
+    COHORT_ASSIGN_OR_RETURN(const int pooling, keys.Int("pooling_type", 0));
+    if (pooling > static_cast<int>(Pooling::kRank)) {
+      return Corrupt(fmt::format("{} = {} is not a pooling type", keys.Key("pooling_type"), pooling));
+    }
+    c.pooling = static_cast<Pooling>(pooling);
+  }
   c.kq_scale = 1.0f / std::sqrt(static_cast<float>(c.head_dim_k));
   if (c.arch == Arch::kDeepseek2) SetMlaKqScale(c);
   COHORT_RETURN_IF_ERROR(c.Validate());
   return c;
+}
+
+const char* PoolingName(Pooling pooling) {
+  switch (pooling) {
+    case Pooling::kNone: return "none";
+    case Pooling::kMean: return "mean";
+    case Pooling::kCls: return "cls";
+    case Pooling::kLast: return "last";
+    case Pooling::kRank: return "rank";
+  }
+  return "?";
 }
 
 namespace {

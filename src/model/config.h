@@ -23,6 +23,11 @@ enum class ExpertGating { kSoftmax, kSigmoid, kSoftmaxWeight };
 // The experts' activation: SiLU-GLU, or gpt-oss's clamped SwiGLU (kernels::SwiGluOai).
 enum class ExpertActivation { kSwiGlu, kSwiGluOai };
 
+// How a sequence's final hidden states become one embedding (`<arch>.pooling_type`, llama.cpp's
+// numbering): none, the mean of every position, the first position's (CLS), the last one's.
+enum class Pooling { kNone = 0, kMean = 1, kCls = 2, kLast = 3, kRank = 4 };
+const char* PoolingName(Pooling pooling);
+
 struct RopeConfig {
   RopeType type = RopeType::kNorm;
   int n_rot = 0;                 // dimensions rotated per head
@@ -109,6 +114,7 @@ struct ModelConfig {
   float rope_freq_base_swa = 0;  // the sliding layers' rope base (0: rope.freq_base)
   bool attn_sinks = false;       // a learned per-head logit in each softmax's denominator
   bool attn_out_bias = false;    // attn_output.bias
+  Pooling pooling = Pooling::kNone;  // the file's embedding pooling (kNone: not an embedding model)
   RopeConfig rope;
   MoeConfig moe;
   MlaConfig mla;

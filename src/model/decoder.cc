@@ -90,7 +90,7 @@ Result<std::unique_ptr<KvCache>> Decoder::NewKvCache(const KvCacheOptions& optio
                                    KvValueWidth());
 }
 
-Status Decoder::CheckBatch(const Batch& batch, const KvCache& cache, size_t logits_size) {
+Status Decoder::CheckBatch(const Batch& batch, const KvCache& cache, size_t out_size, int64_t row_width) {
   const size_t n = batch.tokens.size();
   if (n == 0) return InvalidArgument("batch is empty");
   if (batch.positions.size() != n || batch.seq_ids.size() != n || batch.want_logits.size() != n) {
@@ -99,10 +99,10 @@ Status Decoder::CheckBatch(const Batch& batch, const KvCache& cache, size_t logi
   if (cache.k_width() != KvKeyWidth() || cache.v_width() != KvValueWidth()) {
     return InvalidArgument("kv cache was not made for this model");
   }
-  const size_t need = static_cast<size_t>(batch.n_logits()) * config_.n_vocab;
-  if (logits_size < need) {
-    return InvalidArgument(fmt::format("logits buffer holds {} floats, batch needs {}",
-                                       logits_size, need));
+  const size_t need = static_cast<size_t>(batch.n_logits()) * row_width;
+  if (out_size < need) {
+    return InvalidArgument(fmt::format("output buffer holds {} floats, batch needs {}",
+                                       out_size, need));
   }
   // Positions must continue each sequence without gaps, so every earlier position a token
   // attends to is in the cache or earlier in this batch.
@@ -135,7 +135,7 @@ Status Decoder::CheckBatch(const Batch& batch, const KvCache& cache, size_t logi
 }
 
 Status Decoder::CheckStageBatch(const Batch& batch, const KvCache& cache) {
-  return CheckBatch(batch, cache, SIZE_MAX);  // no logits buffer to check here
+  return CheckBatch(batch, cache, SIZE_MAX, config_.n_vocab);  // no logits buffer to check here
 }
 
 void Decoder::EmbedRows(const Batch& batch, int64_t row_begin, int64_t row_end, float* x) {
@@ -170,17 +170,21 @@ void Decoder::RunFfn(const BlockEnv& env, int layer, const float* x, float* out)
   }
 }
 
-void Decoder::HeadRows(const Batch& batch, ThreadPool* pool, const float* x, int64_t row_begin,
-                       int64_t row_end, float* logits) {
+int Decoder::NormOutputRows(const Batch& batch, const float* x, float* out) {
   const int64_t n_embd = config_.n_embd;
-  head_in_.resize(static_cast<size_t>(batch.n_logits()) * n_embd);
   int n_out = 0;
   for (size_t t = 0; t < batch.size(); ++t) {
     if (batch.want_logits[t] == 0) continue;
-    kernels::RmsNorm(x + t * n_embd, output_.output_norm, n_embd, config_.rms_eps,
-                     head_in_.data() + n_out * n_embd);
+    kernels::RmsNorm(x + t * n_embd, output_.output_norm, n_embd, config_.rms_eps, out + n_out * n_embd);
     ++n_out;
   }
+  return n_out;
+}
+
+void Decoder::HeadRows(const Batch& batch, ThreadPool* pool, const float* x, int64_t row_begin,
+                       int64_t row_end, float* logits) {
+  head_in_.resize(static_cast<size_t>(batch.n_logits()) * config_.n_embd);
+  const int n_out = NormOutputRows(batch, x, head_in_.data());
   if (n_out == 0) return;
   const TensorView head = row_begin == 0 && row_end == config_.n_vocab
                               ? output_.output
@@ -330,11 +334,21 @@ Status Decoder::RunLayers(const Context& ctx, const Batch& batch, KvCache& cache
 
 Status Decoder::Forward(const Context& ctx, const Batch& batch, KvCache& cache,
                         std::span<float> logits) {
-  COHORT_RETURN_IF_ERROR(CheckBatch(batch, cache, logits.size()));
+  COHORT_RETURN_IF_ERROR(CheckBatch(batch, cache, logits.size(), config_.n_vocab));
   x_.resize(batch.size() * config_.n_embd);
   EmbedRows(batch, 0, config_.n_vocab, x_.data());
   COHORT_RETURN_IF_ERROR(RunLayers(ctx, batch, cache, x_.data(), nullptr));
   HeadRows(batch, ctx.pool, x_.data(), 0, config_.n_vocab, logits.data());
+  return Status::Ok();
+}
+
+Status Decoder::ForwardHidden(const Context& ctx, const Batch& batch, KvCache& cache,
+                              std::span<float> hidden) {
+  COHORT_RETURN_IF_ERROR(CheckBatch(batch, cache, hidden.size(), config_.n_embd));
+  x_.resize(batch.size() * config_.n_embd);
+  EmbedRows(batch, 0, config_.n_vocab, x_.data());
+  COHORT_RETURN_IF_ERROR(RunLayers(ctx, batch, cache, x_.data(), nullptr));
+  NormOutputRows(batch, x_.data(), hidden.data());
   return Status::Ok();
 }
 

@@ -58,6 +58,8 @@ class Decoder : public Model {
   Result<std::unique_ptr<KvCache>> NewKvCache(const KvCacheOptions& options) const override;
   Status Forward(const Context& ctx, const Batch& batch, KvCache& cache,
                  std::span<float> logits) override;
+  Status ForwardHidden(const Context& ctx, const Batch& batch, KvCache& cache,
+                       std::span<float> hidden) override;
 
   // --- Pieces of Forward for a distributed executor (Forward is their composition). ---
   // Restricts this instance to a shard; call before NewKvCache, whose caches then hold only
@@ -77,6 +79,9 @@ class Decoder : public Model {
   // that want logits, from the final hidden states x[n_tokens][n_embd].
   void HeadRows(const Batch& batch, ThreadPool* pool, const float* x, int64_t row_begin,
                 int64_t row_end, float* logits);
+  // out[n_logits][n_embd] = the output norm of the rows of x[n_tokens][n_embd] that want
+  // logits (the hidden states ForwardHidden gives); returns their count.
+  int NormOutputRows(const Batch& batch, const float* x, float* out);
   // Copies the stage shard's slices out of the mapping into memory of their own
   // (owned_slices.h): column slices (attention output, FFN down projections) and row slices
   // (q/k/v heads, FFN gate/up columns, experts, and the vocabulary rows [embd_*) of the
@@ -118,7 +123,9 @@ class Decoder : public Model {
   int CacheLayer(int layer) const { return layer - stage_.layer_begin; }
 
  private:
-  Status CheckBatch(const Batch& batch, const KvCache& cache, size_t logits_size);
+  // Checks the batch, and that `out_size` floats hold its rows of `row_width` (logits or hidden states).
+  Status CheckBatch(const Batch& batch, const KvCache& cache, size_t out_size, int64_t row_width);
+
   void RunFfn(const BlockEnv& env, int layer, const float* x, float* out);
   Status CopyFfnSlices(FfnWeights& ffn);
   Status CopyVocabRows(int64_t embd_begin, int64_t embd_end, int64_t out_begin, int64_t out_end);

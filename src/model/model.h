@@ -56,6 +56,11 @@ class Model {
   // Runs the batch; writes batch.n_logits() rows of config().n_vocab floats into logits.
   virtual Status Forward(const Context& ctx, const Batch& batch, KvCache& cache,
                          std::span<float> logits) = 0;
+  // Runs the batch as Forward does, but writes the final hidden states (after the output
+  // norm, before the LM head: llama.cpp's embeddings) of the tokens with want_logits set,
+  // batch.n_logits() rows of config().n_embd floats.
+  virtual Status ForwardHidden(const Context& ctx, const Batch& batch, KvCache& cache,
+                               std::span<float> hidden) = 0;
   // For a model that runs whole in this process: copies the weight matrices into memory of
   // its own (on huge pages; packed where the matmul kernels read their type faster so,
   // kernels/pack.h), releasing their mapped pages. Returns the bytes copied (0: none).

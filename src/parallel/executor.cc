@@ -127,18 +127,28 @@ Result<std::unique_ptr<model::KvCache>> Executor::NewKvCache(
 
 Status Executor::Forward(const Context& ctx, const model::Batch& batch, model::KvCache& cache,
                          std::span<float> logits) {
+  return Step(ctx, batch, cache, logits, StepCommand::kForward);
+}
+
+Status Executor::ForwardHidden(const Context& ctx, const model::Batch& batch, model::KvCache& cache,
+                               std::span<float> hidden) {
+  return Step(ctx, batch, cache, hidden, StepCommand::kHidden);
+}
+
+Status Executor::Step(const Context& ctx, const model::Batch& batch, model::KvCache& cache,
+                      std::span<float> out, StepCommand command) {
   if (rank() != 0) return InvalidArgument("only rank 0 (the coordinator) calls Forward");
   std::lock_guard lock(step_mutex_);
   if (!keepalive_failure_.ok()) return keepalive_failure_;
   if (stopped_) return InvalidArgument("the executor was stopped");
   COHORT_RETURN_IF_ERROR(decoder_->CheckStageBatch(batch, cache));
-  const size_t need = static_cast<size_t>(batch.n_logits()) * config().n_vocab;
-  if (logits.size() < need) {
-    return InvalidArgument(fmt::format("logits buffer holds {} floats, batch needs {}",
-                                       logits.size(), need));
+  const bool hidden = command == StepCommand::kHidden;
+  const size_t need = static_cast<size_t>(batch.n_logits()) * (hidden ? config().n_embd : config().n_vocab);
+  if (out.size() < need) {
+    return InvalidArgument(fmt::format("output buffer holds {} floats, batch needs {}", out.size(), need));
   }
   StepHeader h;
-  h.command = StepCommand::kForward;
+  h.command = command;
   h.n_tokens = static_cast<uint32_t>(batch.size());
   h.n_seq = static_cast<uint32_t>(cache.n_seq());
   h.n_ctx = static_cast<uint32_t>(cache.n_ctx());
@@ -155,7 +165,7 @@ Status Executor::Forward(const Context& ctx, const model::Batch& batch, model::K
     st = comm::Broadcast(world_, 0, payload);
     block_ops_.clear();  // sent, or the group is unusable
   }
-  if (st.ok()) st = RunStep(ctx, batch, cache, logits);
+  if (st.ok()) st = RunStep(ctx, batch, cache, out, hidden);
   last_sent_ = std::chrono::steady_clock::now();
   // A failed step leaves the ranks out of step for good: the group is unusable from now on.
   if (!st.ok()) stopped_ = true;
@@ -208,7 +218,7 @@ Status Executor::Serve(const Context& ctx) {
     COHORT_RETURN_IF_ERROR(DecodePayload(h, message_, &payload_));
     COHORT_RETURN_IF_ERROR(SyncCache(h, payload_));
     COHORT_RETURN_IF_ERROR(decoder_->CheckStageBatch(payload_.batch, *worker_cache_));
-    COHORT_RETURN_IF_ERROR(RunStep(ctx, payload_.batch, *worker_cache_, {})
+    COHORT_RETURN_IF_ERROR(RunStep(ctx, payload_.batch, *worker_cache_, {}, h.command == StepCommand::kHidden)
                                .Annotate(fmt::format("rank {} step", rank())));
   }
 }
@@ -269,7 +279,7 @@ Status Executor::ApplyBlockOp(const BlockOp& op) {
 }
 
 Status Executor::RunStep(const Context& ctx, const model::Batch& batch, model::KvCache& cache,
-                         std::span<float> logits) {
+                         std::span<float> logits, bool hidden) {
   const int64_t n_embd = config().n_embd;
   x_.resize(batch.size() * n_embd);
   const bool pipelined = plan_.n_stages() > 1;
@@ -283,14 +293,28 @@ Status Executor::RunStep(const Context& ctx, const model::Batch& batch, model::K
   }
   if (stage_ + 1 < plan_.n_stages()) {
     if (rank() == 0 && batch.n_logits() > 0) {
-      const size_t n = static_cast<size_t>(batch.n_logits()) * config().n_vocab;
+      const size_t n = static_cast<size_t>(batch.n_logits()) * (hidden ? config().n_embd : config().n_vocab);
       return comm::RecvFrom(world_, stage_first_rank_.back(),
                             std::as_writable_bytes(logits.first(n)), kLogitsTag)
-          .Annotate("receiving logits from the last stage");
+          .Annotate(hidden ? "receiving hidden states from the last stage" : "receiving logits from the last stage");
     }
     return Status::Ok();
   }
-  return LeaveLastStage(ctx, batch, logits);
+  return hidden ? LeaveWithHidden(batch, logits) : LeaveLastStage(ctx, batch, logits);
+}
+
+// The last stage's ranks all hold the whole hidden states (each block's partial sums were
+// all-reduced), so its first rank normalizes them alone and sends them to rank 0.
+Status Executor::LeaveWithHidden(const model::Batch& batch, std::span<float> hidden) {
+  const int n_out = batch.n_logits();
+  if (n_out == 0 || rank() != stage_first_rank_[stage_]) return Status::Ok();
+  if (rank() == 0) {
+    decoder_->NormOutputRows(batch, x_.data(), hidden.data());
+    return Status::Ok();
+  }
+  full_logits_.resize(static_cast<size_t>(n_out) * config().n_embd);
+  decoder_->NormOutputRows(batch, x_.data(), full_logits_.data());
+  return comm::SendTo(world_, 0, Bytes(full_logits_), kLogitsTag).Annotate("sending hidden states");
 }
 
 Status Executor::RunMicroBatch(const Context& ctx, const model::Batch& part, model::KvCache& cache,

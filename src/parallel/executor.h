@@ -75,6 +75,9 @@ class Executor final : public model::Model, public model::KvBlockReplicas {
       const model::KvCacheOptions& options) const override;
   Status Forward(const Context& ctx, const model::Batch& batch, model::KvCache& cache,
                  std::span<float> logits) override;
+  // The final hidden states, from the last stage (a kHidden step).
+  Status ForwardHidden(const Context& ctx, const model::Batch& batch, model::KvCache& cache,
+                       std::span<float> hidden) override;
 
   // model::KvBlockReplicas, on the coordinator: queued for the next step (rank 0's own slice
   // is the caller's).
@@ -94,15 +97,20 @@ class Executor final : public model::Model, public model::KvBlockReplicas {
   Executor(std::unique_ptr<model::Model> model, const plan::ShardPlan& plan, comm::Communicator& world,
            const ExecutorOptions& options);
   Status Init();
-  // The step every rank runs; logits is non-empty on rank 0 only.
+  // Forward and ForwardHidden: broadcasts the step (`command`) and runs it; `out` gets the logits
+  // or the hidden states.
+  Status Step(const Context& ctx, const model::Batch& batch, model::KvCache& cache, std::span<float> out,
+              StepCommand command);
+  // The step every rank runs; logits (hidden states when `hidden`) is non-empty on rank 0 only.
   Status RunStep(const Context& ctx, const model::Batch& batch, model::KvCache& cache,
-                 std::span<float> logits);
+                 std::span<float> logits, bool hidden);
   // Embeds (first stage) or receives (later stages) the hidden states x[n_tokens][n_embd] of
   // one micro-batch, then shares them within the stage's tensor-parallel group.
   Status EnterStage(const model::Batch& part, float* x);
   // One micro-batch through this stage: in, the stage's layers, on to the next stage.
   Status RunMicroBatch(const Context& ctx, const model::Batch& part, model::KvCache& cache, float* x);
   Status LeaveLastStage(const Context& ctx, const model::Batch& batch, std::span<float> logits);
+  Status LeaveWithHidden(const model::Batch& batch, std::span<float> hidden);
   Status GatherHead(const Context& ctx, const model::Batch& batch, float* full);
   // Worker: makes its cache match the coordinator's options, applies the step's block
   // operations, then takes the coordinator's lengths.

@@ -58,6 +58,11 @@ Status DistributedModel::Forward(const Context& ctx, const model::Batch& batch, 
   return session_->executor().Forward(ctx, batch, cache, logits);
 }
 
+Status DistributedModel::ForwardHidden(const Context& ctx, const model::Batch& batch, model::KvCache& cache,
+                                       std::span<float> hidden) {
+  return session_->executor().ForwardHidden(ctx, batch, cache, hidden);
+}
+
 std::string DistributedModel::MemoryReport() const {
   std::FILE* f = std::fopen("/proc/self/status", "r");
   char line[256];

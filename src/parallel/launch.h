@@ -50,6 +50,8 @@ class DistributedModel final : public model::Model, public model::KvBlockReplica
   Result<std::unique_ptr<model::KvCache>> NewKvCache(const model::KvCacheOptions& options) const override;
   Status Forward(const Context& ctx, const model::Batch& batch, model::KvCache& cache,
                  std::span<float> logits) override;
+  Status ForwardHidden(const Context& ctx, const model::Batch& batch, model::KvCache& cache,
+                       std::span<float> hidden) override;
   void Keep(uint64_t id, int seq, int pos, int n) override { session_->executor().Keep(id, seq, pos, n); }
   void Load(uint64_t id, int seq, int pos) override { session_->executor().Load(id, seq, pos); }
   void Drop(uint64_t id) override { session_->executor().Drop(id); }

@@ -59,7 +59,8 @@ Result<StepHeader> StepHeader::Decode(std::span<const std::byte, kBytes> in) {
   const uint16_t command = Get<uint16_t>(in.data(), &at);
   if (command != static_cast<uint16_t>(StepCommand::kForward) &&
       command != static_cast<uint16_t>(StepCommand::kStop) &&
-      command != static_cast<uint16_t>(StepCommand::kKeepAlive)) {
+      command != static_cast<uint16_t>(StepCommand::kKeepAlive) &&
+      command != static_cast<uint16_t>(StepCommand::kHidden)) {
     return Corrupt(fmt::format("step message: unknown command {}", command));
   }
   h.command = static_cast<StepCommand>(command);

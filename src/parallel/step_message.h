@@ -17,7 +17,8 @@
 namespace cohort::parallel {
 
 // kKeepAlive: no step; the coordinator is alive but idle (workers restart their idle clock).
-enum class StepCommand : uint16_t { kForward = 1, kStop = 2, kKeepAlive = 3 };
+// kHidden: a forward whose last stage returns the final hidden states (embeddings), not logits.
+enum class StepCommand : uint16_t { kForward = 1, kStop = 2, kKeepAlive = 3, kHidden = 4 };
 
 // Fixed-size header broadcast first; it says how long the payload that follows is.
 struct StepHeader {

@@ -20,6 +20,7 @@
 #include "server/api_response.h"
 #include "server/http_front.h"
 #include "server/connection_probe.h"
+#include "server/embedding_routes.h"
 #include "server/ollama_routes.h"
 #include "server/proxy.h"
 #include "server/relay_channel.h"
@@ -350,6 +351,7 @@ void HttpServer::ServeInstances(InstanceRouter& router, bool single_model) {
   AddAnthropicRoutes(*this);
   AddOllamaRoutes(*this);
   AddResponsesRoutes(*this);
+  AddEmbeddingRoutes(*this);
   if (!single_model) return;
   http_->Get("/health", [](const httplib::Request&, httplib::Response& res) {
     res.set_content(R"({"status":"ok"})", kJson);

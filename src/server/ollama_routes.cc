@@ -22,6 +22,7 @@
 #include "gguf/gguf.h"
 #include "server/dialect.h"
 #include "server/dialect_json.h"
+#include "server/embedding_routes.h"
 #include "server/http_server.h"
 
 namespace cohort::server {
@@ -386,6 +387,63 @@ void Show(HttpServer& server, const httplib::Request& req, httplib::Response& re
                   kJson);
 }
 
+// /api/embed (`legacy` false: input a string or strings, normalized, truncated to the context
+// unless truncate is false) and the older /api/embeddings (prompt, one vector as it comes).
+void HandleEmbed(HttpServer& server, const httplib::Request& req, httplib::Response& res, bool legacy) {
+  OllamaDialect dialect(true);
+  const auto start = Clock::now();
+  Result<json> body = ParseObjectBody(req.body);
+  if (!body.ok()) return SendDialectError(res, dialect, body.status());
+  auto fail = [&](const Status& status) { SendDialectError(res, dialect, status); };
+  auto model = OptionalField(*body, "model", "model", Type::string);
+  if (!model.ok()) return fail(model.status());
+  if (*model == nullptr) return fail(FieldError("model", "is required"));
+  const std::string name = (*model)->get<std::string>();
+  auto instance = server.LocalOrRelay(name, req, res, dialect);
+  if (instance == nullptr) return;
+  std::vector<EmbeddingInput> inputs;
+  EmbeddingOptions options;
+  if (legacy) {
+    auto prompt = OptionalField(*body, "prompt", "prompt", Type::string);
+    if (!prompt.ok()) return fail(prompt.status());
+    if (*prompt == nullptr) return fail(FieldError("prompt", "is required"));
+    inputs.push_back({(*prompt)->get<std::string>(), {}, false});
+    options.normalize = false;
+  } else {
+    const auto input = body->find("input");
+    if (input == body->end() || input->is_null()) return fail(FieldError("input", "is required"));
+    if (input->is_string()) {
+      inputs.push_back({input->get<std::string>(), {}, false});
+    } else if (input->is_array() && !input->empty() && input->size() <= 2048) {
+      for (size_t i = 0; i < input->size(); ++i) {
+        if (!(*input)[i].is_string()) return fail(FieldError(fmt::format("input[{}]", i), "must be a string"));
+        inputs.push_back({(*input)[i].get<std::string>(), {}, false});
+      }
+    } else {
+      return fail(FieldError("input", "must be a string or an array of 1 to 2048 strings"));
+    }
+    auto truncate = OptionalField(*body, "truncate", "truncate", Type::boolean);
+    if (!truncate.ok()) return fail(truncate.status());
+    options.truncate = *truncate == nullptr || (*truncate)->get<bool>();  // Ollama truncates unless told not to
+    auto dims = OptionalField(*body, "dimensions", "dimensions", Type::number_integer);
+    if (!dims.ok()) return fail(dims.status());
+    if (*dims != nullptr) {
+      options.dimensions = (*dims)->get<int64_t>();
+      if (options.dimensions < 1) return fail(FieldError("dimensions", "must be at least 1"));
+    }
+  }
+  Result<Embeddings> embedded = Embed(*instance, inputs, options);
+  if (!embedded.ok()) return fail(embedded.status());
+  if (legacy) return res.set_content(DumpJson({{"embedding", embedded->vectors.front()}}), kJson);
+  const auto ns = std::chrono::duration_cast<std::chrono::nanoseconds>(Clock::now() - start).count();
+  res.set_content(DumpJson({{"model", name},
+                            {"embeddings", embedded->vectors},
+                            {"total_duration", ns},
+                            {"load_duration", 0},
+                            {"prompt_eval_count", embedded->prompt_tokens}}),
+                  kJson);
+}
+
 }  // namespace
 
 Result<OllamaTranslation> TranslateOllama(const json& body, bool chat) {
@@ -423,6 +481,8 @@ void AddOllamaRoutes(HttpServer& server) {
   httplib::Server& http = server.routes();
   http.Post("/api/chat", [s](const httplib::Request& req, httplib::Response& res) { HandleGenerate(*s, req, res, true); });
   http.Post("/api/generate", [s](const httplib::Request& req, httplib::Response& res) { HandleGenerate(*s, req, res, false); });
+  http.Post("/api/embed", [s](const httplib::Request& req, httplib::Response& res) { HandleEmbed(*s, req, res, false); });
+  http.Post("/api/embeddings", [s](const httplib::Request& req, httplib::Response& res) { HandleEmbed(*s, req, res, true); });
   http.Post("/api/show", [s](const httplib::Request& req, httplib::Response& res) { Show(*s, req, res); });
   http.Get("/api/version", [](const httplib::Request&, httplib::Response& res) {
     res.set_content(R"({"version":"0.0.0-cohort"})", kJson);  // cohort has no release number yet

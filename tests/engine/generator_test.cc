@@ -57,6 +57,9 @@ class ScriptModel : public model::Model {
       const model::KvCacheOptions& options) const override {
     return std::make_unique<model::KvCache>(options, 1, 1, 1);
   }
+  Status ForwardHidden(const Context&, const model::Batch&, model::KvCache&, std::span<float>) override {
+    return Unsupported("the script model gives logits only");
+  }
   Status Forward(const Context& ctx, const model::Batch& batch, model::KvCache& cache,
                  std::span<float> logits) override {
     Call call{batch.positions, 0};

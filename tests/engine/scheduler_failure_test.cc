@@ -34,6 +34,10 @@ class FailingModel final : public model::Model {
     }
     return m_.Forward(ctx, batch, cache, logits);
   }
+  Status ForwardHidden(const Context& ctx, const model::Batch& batch, model::KvCache& cache,
+                       std::span<float> hidden) override {
+    return m_.ForwardHidden(ctx, batch, cache, hidden);
+  }
 
  private:
   model::Model& m_;

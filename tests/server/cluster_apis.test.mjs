@@ -5,7 +5,7 @@
 // relayed answers must equal the coordinator's own: `curl -d` without a JSON content type
 // (a form body holding '?', '&' and '=', which the forwarder once re-sent as a query string),
 // a query string kept as sent, the official Anthropic, Ollama and OpenAI (Responses) clients
-// plain and streamed, and Ollama's model list.
+// plain and streamed, Ollama's model list, and embeddings (OpenAI's and Ollama's).
 import { test, before, after } from 'node:test';
 import assert from 'node:assert/strict';
 import { spawn, execFile } from 'node:child_process';
@@ -180,4 +180,17 @@ test('responses through the relaying node: plain and streamed equal the coordina
   const one = await there.models.retrieve(model);
   assert.equal(one.id, model);
   assert.equal(typeof one.created, 'number');
+});
+
+test('embeddings through the relaying node (an instance over both nodes) equal the coordinator', async () => {
+  const [here, there] = [coordinator, relay].map((base) => new OpenAI({ apiKey: KEY, baseURL: `${base}/v1`, maxRetries: 0 }));
+  const params = { model, input: ['Once upon a time', 'Lily & Tom?'], encoding_format: 'float' };
+  const expected = await here.embeddings.create(params);
+  const got = await there.embeddings.create(params);
+  assert.equal(got.data.length, 2);
+  assert.deepEqual(got.data.map((d) => d.embedding), expected.data.map((d) => d.embedding));
+  assert.ok(Math.abs(Math.hypot(...got.data[0].embedding) - 1) < 1e-5);
+  const ollama = new Ollama({ host: relay, headers: auth });
+  const viaOllama = await ollama.embed({ model, input: 'Once upon a time' });
+  assert.deepEqual(viaOllama.embeddings[0], expected.data[0].embedding);
 });

@@ -1,7 +1,8 @@
-// Writes a copy of a GGUF file with one more string key, tokenizer.chat_template, for tests
-// whose model must carry its own template (a cluster instance has no --chat-template). The
-// key goes after the existing ones; the tensor infos are kept and the data section, whose
-// offsets are relative to its aligned start, is copied unchanged after new padding.
+// Writes a copy of a GGUF file with one more key: tokenizer.chat_template, for tests whose
+// model must carry its own template (a cluster instance has no --chat-template), or a uint32
+// (an embedding model's pooling_type). The key goes after the existing ones; the tensor infos
+// are kept and the data section, whose offsets are relative to its aligned start, is copied
+// unchanged after new padding.
 import fs from 'node:fs';
 
 export const CHATML = "{% for message in messages %}{{'<|im_start|>' + message['role'] + '\\n' + message['content'] + " +
@@ -10,6 +11,21 @@ export const CHATML = "{% for message in messages %}{{'<|im_start|>' + message['
 const SCALAR_BYTES = { 0: 1, 1: 1, 2: 2, 3: 2, 4: 4, 5: 4, 6: 4, 7: 1, 10: 8, 11: 8, 12: 8 };
 
 export function withChatTemplate(src, dst, template = CHATML) {
+  const value = Buffer.from(template);
+  const encoded = Buffer.alloc(8 + value.length);
+  encoded.writeBigUInt64LE(BigInt(value.length), 0);
+  value.copy(encoded, 8);
+  withKey(src, dst, 'tokenizer.chat_template', 8, encoded);
+}
+
+export function withUint32(src, dst, name, v) {
+  const encoded = Buffer.alloc(4);
+  encoded.writeUInt32LE(v, 0);
+  withKey(src, dst, name, 4, encoded);
+}
+
+// `encoded`: the value's bytes as GGUF stores them after its type.
+function withKey(src, dst, name, valueType, encoded) {
   const buf = fs.readFileSync(src);
   if (buf.toString('latin1', 0, 4) !== 'GGUF') throw new Error(`${src} is not a GGUF file`);
   let at = 8;  // magic, version
@@ -34,7 +50,7 @@ export function withChatTemplate(src, dst, template = CHATML) {
     const key = str();
     const type = u32();
     if (key === 'general.alignment' && type === 4) alignment = buf.readUInt32LE(at);
-    if (key === 'tokenizer.chat_template') throw new Error(`${src} has a chat template already`);
+    if (key === name) throw new Error(`${src} has ${name} already`);
     skipValue(type);
   }
   const kvEnd = at;
@@ -46,15 +62,13 @@ export function withChatTemplate(src, dst, template = CHATML) {
   const infosEnd = at;
   const dataStart = Math.ceil(infosEnd / alignment) * alignment;
 
-  const key = Buffer.from('tokenizer.chat_template');
-  const value = Buffer.from(template);
-  const kv = Buffer.alloc(8 + key.length + 4 + 8 + value.length);
+  const key = Buffer.from(name);
+  const kv = Buffer.alloc(8 + key.length + 4 + encoded.length);
   let k = 0;
   kv.writeBigUInt64LE(BigInt(key.length), k); k += 8;
   key.copy(kv, k); k += key.length;
-  kv.writeUInt32LE(8, k); k += 4;
-  kv.writeBigUInt64LE(BigInt(value.length), k); k += 8;
-  value.copy(kv, k);
+  kv.writeUInt32LE(valueType, k); k += 4;
+  encoded.copy(kv, k);
 
   const head = Buffer.from(buf.subarray(0, kvEnd));
   head.writeBigUInt64LE(BigInt(nKv + 1), 16);

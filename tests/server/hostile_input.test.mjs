@@ -234,10 +234,38 @@ const ollamaCases = [
   ['chat tool_calls arguments a string', '/api/chat', { model: 'm', messages: [{ role: 'assistant', content: '', tool_calls: [{ function: { name: 'f', arguments: '{}' } }] }] },
    'messages[0].tool_calls[0].function.arguments'],
   ['chat tool_name a number', '/api/chat', { model: 'm', messages: [{ role: 'tool', content: 'x', tool_name: 3 }] }, 'messages[0].tool_name'],
+  ['embed no model', '/api/embed', { input: 'x' }, 'model'],
+  ['embed no input', '/api/embed', { model: 'm' }, 'input'],
+  ['embed input a number', '/api/embed', { model: 'm', input: 3 }, 'input'],
+  ['embed input an empty array', '/api/embed', { model: 'm', input: [] }, 'input'],
+  ['embed an input a number', '/api/embed', { model: 'm', input: ['x', 3] }, 'input[1]'],
+  ['embed truncate a string', '/api/embed', { model: 'm', input: 'x', truncate: 'yes' }, 'truncate'],
+  ['embed dimensions negative', '/api/embed', { model: 'm', input: 'x', dimensions: -1 }, 'dimensions'],
+  ['embed long input not truncated', '/api/embed', { model: 'm', input: 'word '.repeat(400), truncate: false }, 'input'],
+  ['embeddings no prompt', '/api/embeddings', { model: 'm' }, 'prompt'],
+  ['embeddings prompt an array', '/api/embeddings', { model: 'm', prompt: ['x'] }, 'prompt'],
   ['chat tool_call_id a number', '/api/chat', { model: 'm', messages: [{ role: 'tool', content: 'x', tool_call_id: 3 }] }, 'messages[0].tool_call_id'],
   ['chat tool_choice a number', '/api/chat', { model: 'm', messages: [{ role: 'user', content: 'x' }], tools: [{ type: 'function', function: { name: 'f', parameters: { type: 'object' } } }], tool_choice: 3 }, 'tool_choice'],
   ['chat tool_choice an unknown tool', '/api/chat', { model: 'm', messages: [{ role: 'user', content: 'x' }], tools: [{ type: 'function', function: { name: 'f', parameters: { type: 'object' } } }],
                                                     tool_choice: { type: 'function', function: { name: 'nope' } } }, 'tool_choice'],
+];
+const embeddingCases = [
+  ['no input', '/v1/embeddings', { model: 'm' }, 'input'],
+  ['input a number', '/v1/embeddings', { input: 3 }, 'input'],
+  ['input an object', '/v1/embeddings', { input: { text: 'x' } }, 'input'],
+  ['input an empty array', '/v1/embeddings', { input: [] }, 'input'],
+  ['too many inputs', '/v1/embeddings', { input: Array.from({ length: 2049 }, () => 'x') }, 'input'],
+  ['a token id past the vocabulary', '/v1/embeddings', { input: [[1, 99999]] }, 'input[0][1]'],
+  ['a negative token id', '/v1/embeddings', { input: [1, -1] }, 'input[1]'],
+  ['a token id a float', '/v1/embeddings', { input: [1, 2.5] }, 'input[1]'],
+  ['inputs of mixed kinds', '/v1/embeddings', { input: ['x', 5] }, 'input[1]'],
+  ['nested too deep', '/v1/embeddings', { input: [[[1]]] }, 'input[0][0]'],
+  ['an empty token list', '/v1/embeddings', { input: ['x', []] }, 'input[1]'],
+  ['encoding_format unknown', '/v1/embeddings', { input: 'x', encoding_format: 'hex' }, 'encoding_format'],
+  ['dimensions zero', '/v1/embeddings', { input: 'x', dimensions: 0 }, 'dimensions'],
+  ['dimensions past the model', '/v1/embeddings', { input: 'x', dimensions: 100000 }, 'dimensions'],
+  ['dimensions a string', '/v1/embeddings', { input: 'x', dimensions: '8' }, 'dimensions'],
+  ['model a number', '/v1/embeddings', { model: 3, input: 'x' }, 'model'],
 ];
 const responsesCases = [
   ['no input', '/v1/responses', { model: 'm' }, 'input'],
@@ -262,7 +290,7 @@ const responsesCases = [
   ['function_call arguments an object', '/v1/responses', { model: 'm', input: [{ type: 'function_call', call_id: 'c', name: 'f', arguments: {} }] }, 'input[0].arguments'],
 ];
 
-test('the Anthropic, Ollama and Responses routes refuse bad fields with a 400 naming them', async () => {
+test('the Anthropic, Ollama, Responses and embedding routes refuse bad fields with a 400 naming them', async () => {
   for (const [name, path, body, field] of anthropicCases) {
     const r = await post(path, body, { raw: typeof body === 'string' });
     assert.equal(r.status, 400, `${name}: ${r.status} ${r.text}`);
@@ -278,7 +306,7 @@ test('the Anthropic, Ollama and Responses routes refuse bad fields with a 400 na
     assert.equal(typeof j.error, 'string', `${name}: ${r.text}`);
     assert.ok(j.error.startsWith(`${field}: `), `${name}: ${r.text}`);
   }
-  for (const [name, path, body, field] of responsesCases) {
+  for (const [name, path, body, field] of [...responsesCases, ...embeddingCases]) {
     const r = await post(path, body);
     assertOpenAiError(r, 400, name);
     assert.equal(JSON.parse(r.text).error.param, field, `${name}: ${r.text}`);
