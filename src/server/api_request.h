@@ -53,6 +53,8 @@ struct ApiRequest {
   ToolChoice tool_choice = ToolChoice::kAuto;
   std::string tool_choice_name;    // kNamed: the function
   bool parallel_tool_calls = true;
+  // The rendered prompt ends inside an open <think> (the template opened the reasoning).
+  bool opens_think = false;
   ToolFormat tool_format = ToolFormat::kHermes;  // set by the server from the chat template
 };
 

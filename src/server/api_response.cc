@@ -101,14 +101,30 @@ json ToolMessage(const ResponseMeta& meta, const engine::RequestOutput& out, boo
 
 AssistantOutput ParseToolOutput(const ResponseMeta& meta, std::string_view text) {
   const size_t dash = meta.id.find_first_of("-_");
-  AssistantOutput parsed = ParseAssistantOutput(meta.tool_format, text, meta.id.substr(dash == std::string::npos ? 0 : dash + 1));
+  const std::string opened = meta.opens_think ? "<think>" + std::string(text) : std::string(text);
+  AssistantOutput parsed = ParseAssistantOutput(meta.tool_format, opened, meta.id.substr(dash == std::string::npos ? 0 : dash + 1));
   if (!meta.parallel_tool_calls && parsed.tool_calls.size() > 1) parsed.tool_calls.resize(1);
   return parsed;
 }
 
-std::string ToolChunkEvents(const ResponseMeta& meta, const engine::RequestOutput& out) {
+std::string ToolDeltaEvent(const ResponseMeta& meta, const ToolTextStream::Delta& d, const std::vector<int32_t>& tokens) {
+  json delta = json::object();
+  if (!d.reasoning.empty()) delta["reasoning_content"] = d.reasoning;
+  if (!d.content.empty()) delta["content"] = d.content;
+  json choice = {{"index", meta.choice}, {"delta", std::move(delta)}, {"logprobs", nullptr}, {"finish_reason", nullptr}};
+  if (meta.token_ids) choice["token_ids"] = tokens;
+  json body = Header(meta, "chat.completion.chunk");
+  body["choices"] = json::array({std::move(choice)});
+  return "data: " + Dump(body) + "\n\n";
+}
+
+std::string ToolChunkEvents(const ResponseMeta& meta, const engine::RequestOutput& out, const ToolTextStream::Delta& unsent) {
   const char* finish = "stop";
   json delta = ToolMessage(meta, out, true, &finish);
+  delta.erase("content");
+  delta.erase("reasoning_content");
+  if (!unsent.reasoning.empty()) delta["reasoning_content"] = unsent.reasoning;
+  if (!unsent.content.empty()) delta["content"] = unsent.content;
   std::string events;
   if (!delta.empty()) {
     json body = Header(meta, "chat.completion.chunk");

@@ -39,10 +39,12 @@ struct ResponseMeta {
   // cluster node relaying a stream, so it can resume it from them (resuming_relay.h).
   bool token_ids = false;
   // Chat with tools: the text is parsed into content, reasoning_content and tool_calls in
-  // this format (and streamed as one piece at the end, since a call is known only whole).
+  // this format. Streamed, reasoning and content go out as they become final
+  // (ToolTextStream) and the calls at the end, since a call is known only whole.
   bool parse_tools = false;
   ToolFormat tool_format = ToolFormat::kHermes;
   bool parallel_tool_calls = true;  // false: only the first call is returned
+  bool opens_think = false;         // the prompt opened <think>: the text starts as reasoning
   // The choice (OpenAI's n) the streamed chunks written with this meta belong to: their
   // "index". Every choice of a response shares the id, created and model.
   int32_t choice = 0;
@@ -64,10 +66,14 @@ std::string CompletionJson(const ResponseMeta& meta, const engine::RequestOutput
 // meta.choice; `first` adds the assistant role (chat). finish_reason is set when `output.done`.
 std::string ChunkEvent(const ResponseMeta& meta, const engine::RequestOutput& output,
                        const tokenizer::Tokenizer& tok, bool first);
-// The streamed end of a chat with tools: the parsed message as one delta (content,
-// reasoning_content, tool_calls with index, id, type, name and the whole arguments), then
-// the chunk with finish_reason ("tool_calls" when there are calls), both for choice meta.choice.
-std::string ToolChunkEvents(const ResponseMeta& meta, const engine::RequestOutput& output);
+// A streamed chat with tools, for choice meta.choice: the chunk of reasoning and content that
+// became final with a piece (token_ids too when meta.token_ids), and the end: what of the
+// parsed message had not gone out (`unsent` content and reasoning_content, the tool_calls
+// with index, id, type, name and the whole arguments) as one delta, then the chunk with
+// finish_reason ("tool_calls" when there are calls).
+std::string ToolDeltaEvent(const ResponseMeta& meta, const ToolTextStream::Delta& delta, const std::vector<int32_t>& tokens);
+std::string ToolChunkEvents(const ResponseMeta& meta, const engine::RequestOutput& output,
+                            const ToolTextStream::Delta& unsent);
 // The usage-only chunk of stream_options.include_usage.
 std::string UsageEvent(const ResponseMeta& meta, int32_t prompt_tokens, int32_t completion_tokens,
                        int32_t cached_tokens = 0);

@@ -408,7 +408,7 @@ ParseLimits HttpServer::Limits(engine::ServingInstance& instance) {
 }
 
 Result<std::vector<int32_t>> HttpServer::PromptTokens(engine::ServingInstance& instance,
-                                                      const ApiRequest& request) const {
+                                                      const ApiRequest& request, bool* opens_think) const {
   const engine::LoadedModel& model = instance.model();
   std::vector<int32_t> ids;
   if (request.endpoint == Endpoint::kChat) {
@@ -420,6 +420,10 @@ Result<std::vector<int32_t>> HttpServer::PromptTokens(engine::ServingInstance& i
     const bool tools = !request.tools.empty() && request.tool_choice != ToolChoice::kNone;
     COHORT_ASSIGN_OR_RETURN(std::string text,
                             model.RenderChat(request.messages, true, tmpl, tools ? request.tools.dump() : std::string()));
+    if (opens_think != nullptr) {
+      const size_t end = text.find_last_not_of(" \n\r\t");
+      *opens_think = end != std::string::npos && end >= 6 && text.compare(end - 6, 7, "<think>") == 0;
+    }
     ids = model.tokenizer().Encode(text, true, true);
   } else if (!request.prompt_tokens.empty()) {
     ids = request.prompt_tokens;
@@ -510,7 +514,7 @@ void HttpServer::ServeDialect(const httplib::Request& req, httplib::Response& re
     if (!refined.ok()) return SendIn(dialect, res, refined);
   }
   dialect.Prepare(request);
-  Result<std::vector<int32_t>> prompt = PromptTokens(*instance, request);
+  Result<std::vector<int32_t>> prompt = PromptTokens(*instance, request, &request.opens_think);
   if (!prompt.ok()) return SendIn(dialect, res, prompt.status());
   if (req.has_header(kRelayedHeader)) {  // a resumed stream: its tokens so far follow the prompt
     const auto body = nlohmann::json::parse(req.body, nullptr, false);
@@ -561,6 +565,7 @@ ResponseMeta HttpServer::MetaOf(engine::ServingInstance& instance, const ApiRequ
   meta.parse_tools = request.options.render_special;
   meta.tool_format = request.tool_format;
   meta.parallel_tool_calls = request.parallel_tool_calls;
+  meta.opens_think = request.opens_think;
   return meta;
 }
 

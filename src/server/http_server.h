@@ -101,7 +101,9 @@ class HttpServer {
   // A chat with tools: the family's format, special tokens rendered for the parser, and for
   // tool_choice required or named the grammar that forces the call.
   Status PrepareTools(engine::ServingInstance& instance, ApiRequest& request) const;
-  Result<std::vector<int32_t>> PromptTokens(engine::ServingInstance& instance, const ApiRequest& request) const;
+  // The prompt's tokens; `opens_think` (when given) says whether the rendered chat ends in an open <think>.
+  Result<std::vector<int32_t>> PromptTokens(engine::ServingInstance& instance, const ApiRequest& request,
+                                            bool* opens_think = nullptr) const;
   // Streams the answer as SSE (or the dialect's stream type): with several handles (n
   // choices) their chunks interleave as they come; a client that goes away cancels them all.
   void Stream(std::shared_ptr<engine::ServingInstance> instance, const ApiRequest& request, int32_t prompt_tokens,

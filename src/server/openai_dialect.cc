@@ -1,6 +1,7 @@
 // OpenAI's chat and text completions as a Dialect: the shapes of api_response.h, streamed as
 // "data: {chunk}" events ending in "data: [DONE]"; with n choices the chunks of all choices
 // interleave, each carrying its choice's index, and [DONE] follows the last choice's end.
+#include <optional>
 #include <vector>
 
 #include <nlohmann/json.hpp>
@@ -21,6 +22,7 @@ class OpenAiDialect final : public Dialect {
   void Prepare(const ApiRequest& request) override {
     include_usage_ = request.include_usage;
     tool_text_.assign(static_cast<size_t>(request.n), engine::RequestOutput{});
+    tool_stream_.assign(static_cast<size_t>(request.n), std::nullopt);
   }
 
   std::string Whole(const ResponseMeta& meta, const engine::RequestOutput& total,
@@ -54,9 +56,11 @@ class OpenAiDialect final : public Dialect {
 
   std::string StreamPiece(const ResponseMeta& meta, const engine::RequestOutput& piece,
                           const tokenizer::Tokenizer& tok) override {
-    if (meta.parse_tools) {  // a call is known only whole: the text waits, and goes out parsed at the end
+    if (meta.parse_tools) {  // what is final goes out now; a call is known only whole, at the end
       ToolText(meta).Append(engine::RequestOutput(piece));
-      return "";
+      const ToolTextStream::Delta d = ToolStream(meta).Append(piece.text);
+      if (d.empty() && !(meta.token_ids && !piece.tokens.empty())) return "";
+      return ToolDeltaEvent(meta, d, piece.tokens);
     }
     // A relaying node asked for the token ids (resuming_relay.h): a chunk for every token.
     if (piece.text.empty() && piece.logprobs.empty() && !(meta.token_ids && !piece.tokens.empty())) return "";
@@ -75,7 +79,9 @@ class OpenAiDialect final : public Dialect {
       end.logprobs.clear();
       engine::RequestOutput& text = ToolText(meta);
       text.Append(std::move(end));
-      events = ToolChunkEvents(meta, text);
+      const ToolTextStream::Delta unsent =
+          ToolStream(meta).Finish(ParseToolOutput(meta, text.text));
+      events = ToolChunkEvents(meta, text, unsent);
     } else {
       engine::RequestOutput finish;
       finish.done = true;
@@ -97,6 +103,12 @@ class OpenAiDialect final : public Dialect {
   std::string StreamError(const ApiError& error) override { return ErrorEvent(error) + "data: [DONE]\n\n"; }
 
  private:
+  // Made on first use: the format is known once the request is prepared, after Prepare.
+  ToolTextStream& ToolStream(const ResponseMeta& meta) {
+    std::optional<ToolTextStream>& stream = tool_stream_.at(static_cast<size_t>(meta.choice));
+    if (!stream) stream.emplace(meta.tool_format, meta.opens_think);
+    return *stream;
+  }
   engine::RequestOutput& ToolText(const ResponseMeta& meta) {
     COHORT_CHECK(meta.choice >= 0 && static_cast<size_t>(meta.choice) < tool_text_.size());
     return tool_text_[static_cast<size_t>(meta.choice)];
@@ -106,6 +118,7 @@ class OpenAiDialect final : public Dialect {
   bool include_usage_ = false;
   // One per choice (request.n): a chat with tools keeps everything so far.
   std::vector<engine::RequestOutput> tool_text_;
+  std::vector<std::optional<ToolTextStream>> tool_stream_;  // and what of it went out
   // The streamed choices that have ended, and the usage over them.
   size_t choices_ended_ = 0;
   int32_t usage_prompt_tokens_ = 0;

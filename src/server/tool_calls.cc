@@ -296,6 +296,15 @@ AssistantOutput ParseAssistantOutput(ToolFormat format, std::string_view text, c
   // opened the block in the prompt (Qwen3, DeepSeek-R1).
   std::string body(text);
   const size_t close = body.find("</think>");
+  if (close == std::string::npos && Trim(body).rfind("<think>", 0) == 0) {
+    // Reasoning that did not end: calls, when it holds them (a forced call skips the
+    // reasoning the prompt opened); else reasoning still (the limit came first), not the answer.
+    const std::string inner = Trim(body).substr(7);
+    AssistantOutput calls = ParseAssistantOutput(format, inner, id_suffix);
+    if (!calls.tool_calls.empty()) return calls;
+    p.out.reasoning = Trim(inner);
+    return std::move(p.out);
+  }
   if (close != std::string::npos) {
     std::string head = body.substr(0, close);
     const size_t open = head.find("<think>");
@@ -316,6 +325,112 @@ AssistantOutput ParseAssistantOutput(ToolFormat format, std::string_view text, c
   }
   p.out.content = p.out.tool_calls.empty() ? rest : Trim(rest);
   return std::move(p.out);
+}
+
+namespace {
+
+// Where the content of `body` stops being final: the first marker of a call or of
+// reasoning, else the start of a tail that is a proper prefix of one.
+size_t FinalContentEnd(ToolFormat format, std::string_view body) {
+  if (format == ToolFormat::kHarmony) return 0;
+  if (format == ToolFormat::kLlama3) {
+    // A Llama 3 answer is calls only when it starts with one: hold what may still become one.
+    const std::string t = Trim(body);
+    static constexpr std::string_view kTag = "<|python_tag|>";
+    const bool maybe_call = t.empty() || t[0] == '{' || kTag.substr(0, std::min(t.size(), kTag.size())) == std::string_view(t).substr(0, std::min(t.size(), kTag.size()));
+    if (maybe_call) return 0;
+  }
+  std::vector<std::string_view> markers = {"<think>"};
+  switch (format) {
+    case ToolFormat::kHermes:
+    case ToolFormat::kGlm4: markers.push_back("<tool_call>"); break;
+    case ToolFormat::kMistral: markers.push_back("[TOOL_CALLS]"); break;
+    case ToolFormat::kDeepSeekV3:
+    case ToolFormat::kDeepSeekV31: markers.insert(markers.end(), {"<｜tool▁calls▁begin｜>", "<｜tool▁call▁begin｜>"}); break;
+    case ToolFormat::kKimiK2: markers.insert(markers.end(), {"<|tool_calls_section_begin|>", "<|tool_call_begin|>"}); break;
+    case ToolFormat::kLlama3:
+    case ToolFormat::kHarmony: break;
+  }
+  size_t end = body.size();
+  for (std::string_view m : markers) end = std::min(end, body.find(m));
+  if (end < body.size()) return end;
+  // A tail that may be the start of a marker waits for the next piece.
+  for (std::string_view m : markers) {
+    for (size_t n = std::min(m.size() - 1, body.size()); n > 0; --n) {
+      if (body.substr(body.size() - n) == m.substr(0, n)) {
+        end = std::min(end, body.size() - n);
+        break;
+      }
+    }
+  }
+  return end;
+}
+
+// The part of `final_text` past `sent` (both without leading whitespace); nothing when what
+// went out already covers it.
+std::string Unsent(const std::string& final_text, const std::string& sent) {
+  if (final_text.compare(0, sent.size(), sent) == 0) return final_text.substr(sent.size());
+  return "";
+}
+
+}  // namespace
+
+ToolTextStream::Delta ToolTextStream::Append(std::string_view piece) {
+  text_.append(piece);
+  Delta d;
+  std::string_view body = text_;
+  // Reasoning: inside <think> until </think>.
+  const size_t lead = body.find_first_not_of(" \n\r\t");
+  const bool opened = lead != std::string_view::npos && body.substr(lead).rfind("<think>", 0) == 0;
+  if (opens_think_ || opened) {
+    std::string_view inside = opened ? body.substr(lead + 7) : body;
+    const size_t close = inside.find("</think>");
+    std::string_view reasoning = close == std::string_view::npos ? inside : inside.substr(0, close);
+    // A call may come instead of reasoning (a forced call): reasoning stops where one may start.
+    if (close == std::string_view::npos) reasoning = reasoning.substr(0, FinalContentEnd(format_, reasoning));
+    if (close == std::string_view::npos) {  // hold a tail that may begin "</think>"
+      static constexpr std::string_view kClose = "</think>";
+      for (size_t n = std::min(kClose.size() - 1, reasoning.size()); n > 0; --n) {
+        if (reasoning.substr(reasoning.size() - n) == kClose.substr(0, n)) {
+          reasoning = reasoning.substr(0, reasoning.size() - n);
+          break;
+        }
+      }
+    }
+    const size_t r = reasoning.find_first_not_of(" \n\r\t");
+    if (r != std::string_view::npos) {
+      // Trailing whitespace waits: the whole parse trims it.
+      std::string_view kept = reasoning.substr(r);
+      kept = kept.substr(0, kept.find_last_not_of(" \n\r\t") + 1);
+      if (kept.size() > reasoning_sent_) {
+        d.reasoning = std::string(kept.substr(reasoning_sent_));
+        reasoning_sent_ = kept.size();
+        reasoning_out_ += d.reasoning;
+      }
+    }
+    if (close == std::string_view::npos) return d;
+    body = inside.substr(close + 8);
+  }
+  const size_t c = body.find_first_not_of(" \n\r\t");
+  if (c == std::string_view::npos) return d;
+  body = body.substr(c);
+  size_t end = FinalContentEnd(format_, body);
+  // Trailing whitespace waits too: before a call, the whole parse trims it.
+  while (end > 0 && (body[end - 1] == ' ' || body[end - 1] == '\n' || body[end - 1] == '\r' || body[end - 1] == '\t')) --end;
+  if (end > content_sent_) {
+    d.content = std::string(body.substr(content_sent_, end - content_sent_));
+    content_sent_ = end;
+    content_out_ += d.content;
+  }
+  return d;
+}
+
+ToolTextStream::Delta ToolTextStream::Finish(const AssistantOutput& whole) {
+  Delta d;
+  d.reasoning = Unsent(whole.reasoning, reasoning_out_);
+  const size_t c = whole.content.find_first_not_of(" \n\r\t");
+  d.content = Unsent(c == std::string::npos ? std::string() : whole.content.substr(c), content_out_);
+  return d;
 }
 
 Result<std::string> ForcedToolCallGrammar(ToolFormat format, const json& tools, const std::string& only_name) {

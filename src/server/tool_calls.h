@@ -47,6 +47,33 @@ struct AssistantOutput {
 // one response unique.
 AssistantOutput ParseAssistantOutput(ToolFormat format, std::string_view text, const std::string& id_suffix);
 
+// A chat-with-tools text as it streams: what of its reasoning and content is final already, so
+// that a client sees the answer as it comes and not only at the end. Content stops at the
+// first marker of a call (or of reasoning) and holds back a tail that may begin one; what
+// follows waits for the whole parse (Finish). Reasoning streams while inside <think> (opened
+// by the text, or by the prompt: `opens_think`). gpt-oss's channels (kHarmony) wait whole.
+class ToolTextStream {
+ public:
+  struct Delta {
+    std::string reasoning;
+    std::string content;
+    bool empty() const { return reasoning.empty() && content.empty(); }
+  };
+  ToolTextStream(ToolFormat format, bool opens_think) : format_(format), opens_think_(opens_think) {}
+  // The new text's final part.
+  Delta Append(std::string_view piece);
+  // What of `whole` (ParseAssistantOutput of all the text) has not gone out yet.
+  Delta Finish(const AssistantOutput& whole);
+
+ private:
+  ToolFormat format_;
+  bool opens_think_;
+  std::string text_;
+  size_t reasoning_sent_ = 0;  // bytes of reasoning and of content sent (after leading whitespace)
+  size_t content_sent_ = 0;
+  std::string reasoning_out_, content_out_;  // what went out
+};
+
 // GBNF for exactly one call of one of `tools` (OpenAI function tools; all of them, or only
 // `only_name` when not empty) in `format`, arguments constrained by each tool's parameters
 // schema. Errors name the offending tools[i] field.

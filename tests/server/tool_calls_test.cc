@@ -135,6 +135,76 @@ TEST(ToolCalls, MalformedCallsStayInTheContent) {
   EXPECT_EQ(ParseAssistantOutput(ToolFormat::kHermes, "Just text.", "x").content, "Just text.");
 }
 
+// Fed a recorded output a few bytes at a time (markers split across pieces), the stream gives
+// the reasoning and the content before any call as they come, never a marker's text, and with
+// Finish exactly what the whole parse has.
+TEST(ToolCalls, StreamedTextGoesOutAsItBecomesFinal) {
+  struct Case {
+    ToolFormat format;
+    bool opens_think;
+    std::string text;
+    std::string early_content;    // streamed before a call's marker is complete (all of it without one)
+    std::string early_reasoning;  // streamed before </think>
+  };
+  const std::vector<Case> cases = {
+      {ToolFormat::kHermes, false,
+       "<think>\nNeed weather.\n</think>\n\nLet me check.\n<tool_call>\n{\"name\": \"get_weather\", \"arguments\": {}}\n</tool_call>",
+       "Let me check.", "Need weather."},
+      {ToolFormat::kHermes, true, "Need weather.</think>Sure: it is sunny.", "Sure: it is sunny.", "Need weather."},
+      {ToolFormat::kHermes, false, "No tools needed, <b>here</b> is the answer.", "No tools needed, <b>here</b> is the answer.", ""},
+      {ToolFormat::kDeepSeekV31, false,
+       "Sure.<｜tool▁calls▁begin｜><｜tool▁call▁begin｜>get_weather<｜tool▁sep｜>{\"city\": \"Oslo\"}<｜tool▁call▁end｜><｜tool▁calls▁end｜>",
+       "Sure.", ""},
+      {ToolFormat::kDeepSeekV31, true,  // a forced call where the prompt opened <think>
+       "<｜tool▁calls▁begin｜><｜tool▁call▁begin｜>get_weather<｜tool▁sep｜>{\"city\": \"Oslo\"}<｜tool▁call▁end｜><｜tool▁calls▁end｜>",
+       "", ""},
+      {ToolFormat::kKimiK2, false,
+       "Checking.<|tool_calls_section_begin|><|tool_call_begin|>functions.get_weather:0<|tool_call_argument_begin|>{}<|tool_call_end|>"
+       "<|tool_calls_section_end|>",
+       "Checking.", ""},
+      {ToolFormat::kMistral, false, "One moment.[TOOL_CALLS][{\"name\": \"f\", \"arguments\": {}}]", "One moment.", ""},
+      {ToolFormat::kLlama3, false, "{\"name\": \"get_weather\", \"parameters\": {\"city\": \"Oslo\"}}", "", ""},
+      {ToolFormat::kLlama3, false, "It is sunny in Oslo.", "It is sunny in Oslo.", ""},
+      {ToolFormat::kHermes, false, "Broken: <tool_call>\n{\"name\": 5}\n</tool_call>", "Broken:", ""},  // stays content
+  };
+  const std::vector<std::string> markers = {"<think>", "</think>", "<tool_call>", "<｜tool▁calls▁begin｜>", "<|tool_calls_section_begin|>",
+                                            "[TOOL_CALLS]", "<|python_tag|>"};
+  for (const Case& c : cases) {
+    for (size_t step : {1u, 3u, 7u}) {
+      ToolTextStream stream(c.format, c.opens_think);
+      std::string reasoning, content;
+      std::string early_content, early_reasoning;
+      for (size_t at = 0; at < c.text.size(); at += step) {
+        const ToolTextStream::Delta d = stream.Append(std::string_view(c.text).substr(at, step));
+        reasoning += d.reasoning;
+        content += d.content;
+        const std::string so_far = c.text.substr(0, std::min(c.text.size(), at + step));
+        bool call_seen = false;
+        for (const char* m : {"<tool_call>", "<｜tool▁calls▁begin｜>", "<|tool_calls_section_begin|>", "[TOOL_CALLS]", "{\"name\""}) {
+          call_seen = call_seen || so_far.find(m) != std::string::npos;
+        }
+        if (!call_seen) early_content = content;
+        if (so_far.find("</think>") == std::string::npos) early_reasoning = reasoning;
+      }
+      const std::string whole_text = c.opens_think ? "<think>" + c.text : c.text;
+      const AssistantOutput whole = ParseAssistantOutput(c.format, whole_text, "x");
+      const ToolTextStream::Delta rest = stream.Finish(whole);
+      EXPECT_EQ(reasoning + rest.reasoning, whole.reasoning) << c.text << " step " << step;
+      const size_t lead = whole.content.find_first_not_of(" \n");
+      EXPECT_EQ(content + rest.content, lead == std::string::npos ? "" : whole.content.substr(lead)) << c.text << " step " << step;
+      EXPECT_EQ(early_content, c.early_content) << c.text << " step " << step;
+      EXPECT_EQ(early_reasoning, c.early_reasoning) << c.text << " step " << step;
+      if (!whole.tool_calls.empty()) {
+        for (const std::string& m : markers) EXPECT_EQ(content.find(m), std::string::npos) << c.text;
+      }
+    }
+  }
+  // gpt-oss's channels wait for the whole parse.
+  ToolTextStream harmony(ToolFormat::kHarmony, false);
+  EXPECT_TRUE(harmony.Append("<|channel|>final<|message|>Hello!").empty());
+  EXPECT_EQ(harmony.Finish(ParseAssistantOutput(ToolFormat::kHarmony, "<|channel|>final<|message|>Hello!", "x")).content, "Hello!");
+}
+
 // The forcing grammar of each format accepts the family's rendering of a call, token by
 // token on Llama 3's vocabulary (its bytes: special markers spelled out).
 TEST(ToolCalls, ForcingGrammarsAcceptTheirFormat) {
