@@ -126,11 +126,22 @@ std::string ToolChunkEvents(const ResponseMeta& meta, const engine::RequestOutpu
   if (!unsent.reasoning.empty()) delta["reasoning_content"] = unsent.reasoning;
   if (!unsent.content.empty()) delta["content"] = unsent.content;
   std::string events;
-  if (!delta.empty()) {
+  auto emit = [&](json d) {
     json body = Header(meta, "chat.completion.chunk");
-    body["choices"] = json::array({{{"index", meta.choice}, {"delta", std::move(delta)}, {"logprobs", nullptr}, {"finish_reason", nullptr}}});
+    body["choices"] = json::array({{{"index", meta.choice}, {"delta", std::move(d)}, {"logprobs", nullptr}, {"finish_reason", nullptr}}});
     events += "data: " + Dump(body) + "\n\n";
+  };
+  // As OpenAI streams a call: its index, id, type and name with empty arguments first, then
+  // the arguments (here whole, as the parse knows them) under the same index.
+  json arguments = json::array();
+  if (auto calls = delta.find("tool_calls"); calls != delta.end()) {
+    for (json& c : *calls) {
+      arguments.push_back({{"index", c["index"]}, {"function", {{"arguments", c["function"]["arguments"]}}}});
+      c["function"]["arguments"] = "";
+    }
   }
+  if (!delta.empty()) emit(std::move(delta));
+  for (json& a : arguments) emit({{"tool_calls", json::array({std::move(a)})}});
   json last = Header(meta, "chat.completion.chunk");
   last["choices"] = json::array({{{"index", meta.choice}, {"delta", json::object()}, {"logprobs", nullptr}, {"finish_reason", finish}}});
   return events + "data: " + Dump(last) + "\n\n";

@@ -69,8 +69,8 @@ std::string ChunkEvent(const ResponseMeta& meta, const engine::RequestOutput& ou
 // A streamed chat with tools, for choice meta.choice: the chunk of reasoning and content that
 // became final with a piece (token_ids too when meta.token_ids), and the end: what of the
 // parsed message had not gone out (`unsent` content and reasoning_content, the tool_calls
-// with index, id, type, name and the whole arguments) as one delta, then the chunk with
-// finish_reason ("tool_calls" when there are calls).
+// with index, id, type, name and empty arguments) as one delta, each call's whole arguments
+// as a delta of their own, then the chunk with finish_reason ("tool_calls" when there are calls).
 std::string ToolDeltaEvent(const ResponseMeta& meta, const ToolTextStream::Delta& delta, const std::vector<int32_t>& tokens);
 std::string ToolChunkEvents(const ResponseMeta& meta, const engine::RequestOutput& output,
                             const ToolTextStream::Delta& unsent);
