@@ -335,19 +335,21 @@ Status Decoder::RunLayers(const Context& ctx, const Batch& batch, KvCache& cache
 Status Decoder::Forward(const Context& ctx, const Batch& batch, KvCache& cache,
                         std::span<float> logits) {
   COHORT_RETURN_IF_ERROR(CheckBatch(batch, cache, logits.size(), config_.n_vocab));
-  x_.resize(batch.size() * config_.n_embd);
-  EmbedRows(batch, 0, config_.n_vocab, x_.data());
-  COHORT_RETURN_IF_ERROR(RunLayers(ctx, batch, cache, x_.data(), nullptr));
+  COHORT_RETURN_IF_ERROR(RunWhole(ctx, batch, cache));
   HeadRows(batch, ctx.pool, x_.data(), 0, config_.n_vocab, logits.data());
   return Status::Ok();
+}
+
+Status Decoder::RunWhole(const Context& ctx, const Batch& batch, KvCache& cache) {
+  x_.resize(batch.size() * config_.n_embd);
+  EmbedRows(batch, 0, config_.n_vocab, x_.data());
+  return RunLayers(ctx, batch, cache, x_.data(), nullptr);
 }
 
 Status Decoder::ForwardHidden(const Context& ctx, const Batch& batch, KvCache& cache,
                               std::span<float> hidden) {
   COHORT_RETURN_IF_ERROR(CheckBatch(batch, cache, hidden.size(), config_.n_embd));
-  x_.resize(batch.size() * config_.n_embd);
-  EmbedRows(batch, 0, config_.n_vocab, x_.data());
-  COHORT_RETURN_IF_ERROR(RunLayers(ctx, batch, cache, x_.data(), nullptr));
+  COHORT_RETURN_IF_ERROR(RunWhole(ctx, batch, cache));
   NormOutputRows(batch, x_.data(), hidden.data());
   return Status::Ok();
 }

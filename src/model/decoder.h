@@ -127,6 +127,8 @@ class Decoder : public Model {
   Status CheckBatch(const Batch& batch, const KvCache& cache, size_t out_size, int64_t row_width);
 
   void RunFfn(const BlockEnv& env, int layer, const float* x, float* out);
+  // x_ = the batch's embedding run through every layer (Forward and ForwardHidden, one rank).
+  Status RunWhole(const Context& ctx, const Batch& batch, KvCache& cache);
   Status CopyFfnSlices(FfnWeights& ffn);
   Status CopyVocabRows(int64_t embd_begin, int64_t embd_end, int64_t out_begin, int64_t out_end);
 

@@ -13,6 +13,7 @@
 #include <nlohmann/json.hpp>
 
 #include "server/api_response.h"
+#include "server/connection_probe.h"
 #include "server/dialect.h"
 #include "server/dialect_json.h"
 #include "server/http_server.h"
@@ -100,6 +101,8 @@ void HandleOpenAi(HttpServer& server, const httplib::Request& req, httplib::Resp
     base64 = f == "base64";
   }
   EmbeddingOptions options;
+  const ConnectionProbe probe = ConnectionProbe::Find({req.local_addr, req.local_port, req.remote_addr, req.remote_port});
+  options.client_gone = [&probe] { return probe.ClientGone(); };
   if (auto d = body->find("dimensions"); d != body->end() && !d->is_null()) {
     if (!d->is_number_integer()) return fail(FieldError("dimensions", "must be an integer"));
     options.dimensions = d->get<int64_t>();
@@ -134,18 +137,26 @@ Result<Embeddings> Embed(engine::ServingInstance& instance, const std::vector<Em
   if (pooling == model::Pooling::kNone) pooling = model::Pooling::kMean;  // a chat model: the mean
   if (pooling == model::Pooling::kRank) return Unsupported("embeddings: this is a reranking model (pooling_type rank)");
   engine::Scheduler& scheduler = instance.scheduler();
+  auto param_of = [&](size_t i) { return inputs.size() == 1 ? std::string("input") : fmt::format("input[{}]", i); };
+  std::vector<std::vector<int32_t>> ids(inputs.size());
   Embeddings out;
   for (size_t i = 0; i < inputs.size(); ++i) {
-    const std::string param = inputs.size() == 1 ? "input" : fmt::format("input[{}]", i);
-    std::vector<int32_t> ids = inputs[i].is_tokens ? inputs[i].tokens : model.tokenizer().Encode(inputs[i].text, true, true);
-    if (ids.empty()) return FieldError(param, "has no tokens");
-    if (static_cast<int64_t>(ids.size()) > scheduler.n_ctx()) {
+    ids[i] = inputs[i].is_tokens ? inputs[i].tokens : model.tokenizer().Encode(inputs[i].text, true, true);
+    if (ids[i].empty()) return FieldError(param_of(i), "has no tokens");
+    if (static_cast<int64_t>(ids[i].size()) > scheduler.n_ctx()) {
       if (!options.truncate) {
-        return OutOfRange(fmt::format("{}: has {} tokens; the context holds {}", param, ids.size(), scheduler.n_ctx()));
+        return OutOfRange(fmt::format("{}: has {} tokens; the context holds {}", param_of(i), ids[i].size(), scheduler.n_ctx()));
       }
-      ids.resize(static_cast<size_t>(scheduler.n_ctx()));
+      ids[i].resize(static_cast<size_t>(scheduler.n_ctx()));
     }
-    Result<std::vector<float>> v = scheduler.Embed(ids, pooling);
+    out.prompt_tokens += static_cast<int64_t>(ids[i].size());
+  }
+  if (out.prompt_tokens > kMaxEmbeddingTokens) {
+    return FieldError("input", fmt::format("has {} tokens in all; at most {} per request", out.prompt_tokens, kMaxEmbeddingTokens));
+  }
+  for (const std::vector<int32_t>& input : ids) {
+    if (options.client_gone && options.client_gone()) return Cancelled("embeddings: the client closed the connection");
+    Result<std::vector<float>> v = scheduler.Embed(input, pooling);
     if (!v.ok()) return v.status();
     if (options.dimensions > 0) v->resize(static_cast<size_t>(options.dimensions));
     if (options.normalize) {
@@ -156,7 +167,6 @@ Result<Embeddings> Embed(engine::ServingInstance& instance, const std::vector<Em
         for (float& x : *v) x = static_cast<float>(x / norm);
       }
     }
-    out.prompt_tokens += static_cast<int64_t>(ids.size());
     out.vectors.push_back(std::move(*v));
   }
   return out;

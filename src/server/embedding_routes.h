@@ -11,6 +11,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -32,14 +33,21 @@ struct EmbeddingOptions {
   bool normalize = true;   // to unit (L2) length
   bool truncate = false;   // an input past the context is cut to it (else kOutOfRange)
   int64_t dimensions = 0;  // keep the first this many (then normalized): 0, all of them
+  // Asked between inputs: true ends the request (kCancelled), as a client that hung up.
+  std::function<bool()> client_gone;
 };
+
+// The tokens one request may embed in all (OpenAI's limit): inputs past it are refused before
+// any runs.
+inline constexpr int64_t kMaxEmbeddingTokens = 300000;
 
 struct Embeddings {
   std::vector<std::vector<float>> vectors;  // one per input, in order
   int64_t prompt_tokens = 0;                // tokens of all inputs
 };
 
-// Embeds every input on `instance` (errors name "input[i]" or "dimensions").
+// Embeds every input on `instance`, all of them tokenized and checked first (errors name
+// "input[i]", "input" or "dimensions").
 Result<Embeddings> Embed(engine::ServingInstance& instance, const std::vector<EmbeddingInput>& inputs,
                          const EmbeddingOptions& options);
 

@@ -20,6 +20,7 @@
 #include "core/dtype.h"
 #include "engine/serving.h"
 #include "gguf/gguf.h"
+#include "server/connection_probe.h"
 #include "server/dialect.h"
 #include "server/dialect_json.h"
 #include "server/embedding_routes.h"
@@ -403,6 +404,8 @@ void HandleEmbed(HttpServer& server, const httplib::Request& req, httplib::Respo
   if (instance == nullptr) return;
   std::vector<EmbeddingInput> inputs;
   EmbeddingOptions options;
+  const ConnectionProbe probe = ConnectionProbe::Find({req.local_addr, req.local_port, req.remote_addr, req.remote_port});
+  options.client_gone = [&probe] { return probe.ClientGone(); };
   if (legacy) {
     auto prompt = OptionalField(*body, "prompt", "prompt", Type::string);
     if (!prompt.ok()) return fail(prompt.status());

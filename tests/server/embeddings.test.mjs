@@ -143,6 +143,12 @@ test('bad embedding requests get a 400 naming the field, and the server serves o
   assert.equal(r.status, 400, JSON.stringify(r.body));
   assert.equal(r.body.error.code, 'context_length_exceeded');
   assert.match(r.body.error.message, /^input\[1\]: has \d+ tokens/);
+  // 300,000 tokens in all at most: 1,200 inputs of 256 are refused before any runs.
+  const started = Date.now();
+  const many = await post('/v1/embeddings', { input: Array.from({ length: 1200 }, () => Array(256).fill(5)) });
+  assert.equal(many.status, 400, JSON.stringify(many.body).slice(0, 200));
+  assert.match(many.body.error.message, /^input: has 307200 tokens in all; at most 300000 per request/);
+  assert.ok(Date.now() - started < 5000, 'refused before running');
   const unauthorized = await fetch(`${llama.base}/v1/embeddings`, {
     method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify({ input: 'x' }),
   });
