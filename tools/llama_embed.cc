@@ -9,6 +9,8 @@
 // float32 LE [n_embd].
 #include <llama.h>
 
+#include "golden_context.h"
+
 #include <cstdio>
 #include <cstdlib>
 #include <sstream>
@@ -37,12 +39,7 @@ int main(int argc, char** argv) {
   llama_backend_init();
   llama_model* model = llama_model_load_from_file(argv[1], llama_model_default_params());
   if (model == nullptr) return 1;
-  llama_context_params cp = llama_context_default_params();
-  cp.n_ctx = cp.n_batch = cp.n_ubatch = 256;
-  cp.n_threads = cp.n_threads_batch = 1;
-  cp.type_k = GGML_TYPE_F32;
-  cp.type_v = GGML_TYPE_F32;
-  cp.flash_attn_type = LLAMA_FLASH_ATTN_TYPE_DISABLED;
+  llama_context_params cp = GoldenContextParams();
   cp.embeddings = true;
   cp.pooling_type = type;
   llama_context* ctx = llama_init_from_model(model, cp);

@@ -14,6 +14,8 @@
 // LLAMA_ATTN_ROT_DISABLE is set (tools/make-kv-q8_0-goldens.sh unsets it).
 #include <llama.h>
 
+#include "golden_context.h"
+
 #include <cstdio>
 #include <cstdlib>
 #include <sstream>
@@ -47,12 +49,7 @@ int main(int argc, char** argv) {
   llama_model_params mp = llama_model_default_params();
   llama_model* model = llama_model_load_from_file(argv[1], mp);
   if (model == nullptr) return 1;
-  llama_context_params cp = llama_context_default_params();
-  cp.n_ctx = cp.n_batch = cp.n_ubatch = 256;
-  cp.n_threads = cp.n_threads_batch = 1;
-  cp.type_k = GGML_TYPE_F32;
-  cp.type_v = GGML_TYPE_F32;
-  cp.flash_attn_type = LLAMA_FLASH_ATTN_TYPE_DISABLED;
+  llama_context_params cp = GoldenContextParams();
   if (kv_type == "q8_0") {
     cp.type_k = GGML_TYPE_Q8_0;
     cp.type_v = GGML_TYPE_Q8_0;
