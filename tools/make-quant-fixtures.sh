@@ -75,8 +75,11 @@ for t in "${types[@]}"; do
   made_by_imatrix=""
   if needs_imatrix "$t"; then
     make_imatrix
-    imatrix_args=(--imatrix "$imatrix")
-    made_by_imatrix=" --imatrix tiny-llama-f32.imatrix.gguf"
+    # llama-imatrix measures the matrices a forward pass multiplies, not token_embd (rows are
+    # looked up) nor, by default, output.weight, and ggml's quantizer asserts on a grid type
+    # without a matrix: those two take the types llama-quantize's own 2-bit mixture gives them.
+    imatrix_args=(--imatrix "$imatrix" --token-embedding-type q2_k --output-tensor-type q5_k)
+    made_by_imatrix=" --imatrix tiny-llama-f32.imatrix.gguf --token-embedding-type q2_k --output-tensor-type q5_k"
   fi
   "$work/llama-quantize" --pure "${imatrix_args[@]}" "$f32" "$model" "$(echo "$t" | tr a-z A-Z)" >"$work/quantize.log" 2>&1 ||
     { cat "$work/quantize.log"; exit 1; }
