@@ -2,6 +2,7 @@
 # --peers only), for the security tests (capture_netns_test.sh, attack_netns_test.sh). Sourced;
 # the test sets TEST (its name, for messages), COHORT, MODEL and N first, then calls
 # netns_setup. Node i is at $SUBNET.i: control 7946, API 8080, worker service 7950, relay 7951.
+# Every node takes $API_KEY (a client key) and a context of $CTX tokens (128 unless set).
 # Extra namespaces (an attacker's) are added by netns_add INDEX. Everything is removed on exit.
 
 TAG=$$
@@ -16,6 +17,7 @@ EXTRA=()             # more `serve` options for every node
 declare -A NODE_EXTRA=()  # node -> more options for it alone (one string, split on spaces)
 declare -A HIDE=()   # node -> a directory it must not see (a tmpfs over it)
 MODELS_DIR=$(dirname "$MODEL")
+CTX=${CTX:-128}
 
 netns_cleanup() {
   for pid in "${PIDS[@]}"; do kill -9 "$pid" 2>/dev/null || true; done
@@ -65,7 +67,7 @@ start_node() {  # start_node I: node I in its namespace, logging to $WORK/nI.log
     --listen "$SUBNET.$i:7946" --host "$SUBNET.$i" --port 8080 --worker-listen "$SUBNET.$i:7950" \
     --relay-listen "$SUBNET.$i:7951" --peers "${PEERS%,}" --no-multicast --secret "$SECRET" \
     --api-key-file "$WORK/keys" --state-dir "$WORK/state-$i" --models-dir "$MODELS_DIR" --name "n$i" \
-    --no-benchmarks --heartbeat-ms 250 --suspect-ms 1000 --dead-ms 2500 --comm-timeout-ms 2500 -c 128 \
+    --no-benchmarks --heartbeat-ms 250 --suspect-ms 1000 --dead-ms 2500 --comm-timeout-ms 2500 -c "$CTX" \
     "${EXTRA[@]}" ${NODE_EXTRA[$i]:-} >> "$WORK/n$i.log" 2>&1 &
   PIDS[$i]=$!
 }
@@ -77,6 +79,9 @@ stop_nodes() {
 
 # in_ns I CMD...: runs CMD in node I's namespace.
 in_ns() { local i=$1; shift; ip netns exec "$(ns_of "$i")" "$@"; }
+
+# api I: node I's API, as the host reaches it over the bridge.
+api() { echo "http://$SUBNET.$1:8080"; }
 
 # api_get I PATH: GET with the API key from node I's own namespace (plain HTTP).
 api_get() { in_ns "$1" curl -s --max-time 5 -H "Authorization: Bearer $API_KEY" "http://$SUBNET.$1:8080$2"; }

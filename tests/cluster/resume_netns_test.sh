@@ -23,82 +23,27 @@ if [ "$(id -u)" -ne 0 ]; then
 fi
 [ -x "$COHORT" ] || { echo "resume_netns_test: $COHORT is not executable"; exit 1; }
 
+TEST=resume_netns_test
 N=3
 TOKENS=${TOKENS:-100}
-TAG=$$
-SUBNET="10.233.$((TAG % 200 + 20))"
-BR="crbr$TAG"
-WORK=$(mktemp -d /tmp/cohort-resume.XXXXXX)
-declare -A PIDS=()
+CTX=256
+# shellcheck source=netns_cluster.sh
+. "$HERE/netns_cluster.sh"
+EXTRA=(--link-latency-us 2000)
+export COHORT_API_KEY=$API_KEY  # for resume_streams.py
+netns_setup
 
-cleanup() {
-  for pid in "${PIDS[@]}"; do kill -9 "$pid" 2>/dev/null || true; done
-  for pid in "${PIDS[@]}"; do wait "$pid" 2>/dev/null || true; done
-  for i in $(seq 1 $N); do ip netns del "cr$TAG-$i" 2>/dev/null || true; done
-  ip link del "$BR" 2>/dev/null || true
-  rm -rf "$WORK"
-}
-trap cleanup EXIT
-
-fail() {
-  echo "resume_netns_test: FAIL: $*"
-  cp "$WORK/results.json" /tmp/resume-results.json 2>/dev/null || true
-  for f in "$WORK"/*.log; do echo "--- $f"; tail -25 "$f"; done
-  exit 1
-}
-
-ip link add "$BR" type bridge
-ip addr add "$SUBNET.254/24" dev "$BR"
-ip link set "$BR" up
-for i in $(seq 1 $N); do
-  ns="cr$TAG-$i"
-  ip netns add "$ns"
-  ip link add "crv$TAG-$i" type veth peer name "crp$TAG-$i"
-  ip link set "crp$TAG-$i" netns "$ns"
-  ip link set "crv$TAG-$i" master "$BR" up
-  ip netns exec "$ns" ip link set lo up
-  ip netns exec "$ns" ip addr add "$SUBNET.$i/24" dev "crp$TAG-$i"
-  ip netns exec "$ns" ip link set "crp$TAG-$i" up
-done
-
-PEERS=$(for k in $(seq 1 $N); do printf '%s' "$SUBNET.$k:7946,"; done)
-start_node() {
-  local i=$1
-  ip netns exec "cr$TAG-$i" "$COHORT" -v -t 1 serve --cluster --listen "$SUBNET.$i:7946" \
-    --host "$SUBNET.$i" --port 8080 --peers "${PEERS%,}" --no-multicast --secret "resume test" \
-    --state-dir "$WORK/state-$i" --models-dir "$(dirname "$MODEL")" --name "n$i" --no-benchmarks --heartbeat-ms 250 --suspect-ms 1000 \
-    --dead-ms 2500 --comm-timeout-ms 2500 --link-latency-us 2000 -c 256 \
-    >> "$WORK/n$i.log" 2>&1 &
-  PIDS[$i]=$!
-}
 stop_all() {
-  for i in "${!PIDS[@]}"; do kill -9 "${PIDS[$i]}" 2>/dev/null || true; wait "${PIDS[$i]}" 2>/dev/null || true; done
-  PIDS=()
+  stop_nodes
   rm -rf "$WORK"/state-*
-}
-
-api() { echo "http://$SUBNET.$1:8080"; }
-json() { python3 -c "import json,sys; j=json.load(open(sys.argv[1])); print($2)" "$1"; }
-
-wait_members() {  # wait_members NODE COUNT: NODE sees COUNT members alive
-  for _ in $(seq 1 100); do
-    if curl -s --max-time 2 "$(api "$1")/v1/cluster" > "$WORK/c.json" 2>/dev/null &&
-       [ "$(json "$WORK/c.json" "sum(m['state'] == 'alive' for m in j['members'])")" = "$2" ]; then
-      return 0
-    fi
-    sleep 0.2
-  done
-  fail "node $1 does not see $2 members alive"
 }
 
 # A fresh 3-node instance; sets COORD and OTHERS (namespace indices).
 place() {
   for i in $(seq 1 $N); do start_node "$i"; done
   wait_members 1 3
-  curl -s --max-time 60 "$(api 1)/v1/instances" \
-    -d "{\"model\": \"$MODEL\", \"nodes\": 3, \"layout\": \"tp\", \"wait_s\": 50}" > "$WORK/inst.json"
-  [ "$(json "$WORK/inst.json" "j.get('state')")" = ready ] || { cat "$WORK/inst.json"; fail "instance not ready"; }
-  COORD=$(json "$WORK/inst.json" "[r['name'] for r in j['ranks'] if r['node'] == j['coordinator']][0][1:]")
+  load_instance 1 3
+  COORD=$(coordinator_index)
   OTHERS=()
   for i in $(seq 1 $N); do [ "$i" = "$COORD" ] || OTHERS+=("$i"); done
 }

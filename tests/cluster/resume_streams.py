@@ -8,6 +8,7 @@
       and TOKENS completion tokens, was resumed, and its text after the (last) resume equals an
       undisturbed run through URL (the surviving placement) given the tokens streamed before
       it: the prompt ids plus those tokens, TOKENS minus their count to generate.
+The client key, when the nodes require one, is taken from COHORT_API_KEY.
 """
 import http.client
 import json
@@ -25,7 +26,10 @@ def prompt_of(i):
 def post(url, body, timeout):
     u = urllib.parse.urlparse(url)
     conn = http.client.HTTPConnection(u.hostname, u.port, timeout=timeout)
-    conn.request("POST", "/v1/completions", json.dumps(body), {"Content-Type": "application/json"})
+    headers = {"Content-Type": "application/json"}
+    if os.environ.get("COHORT_API_KEY"):
+        headers["Authorization"] = "Bearer " + os.environ["COHORT_API_KEY"]
+    conn.request("POST", "/v1/completions", json.dumps(body), headers)
     return conn, conn.getresponse()
 
 
