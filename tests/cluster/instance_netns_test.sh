@@ -34,80 +34,21 @@ if [ "$(id -u)" -ne 0 ]; then
 fi
 [ -x "$COHORT" ] || { echo "instance_netns_test: $COHORT is not executable"; exit 1; }
 
+TEST=instance_netns_test
 N=3
-TAG=$$
-SUBNET="10.232.$((TAG % 200 + 20))"
-BR="cibr$TAG"
-WORK=$(mktemp -d /tmp/cohort-instance.XXXXXX)
-declare -A PIDS=()
-EXTRA=()   # more `serve` options for every node (scenario 4)
+HERE=$(cd "$(dirname "$0")" && pwd)
+# shellcheck source=netns_cluster.sh
+. "$HERE/netns_cluster.sh"
+LATENCY=(--link-latency-us 2000)
+EXTRA=("${LATENCY[@]}")  # more `serve` options for every node (scenario 4 adds a budget)
+AUTH="Authorization: Bearer $API_KEY"
+netns_setup
 
-cleanup() {
-  for pid in "${PIDS[@]}"; do kill -9 "$pid" 2>/dev/null || true; done
-  for pid in "${PIDS[@]}"; do wait "$pid" 2>/dev/null || true; done
-  for i in $(seq 1 $N); do ip netns del "ci$TAG-$i" 2>/dev/null || true; done
-  ip link del "$BR" 2>/dev/null || true
-  rm -rf "$WORK"
-}
-trap cleanup EXIT
-
-fail() {
-  echo "instance_netns_test: FAIL: $*"
-  for f in "$WORK"/*.log; do echo "--- $f"; tail -25 "$f"; done
-  exit 1
-}
-
-ip link add "$BR" type bridge
-ip addr add "$SUBNET.254/24" dev "$BR"
-ip link set "$BR" up
-for i in $(seq 1 $N); do
-  ns="ci$TAG-$i"
-  ip netns add "$ns"
-  ip link add "civ$TAG-$i" type veth peer name "cip$TAG-$i"
-  ip link set "cip$TAG-$i" netns "$ns"
-  ip link set "civ$TAG-$i" master "$BR" up
-  ip netns exec "$ns" ip link set lo up
-  ip netns exec "$ns" ip addr add "$SUBNET.$i/24" dev "cip$TAG-$i"
-  ip netns exec "$ns" ip link set "cip$TAG-$i" up
-done
-
-PEERS=$(for k in $(seq 1 $N); do printf '%s' "$SUBNET.$k:7946,"; done)
-declare -A HIDE=()   # node -> a directory it must not see (scenario 5)
-start_node() {
-  local i=$1 hide=""
-  # A tmpfs over the directory, in the private mount namespace `ip netns exec` gives.
-  [ -n "${HIDE[$i]:-}" ] && hide="mount -t tmpfs none ${HIDE[$i]} &&"
-  ip netns exec "ci$TAG-$i" sh -c "$hide exec \"\$0\" \"\$@\"" "$COHORT" -v -t 1 serve --cluster --listen "$SUBNET.$i:7946" \
-    --host "$SUBNET.$i" --port 8080 --peers "${PEERS%,}" --no-multicast --secret "instance test" \
-    --state-dir "$WORK/state-$i" --models-dir "${MODELS_DIR:-$(dirname "$MODEL")}" --name "n$i" --no-benchmarks --heartbeat-ms 250 --suspect-ms 1000 \
-    --dead-ms 2500 --comm-timeout-ms 2500 --link-latency-us 2000 -c 128 "${EXTRA[@]}" \
-    >> "$WORK/n$i.log" 2>&1 &
-  PIDS[$i]=$!
-}
-stop_all() {
-  for i in "${!PIDS[@]}"; do kill -9 "${PIDS[$i]}" 2>/dev/null || true; wait "${PIDS[$i]}" 2>/dev/null || true; done
-  PIDS=()
-}
-
-api() { echo "http://$SUBNET.$1:8080"; }
-
-# json FILE EXPR: evaluates a Python expression over the JSON in FILE (as `j`).
-json() { python3 -c "import json,sys; j=json.load(open(sys.argv[1])); print($2)" "$1"; }
-
-wait_members() {  # wait_members NODE COUNT: NODE sees COUNT members alive
-  for _ in $(seq 1 100); do
-    if curl -s --max-time 2 "$(api "$1")/v1/cluster" > "$WORK/c.json" 2>/dev/null &&
-       [ "$(json "$WORK/c.json" "sum(m['state'] == 'alive' for m in j['members'])")" = "$2" ]; then
-      return 0
-    fi
-    sleep 0.2
-  done
-  fail "node $1 does not see $2 members alive"
-}
+stop_all() { stop_nodes; }
 
 # instance_ready NODE RANKS: NODE reports the instance ready on RANKS nodes (left in inst.json).
 instance_ready() {
-  curl -s --max-time 2 "$(api "$1")/v1/instances/stories260K" > "$WORK/inst.json" 2>/dev/null &&
+  curl -s -H "$AUTH" --max-time 2 "$(api "$1")/v1/instances/stories260K" > "$WORK/inst.json" 2>/dev/null &&
     [ "$(json "$WORK/inst.json" "j.get('state') == 'ready' and len(j['ranks']) == $2")" = True ]
 }
 
@@ -130,7 +71,7 @@ wait_instance() {
 rebalance() {
   local deadline=$((SECONDS + $3))
   while [ $SECONDS -lt $deadline ]; do
-    curl -s --max-time 5 -X POST -d '' "$(api "$1")/v1/instances/stories260K/rebalance" > /dev/null || true
+    curl -s -H "$AUTH" --max-time 5 -X POST -d '' "$(api "$1")/v1/instances/stories260K/rebalance" > /dev/null || true
     local until=$((SECONDS + 8))
     while [ $SECONDS -lt $until ]; do
       instance_ready "$1" "$2" && return 0
@@ -146,7 +87,7 @@ node_of() {  # node_of ID: the namespace index of a node id, from inst.json's ra
 }
 
 complete() {  # complete NODE: one completion; prints its text or fails
-  curl -s --max-time 10 "$(api "$1")/v1/completions" \
+  curl -s -H "$AUTH" --max-time 10 "$(api "$1")/v1/completions" \
     -d '{"prompt": "Once upon a time", "max_tokens": 12, "temperature": 0}' > "$WORK/complete.json" || true
   json "$WORK/complete.json" "j['choices'][0]['text']" 2>/dev/null
 }
@@ -180,7 +121,7 @@ stream_and_break() {
   local client=$1 what=$2
   shift 2
   rm -f "$WORK/stream.out"
-  curl -sN --max-time 90 "$(api "$client")/v1/completions" \
+  curl -sN -H "$AUTH" --max-time 90 "$(api "$client")/v1/completions" \
     -d '{"prompt": "Once upon a time", "max_tokens": 120, "temperature": 0.8, "ignore_eos": true, "stream": true, "stream_options": {"include_usage": true}}' \
     > "$WORK/stream.out" &
   local curl_pid=$!
@@ -206,7 +147,7 @@ stream_and_break() {
 # --- 1. A 3-node instance, used through a node that is not its coordinator.
 for i in $(seq 1 $N); do start_node "$i"; done
 wait_members 1 3
-curl -s --max-time 40 "$(api 1)/v1/instances" \
+curl -s -H "$AUTH" --max-time 40 "$(api 1)/v1/instances" \
   -d "{\"model\": \"$MODEL\", \"nodes\": 3, \"wait_s\": 30}" > "$WORK/created.json"
 [ "$(json "$WORK/created.json" "j.get('state')")" = ready ] || { cat "$WORK/created.json"; fail "instance not ready"; }
 wait_instance 2 3 10
@@ -231,10 +172,10 @@ echo "instance_netns_test: rebalanced onto 3 nodes again"
 
 # --- 3. Cut a non-coordinator's link during a stream.
 roles
-stream_and_break "$CLIENT" "link of n$VICTIM down" ip link set "civ$TAG-$VICTIM" down
+stream_and_break "$CLIENT" "link of n$VICTIM down" ip link set "csv$TAG-$VICTIM" down
 wait_complete "$CLIENT" 30
 wait_instance "$CLIENT" 2 5
-ip link set "civ$TAG-$VICTIM" up
+ip link set "csv$TAG-$VICTIM" up
 wait_members "$CLIENT" 3
 echo "instance_netns_test: n$VICTIM's link is back and it rejoined"
 rebalance "$CLIENT" 3 40
@@ -245,10 +186,10 @@ echo "instance_netns_test: rebalanced onto 3 nodes again"
 roles
 OLD_COORD=$COORD
 plain_t0=$(date +%s%N)
-curl -s -o "$WORK/plain.out" -w '%{http_code} %{time_total}\n' --max-time 60 "$(api "$VICTIM")/v1/completions" \
+curl -s -H "$AUTH" -o "$WORK/plain.out" -w '%{http_code} %{time_total}\n' --max-time 60 "$(api "$VICTIM")/v1/completions" \
   -d '{"prompt": "Once upon a time", "max_tokens": 120, "temperature": 0.8, "ignore_eos": true}' > "$WORK/plain.code" &
 plain_pid=$!
-stream_and_break "$CLIENT" "link of the coordinator n$COORD down" ip link set "civ$TAG-$COORD" down
+stream_and_break "$CLIENT" "link of the coordinator n$COORD down" ip link set "csv$TAG-$COORD" down
 wait "$plain_pid" || true
 read -r plain_code plain_s < "$WORK/plain.code"
 plain_ms=$(python3 -c "print(int(($plain_t0 + $plain_s * 1e9 - $T_BREAK) / 1e6))")
@@ -260,7 +201,7 @@ wait_instance "$CLIENT" 2 5
 roles
 [ "$COORD" != "$OLD_COORD" ] || fail "the cut node n$OLD_COORD is still the coordinator"
 echo "instance_netns_test: re-placed on 2 nodes, coordinator n$COORD"
-ip link set "civ$TAG-$OLD_COORD" up
+ip link set "csv$TAG-$OLD_COORD" up
 wait_members "$CLIENT" 3
 wait_members "$OLD_COORD" 3
 echo "instance_netns_test: n$OLD_COORD's link is back and it rejoined"
@@ -272,10 +213,10 @@ echo "instance_netns_test: rebalanced onto 3 nodes again"
 stop_all
 FILE_BYTES=$(stat -c %s "$MODEL")
 BUDGET=$((FILE_BYTES * 55 / 100))
-EXTRA=(--max-memory "$BUDGET")
+EXTRA=("${LATENCY[@]}" --max-memory "$BUDGET")
 for i in $(seq 1 $N); do start_node "$i"; done
 wait_members 1 3
-curl -s --max-time 40 "$(api 2)/v1/instances" -d "{\"model\": \"$MODEL\", \"wait_s\": 30}" > "$WORK/created.json"
+curl -s -H "$AUTH" --max-time 40 "$(api 2)/v1/instances" -d "{\"model\": \"$MODEL\", \"wait_s\": 30}" > "$WORK/created.json"
 [ "$(json "$WORK/created.json" "j.get('state')")" = ready ] || { cat "$WORK/created.json"; fail "max-memory instance not ready"; }
 cp "$WORK/created.json" "$WORK/inst.json"
 check=$(json "$WORK/inst.json" "' '.join(f\"{r['name']}:{r['weight_bytes']/$FILE_BYTES:.3f}:{(r['weight_bytes']+r['kv_bytes'])<=$BUDGET}\" for r in j['ranks'])")
@@ -290,7 +231,7 @@ kill -9 "${PIDS[$VICTIM]}"
 wait "${PIDS[$VICTIM]}" 2>/dev/null || true
 unset "PIDS[$VICTIM]"
 for _ in $(seq 1 100); do
-  curl -s --max-time 2 "$(api "$CLIENT")/v1/instances/stories260K" > "$WORK/inst.json" || true
+  curl -s -H "$AUTH" --max-time 2 "$(api "$CLIENT")/v1/instances/stories260K" > "$WORK/inst.json" || true
   [ "$(json "$WORK/inst.json" "j.get('state')" 2>/dev/null)" = unplaced ] && break
   sleep 0.2
 done
@@ -302,7 +243,7 @@ stop_all
 # A fresh cluster: the nodes would otherwise bring back the last instance (of the same name)
 # from their state directories.
 rm -f "$WORK"/state-*/instances.json
-EXTRA=()
+EXTRA=("${LATENCY[@]}")
 mkdir -p "$WORK/only-n1"
 cp "$MODEL" "$WORK/only-n1/"
 HIDE[2]="$WORK/only-n1"
@@ -310,7 +251,7 @@ HIDE[3]="$WORK/only-n1"
 MODELS_DIR="$WORK/only-n1"  # the API offers only what is under it
 for i in $(seq 1 $N); do start_node "$i"; done
 wait_members 1 3
-curl -s --max-time 40 "$(api 1)/v1/instances" \
+curl -s -H "$AUTH" --max-time 40 "$(api 1)/v1/instances" \
   -d "{\"model\": \"$WORK/only-n1/$(basename "$MODEL")\", \"nodes\": 3, \"wait_s\": 30}" > "$WORK/created.json"
 [ "$(json "$WORK/created.json" "j.get('state')")" = ready ] || { cat "$WORK/created.json"; fail "instance from one node's file not ready"; }
 cp "$WORK/created.json" "$WORK/inst.json"
