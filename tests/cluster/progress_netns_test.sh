@@ -24,64 +24,33 @@ if [ "$(id -u)" -ne 0 ] || ! command -v tc > /dev/null; then
   exit 77
 fi
 
+TEST=progress_netns_test
 N=3
-TAG=$$
-SUBNET="10.233.$((TAG % 200 + 20))"
-BR="cpbr$TAG"
-WORK=$(mktemp -d /tmp/cohort-progress.XXXXXX)
-declare -A PIDS=()
-
-cleanup() {
-  for pid in "${PIDS[@]}"; do kill -9 "$pid" 2>/dev/null || true; done
-  for pid in "${PIDS[@]}"; do wait "$pid" 2>/dev/null || true; done
-  for i in $(seq 1 $N); do ip netns del "cp$TAG-$i" 2>/dev/null || true; done
-  ip link del "$BR" 2>/dev/null || true
-  rm -rf "$WORK"
-}
-trap cleanup EXIT
-
-fail() {
-  echo "progress_netns_test: FAIL: $*"
-  for f in "$WORK"/*.log; do echo "--- $f"; tail -30 "$f"; done
-  exit 1
-}
-
-ip link add "$BR" type bridge
-ip addr add "$SUBNET.254/24" dev "$BR"
-ip link set "$BR" up
-for i in $(seq 1 $N); do
-  ns="cp$TAG-$i"
-  ip netns add "$ns"
-  ip link add "cpv$TAG-$i" type veth peer name "cpp$TAG-$i"
-  ip link set "cpp$TAG-$i" netns "$ns"
-  ip link set "cpv$TAG-$i" master "$BR" up
-  ip netns exec "$ns" ip link set lo up
-  ip netns exec "$ns" ip addr add "$SUBNET.$i/24" dev "cpp$TAG-$i"
-  ip netns exec "$ns" ip link set "cpp$TAG-$i" up
-done
+# The namespaces and bridge only: these nodes start with the default ports and no client keys,
+# as a first `cohort serve --cluster` would.
+# shellcheck source=netns_cluster.sh
+. "$(dirname "$0")/netns_cluster.sh"
+netns_setup
 
 # n1's packets to the worker port go through a 2 Mbit/s bucket; the rest (membership, the
 # agreed state, the API) is not held up.
 . "$(dirname "$0")/throttle.sh"
-throttle_dport "cp$TAG-1" "cpp$TAG-1" 7948 2mbit
+throttle_dport "$(ns_of 1)" "csp$TAG-1" 7948 2mbit
 
 mkdir -p "$WORK/only-n1"
 cp "$MODEL" "$WORK/only-n1/"
 NAME=$(basename "$MODEL" .gguf)
-PEERS=$(for k in $(seq 1 $N); do printf '%s' "$SUBNET.$k:7946,"; done)
 for i in $(seq 1 $N); do
   hide=""
   [ "$i" -ne 1 ] && hide="mount -t tmpfs none $WORK/only-n1 &&"
   # Stderr is a file: the progress must come as plain lines.
-  ip netns exec "cp$TAG-$i" sh -c "$hide exec \"\$0\" \"\$@\"" "$COHORT" -t 1 serve --cluster \
+  ip netns exec "$(ns_of "$i")" sh -c "$hide exec \"\$0\" \"\$@\"" "$COHORT" -t 1 serve --cluster \
     --listen "$SUBNET.$i:7946" --host "$SUBNET.$i" --peers "${PEERS%,}" --no-multicast --secret "progress test" \
     --state-dir "$WORK/state-$i" --models-dir "$WORK/only-n1" --name "n$i" --no-benchmarks -c 128 \
     >> "$WORK/n$i.log" 2>&1 &
   PIDS[$i]=$!
 done
 
-api() { echo "http://$SUBNET.$1:8080"; }
-json() { python3 -c "import json,sys; j=json.load(open(sys.argv[1])); print($2)" "$1"; }
 
 for _ in $(seq 1 150); do
   curl -s --max-time 2 "$(api 2)/v1/cluster" > "$WORK/c.json" 2>/dev/null &&
@@ -144,8 +113,8 @@ grep '\[progress\]' "$WORK/n1.log" | sed -n 2p
 
 # --- 3. Only the documented ports.
 for i in $(seq 1 $N); do
-  ip netns exec "cp$TAG-$i" ss -Hltn > "$WORK/listen-$i.txt"
-  ip netns exec "cp$TAG-$i" ss -Htn state established > "$WORK/est-$i.txt"
+  in_ns "$i" ss -Hltn > "$WORK/listen-$i.txt"
+  in_ns "$i" ss -Htn state established > "$WORK/est-$i.txt"
 done
 python3 - "$WORK" "$N" <<'EOF' || fail "a port outside the documented ones"
 import sys
