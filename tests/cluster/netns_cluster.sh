@@ -1,8 +1,10 @@
 # A `cohort serve --cluster` of N nodes, one per network namespace (veth to one bridge,
 # --peers only), for the security tests (capture_netns_test.sh, attack_netns_test.sh). Sourced;
 # the test sets TEST (its name, for messages), COHORT, MODEL and N first, then calls
-# netns_setup. Node i is at $SUBNET.i: control 7946, API 8080, worker service 7950, relay 7951.
-# Every node takes $API_KEY (a client key) and a context of $CTX tokens (128 unless set).
+# netns_setup. Node i is at $SUBNET.i: control 7946, API 8080, worker service $WORKER_PORT (7950
+# unless set), relay 7951.
+# Every node takes $API_KEY (a client key) and a context of $CTX tokens (128 unless set); it
+# skips its start-up benchmarks unless BENCHMARKS=1.
 # Extra namespaces (an attacker's) are added by netns_add INDEX. Everything is removed on exit.
 
 TAG=$$
@@ -18,6 +20,8 @@ declare -A NODE_EXTRA=()  # node -> more options for it alone (one string, split
 declare -A HIDE=()   # node -> a directory it must not see (a tmpfs over it)
 MODELS_DIR=$(dirname "$MODEL")
 CTX=${CTX:-128}
+WORKER_PORT=${WORKER_PORT:-7950}
+BENCHMARKS=${BENCHMARKS:-0}  # 1: the nodes measure their bandwidth and FLOP/s at start
 
 netns_cleanup() {
   for pid in "${PIDS[@]}"; do kill -9 "$pid" 2>/dev/null || true; done
@@ -64,10 +68,10 @@ start_node() {  # start_node I: node I in its namespace, logging to $WORK/nI.log
   [ -n "${HIDE[$i]:-}" ] && hide="mount -t tmpfs none ${HIDE[$i]} &&"
   # shellcheck disable=SC2086
   ip netns exec "$(ns_of "$i")" sh -c "$hide exec \"\$0\" \"\$@\"" "$COHORT" -v -t 1 serve --cluster \
-    --listen "$SUBNET.$i:7946" --host "$SUBNET.$i" --port 8080 --worker-listen "$SUBNET.$i:7950" \
+    --listen "$SUBNET.$i:7946" --host "$SUBNET.$i" --port 8080 --worker-listen "$SUBNET.$i:$WORKER_PORT" \
     --relay-listen "$SUBNET.$i:7951" --peers "${PEERS%,}" --no-multicast --secret "$SECRET" \
     --api-key-file "$WORK/keys" --state-dir "$WORK/state-$i" --models-dir "$MODELS_DIR" --name "n$i" \
-    --no-benchmarks --heartbeat-ms 250 --suspect-ms 1000 --dead-ms 2500 --comm-timeout-ms 2500 -c "$CTX" \
+    $([ "$BENCHMARKS" = 1 ] || echo --no-benchmarks) --heartbeat-ms 250 --suspect-ms 1000 --dead-ms 2500 --comm-timeout-ms 2500 -c "$CTX" \
     "${EXTRA[@]}" ${NODE_EXTRA[$i]:-} >> "$WORK/n$i.log" 2>&1 &
   PIDS[$i]=$!
 }
