@@ -12,6 +12,7 @@
 // Usage: node bench/prefix-cache.mjs BASE_URL ttft 2000 50 3
 //        node bench/prefix-cache.mjs BASE_URL itl 4 4000 48
 import http from 'node:http';
+import { takeEvents } from './sse.mjs';
 
 const [base, mode, ...args] = process.argv.slice(2);
 const VOCAB_LO = 1000, VOCAB_HI = 100000;  // plain-text ids of a llama-3 vocabulary
@@ -51,20 +52,14 @@ function stream(prompt, maxTokens, { onToken, signal } = {}) {
       }
       res.setEncoding('utf8');
       res.on('data', (chunk) => {
-        buffered += chunk;
-        let end;
-        while ((end = buffered.indexOf('\n\n')) >= 0) {
-          const event = buffered.slice(0, end);
-          buffered = buffered.slice(end + 2);
-          if (!event.startsWith('data: ') || event === 'data: [DONE]') continue;
-          const data = JSON.parse(event.slice(6));
+        buffered = takeEvents(buffered + chunk, (data) => {
           if (data.usage) usage = data.usage;
           if (data.choices?.length) {
             const now = performance.now();
             if (ttft === null) ttft = now - t0;
             onToken?.(now);
           }
-        }
+        });
       });
       res.on('end', done);
       res.on('error', () => done());

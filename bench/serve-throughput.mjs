@@ -4,6 +4,8 @@
 // stream's first one over the time from the earliest first token to the last token (prompt
 // processing and queueing before the first token left out). Also the median time to first token.
 // Usage: node bench/serve-throughput.mjs BASE_URL CONCURRENCY MAX_TOKENS
+import { takeEvents } from './sse.mjs';
+
 const [base, concurrencyArg, maxTokensArg] = process.argv.slice(2);
 const concurrency = Number(concurrencyArg ?? 1);
 const maxTokens = Number(maxTokensArg ?? 64);
@@ -25,15 +27,9 @@ async function oneStream(i) {
   for await (const chunk of res.body) {
     if (ttft === null) ttft = performance.now() - t0;
     last = performance.now();
-    buffered += decoder.decode(chunk, { stream: true });
-    let end;
-    while ((end = buffered.indexOf('\n\n')) >= 0) {
-      const event = buffered.slice(0, end);
-      buffered = buffered.slice(end + 2);
-      if (!event.startsWith('data: ') || event === 'data: [DONE]') continue;
-      const data = JSON.parse(event.slice(6));
+    buffered = takeEvents(buffered + decoder.decode(chunk, { stream: true }), (data) => {
       if (data.usage) tokens = data.usage.completion_tokens;
-    }
+    });
   }
   return { ttft, tokens, first: t0 + ttft, last };
 }
