@@ -33,6 +33,7 @@ using parallel::testing::Child;
 using parallel::testing::CohortBinary;
 using parallel::testing::FreePort;
 using parallel::testing::ReadFile;
+using parallel::testing::RunCohort;
 using parallel::testing::TempDir;
 using parallel::testing::WaitForInFile;
 
@@ -41,26 +42,6 @@ std::string DemoModel() { return std::string(COHORT_SOURCE_DIR) + "/models/stori
 
 
 
-
-// Runs `cohort ARGS` to its end: exit code and stdout (stderr into `err_path`).
-int RunToEnd(const std::vector<std::string>& args, std::string* out, const std::string& err_path,
-             int timeout_ms = 30000) {
-  std::vector<std::string> argv = {CohortBinary()};
-  argv.insert(argv.end(), args.begin(), args.end());
-  Child c = Child::Start(argv, err_path);
-  std::string text;
-  const auto end = std::chrono::steady_clock::now() + std::chrono::milliseconds(timeout_ms);
-  int code = -1;
-  while (code < 0 && std::chrono::steady_clock::now() < end) {
-    text += c.ReadLine(100) + "\n";
-    code = c.Wait(1);
-  }
-  // The rest of its output, to the end of the pipe (blank lines included).
-  char buf[4096];
-  for (ssize_t n; (n = ::read(c.out_fd, buf, sizeof(buf))) > 0;) text.append(buf, static_cast<size_t>(n));
-  if (out != nullptr) *out = text;
-  return code;
-}
 
 constexpr const char* kTime = R"(\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3}Z)";
 
@@ -72,7 +53,7 @@ TEST(Ops, ASecondServerOnAPortInUseIsRefused) {
                              dir / "first.err");
   ASSERT_FALSE(WaitForInFile(dir / "first.err", "listening on http", 20000).empty()) << ReadFile(dir / "first.err");
   // Before the fix cpp-httplib's SO_REUSEPORT let this bind, and the kernel split requests.
-  const int code = RunToEnd({"serve", "-m", DemoModel(), "--port", std::to_string(port)}, nullptr, dir / "second.err");
+  const int code = RunCohort({"serve", "-m", DemoModel(), "--port", std::to_string(port)}, nullptr, dir / "second.err");
   EXPECT_EQ(code, 1) << ReadFile(dir / "second.err");
   EXPECT_NE(ReadFile(dir / "second.err").find("port is in use"), std::string::npos) << ReadFile(dir / "second.err");
   EXPECT_EQ(first.Wait(1), -1) << "the first server must keep running";
@@ -82,19 +63,19 @@ TEST(Ops, GlobalOptionsWorkAfterTheSubcommand) {
   const TempDir dir("global");
   std::string out;
   // -t and -v after the subcommand (and its positional argument), which CLI11 rejected before.
-  EXPECT_EQ(RunToEnd({"inspect", DemoModel(), "-t", "1", "-v"}, &out, dir / "err"), 0) << ReadFile(dir / "err");
+  EXPECT_EQ(RunCohort({"inspect", DemoModel(), "-t", "1", "-v"}, &out, dir / "err"), 0) << ReadFile(dir / "err");
   EXPECT_NE(out.find("llama"), std::string::npos) << out;
-  EXPECT_EQ(RunToEnd({"inspect", DemoModel(), "--threads=1"}, &out, dir / "err"), 0) << ReadFile(dir / "err");
+  EXPECT_EQ(RunCohort({"inspect", DemoModel(), "--threads=1"}, &out, dir / "err"), 0) << ReadFile(dir / "err");
   // A mistyped option is still an error, not swallowed by the fall-through.
-  EXPECT_NE(RunToEnd({"inspect", DemoModel(), "--no-such-option"}, &out, dir / "err"), 0);
+  EXPECT_NE(RunCohort({"inspect", DemoModel(), "--no-such-option"}, &out, dir / "err"), 0);
 }
 
 TEST(Ops, VersionAndDefaultsInHelp) {
   const TempDir dir("help");
   std::string out;
-  EXPECT_EQ(RunToEnd({"--version"}, &out, dir / "err"), 0);
+  EXPECT_EQ(RunCohort({"--version"}, &out, dir / "err"), 0);
   EXPECT_TRUE(std::regex_search(out, std::regex(R"(^cohort \d+\.\d+\.\d+)"))) << out;
-  EXPECT_EQ(RunToEnd({"serve", "--help"}, &out, dir / "err"), 0);
+  EXPECT_EQ(RunCohort({"serve", "--help"}, &out, dir / "err"), 0);
   // The port, the slot count and the KV type, each with its default beside it.
   EXPECT_TRUE(std::regex_search(out, std::regex(R"(--port[^\n]*8080)"))) << out;
   EXPECT_TRUE(std::regex_search(out, std::regex(R"(--parallel[^\n]*=4)"))) << out;
@@ -299,9 +280,9 @@ TEST(Ops, AConfigFileGivesTheSameClusterAsItsFlags) {
     std::ofstream(dir / "broken.toml") << "port = = 1\n";
   }
   std::string out;
-  EXPECT_NE(RunToEnd({"serve", "--config", dir / "typo.toml"}, &out, dir / "typo.err"), 0);
+  EXPECT_NE(RunCohort({"serve", "--config", dir / "typo.toml"}, &out, dir / "typo.err"), 0);
   EXPECT_NE(ReadFile(dir / "typo.err").find("prot"), std::string::npos) << ReadFile(dir / "typo.err");
-  EXPECT_NE(RunToEnd({"serve", "--config", dir / "broken.toml"}, &out, dir / "broken.err"), 0);
+  EXPECT_NE(RunCohort({"serve", "--config", dir / "broken.toml"}, &out, dir / "broken.err"), 0);
   EXPECT_NE(ReadFile(dir / "broken.err").find("not TOML"), std::string::npos) << ReadFile(dir / "broken.err");
 }
 
@@ -333,7 +314,7 @@ TEST(Ops, ConfigFilesForNodeAndWorker) {
   w.Wait(5000);
   std::ofstream(dir / "wrong.toml") << "port = 8080\n";  // serve's, not worker's
   std::string out;
-  EXPECT_NE(RunToEnd({"worker", "--config", dir / "wrong.toml"}, &out, dir / "wrong.err"), 0);
+  EXPECT_NE(RunCohort({"worker", "--config", dir / "wrong.toml"}, &out, dir / "wrong.err"), 0);
   EXPECT_NE(ReadFile(dir / "wrong.err").find("port"), std::string::npos) << ReadFile(dir / "wrong.err");
 }
 

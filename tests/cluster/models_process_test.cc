@@ -29,25 +29,8 @@ using parallel::testing::Child;
 using parallel::testing::CohortBinary;
 using parallel::testing::FreePort;
 using parallel::testing::ReadFile;
+using parallel::testing::RunCohort;
 namespace fs = std::filesystem;
-
-
-
-// `cohort ARGS` to its end: exit code; stdout into *out.
-int Cli(const std::vector<std::string>& args, std::string* out, const std::string& err_path) {
-  std::vector<std::string> argv = {CohortBinary()};
-  argv.insert(argv.end(), args.begin(), args.end());
-  Child c = Child::Start(argv, err_path);
-  std::string text;
-  int code = -1;
-  for (int i = 0; i < 3000 && code < 0; ++i) {
-    text += c.ReadLine(20) + "\n";
-    code = c.Wait(1);
-  }
-  for (std::string l = c.ReadLine(100); !l.empty(); l = c.ReadLine(100)) text += l + "\n";
-  *out = text;
-  return code;
-}
 
 class ModelsCli : public ::testing::Test {
  protected:
@@ -98,7 +81,7 @@ class ModelsCli : public ::testing::Test {
   int Run(const std::string& cmd, std::vector<std::string> args, int i, std::string* out) {
     args.insert(args.begin(), cmd);
     for (const std::string& a : Api(i)) args.push_back(a);
-    return Cli(args, out, dir_ + "/cli.err");
+    return RunCohort(args, out, dir_ + "/cli.err", 60000);
   }
   // Polls `cohort ps --json` on node i until `ok` holds for its list (or timeout_s).
   bool WaitForPs(int i, const std::function<bool(const json&)>& ok, int timeout_s) {

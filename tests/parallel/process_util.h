@@ -143,6 +143,27 @@ inline std::string WaitForInFile(const std::string& path, const std::string& pat
   return "";
 }
 
+// Runs `cohort ARGS` to its end, or for at most timeout_ms: its exit code (-1 if it had not
+// ended) and stdout, whole, into *out when given (stderr into `err_path`).
+inline int RunCohort(const std::vector<std::string>& args, std::string* out, const std::string& err_path,
+                     int timeout_ms = 30000) {
+  std::vector<std::string> argv = {CohortBinary()};
+  argv.insert(argv.end(), args.begin(), args.end());
+  Child c = Child::Start(argv, err_path);
+  std::string text;
+  const auto end = std::chrono::steady_clock::now() + std::chrono::milliseconds(timeout_ms);
+  int code = -1;
+  while (code < 0 && std::chrono::steady_clock::now() < end) {
+    text += c.ReadLine(100) + "\n";
+    code = c.Wait(1);
+  }
+  // The rest of its output, to the end of the pipe (blank lines included).
+  char buf[4096];
+  for (ssize_t n; (n = ::read(c.out_fd, buf, sizeof(buf))) > 0;) text.append(buf, static_cast<size_t>(n));
+  if (out != nullptr) *out = text;
+  return code;
+}
+
 // A scratch folder, removed with what the nodes left in it.
 struct TempDir {
   explicit TempDir(const std::string& tag)
