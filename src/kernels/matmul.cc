@@ -11,6 +11,7 @@
 #include <array>
 
 #include "core/check.h"
+#include "kernels/iq_panel.h"
 #include "kernels/quant.h"
 #include "kernels/quant_internal.h"
 #include "kernels/tile.h"
@@ -100,6 +101,10 @@ struct Kernels {
   WideTile wide_packed, wide_packed_grouped;  // for TensorView::packed rows
   TileFn tile = nullptr, tile_grouped = nullptr;
   VecDotFn dot = nullptr, dot_grouped = nullptr;
+  // The i-quants' grouped tokens at the AVX-512 level: 16 rows decoded once into a panel for
+  // a whole token tile (iq_panel.h), instead of once per (row, token) by dot_grouped.
+  IqDecodeFn panel_decode = nullptr;
+  int64_t panel_block_bytes = 0;
 };
 
 Kernels GetKernels(const TensorView& w) {
@@ -129,6 +134,12 @@ Kernels GetKernels(const TensorView& w) {
   if (k.tile == nullptr || k.tile_grouped == nullptr) k.tile = k.tile_grouped = nullptr;
   k.dot = GetVecDot(w.type, level);
   k.dot_grouped = GetVecDotGrouped(w.type, level);
+#if defined(__x86_64__) || defined(__i386__)
+  if (HasAvx512(level) && k.wide.fn == nullptr && GroupedOrderDiffers(w.type, level)) {
+    k.panel_decode = GetIqPanelDecode(w.type);
+    k.panel_block_bytes = RowBytes(w.type, 256);
+  }
+#endif
   return k;
 }
 
@@ -183,7 +194,7 @@ Plan MakePlan(const TensorView& w, int64_t row_begin, int64_t row_end, const flo
   p.n_grouped = batch_orders ? GroupedTokens(w.type, n_tokens) : 0;
   p.y = y;
   p.y_stride = y_stride;
-  p.n_wide = p.k.wide.fn != nullptr ? p.n_rows / kWideRows : 0;
+  p.n_wide = p.k.wide.fn != nullptr || p.k.panel_decode != nullptr ? p.n_rows / kWideRows : 0;
   p.n_units = p.n_wide + (p.n_rows - p.n_wide * kWideRows + kRowTile - 1) / kRowTile;
   return p;
 }
@@ -244,9 +255,59 @@ void PrepareActivations(Plan* plans, int count, ThreadPool* pool, std::vector<ui
   });
 }
 
+// Rows [r0, r1) of plan p for tokens [t0, t1) by tiles, else by vec-dots.
+void RunRows(const Plan& p, int64_t r0, int64_t r1, int64_t t0, int64_t t1) {
+  const Kernels& k = p.k;
+  if (k.tile != nullptr) {
+    for (int64_t t = t0; t < t1; t += kTileTokens) {
+      const int tokens = static_cast<int>(std::min<int64_t>(kTileTokens, t1 - t));
+      const TileFn f = t < p.n_grouped ? k.tile_grouped : k.tile;
+      f(p.w_rows + r0 * p.row_bytes, p.row_bytes, static_cast<int>(r1 - r0), p.act + t * p.act_stride,
+        p.act_stride, tokens, p.n, p.y + t * p.y_stride + r0, p.y_stride);
+    }
+    return;
+  }
+  for (int64_t t = t0; t < t1; ++t) {
+    const uint8_t* a = p.act + t * p.act_stride;
+    float* out = p.y + t * p.y_stride;
+    const VecDotFn f = t < p.n_grouped ? k.dot_grouped : k.dot;
+    for (int64_t r = r0; r < r1; ++r) out[r] = f(p.w_rows + r * p.row_bytes, a, p.n);
+  }
+}
+
+// The 16 rows from r0 for tokens [t0, t1), all grouped: decoded into this thread's panel once,
+// then every token against it.
+void RunPanel(const Plan& p, int64_t r0, int64_t t0, int64_t t1) {
+#if defined(__x86_64__) || defined(__i386__)
+  thread_local std::vector<uint8_t> storage;
+  const int64_t bytes = IqPanelBytes(p.n);
+  if (static_cast<int64_t>(storage.size()) < bytes + 64) storage.resize(static_cast<size_t>(bytes + 64));
+  uint8_t* panel = storage.data() + (64 - reinterpret_cast<uintptr_t>(storage.data()) % 64) % 64;
+  avx512::DecodeIqPanel(p.k.panel_decode, p.k.panel_block_bytes, p.w_rows + r0 * p.row_bytes, p.row_bytes, p.n,
+                        panel);
+  for (int64_t t = t0; t < t1; t += kIqPanelTokens) {
+    const int tokens = static_cast<int>(std::min<int64_t>(kIqPanelTokens, t1 - t));
+    avx512::IqPanelDot(panel, p.act + t * p.act_stride, p.act_stride, tokens, p.n, p.y + t * p.y_stride + r0,
+                       p.y_stride);
+  }
+#else
+  RunRows(p, r0, r0 + kWideRows, t0, t1);
+#endif
+}
+
 // Unit `unit` of plan p (a tile of rows) for tokens [t0, t1).
 void RunUnit(const Plan& p, int64_t unit, int64_t t0, int64_t t1) {
   const Kernels& k = p.k;
+  if (unit < p.n_wide && k.panel_decode != nullptr) {
+    // A token tile lies wholly on one side of n_grouped for these types (all or none).
+    const int64_t r0 = unit * kWideRows;
+    if (t1 <= p.n_grouped) {
+      RunPanel(p, r0, t0, t1);
+    } else {
+      RunRows(p, r0, r0 + kWideRows, t0, t1);
+    }
+    return;
+  }
   if (unit < p.n_wide) {
     const int64_t r0 = unit * kWideRows;
     // A call stays on one side of n_grouped, unless both sides take the same kernel (most
@@ -269,22 +330,7 @@ void RunUnit(const Plan& p, int64_t unit, int64_t t0, int64_t t1) {
     return;
   }
   const int64_t r0 = p.n_wide * kWideRows + (unit - p.n_wide) * kRowTile;
-  const int64_t r1 = std::min(r0 + kRowTile, p.n_rows);
-  if (k.tile != nullptr) {
-    for (int64_t t = t0; t < t1; t += kTileTokens) {
-      const int tokens = static_cast<int>(std::min<int64_t>(kTileTokens, t1 - t));
-      const TileFn f = t < p.n_grouped ? k.tile_grouped : k.tile;
-      f(p.w_rows + r0 * p.row_bytes, p.row_bytes, static_cast<int>(r1 - r0), p.act + t * p.act_stride,
-        p.act_stride, tokens, p.n, p.y + t * p.y_stride + r0, p.y_stride);
-    }
-    return;
-  }
-  for (int64_t t = t0; t < t1; ++t) {
-    const uint8_t* a = p.act + t * p.act_stride;
-    float* out = p.y + t * p.y_stride;
-    const VecDotFn f = t < p.n_grouped ? k.dot_grouped : k.dot;
-    for (int64_t r = r0; r < r1; ++r) out[r] = f(p.w_rows + r * p.row_bytes, a, p.n);
-  }
+  RunRows(p, r0, std::min(r0 + kRowTile, p.n_rows), t0, t1);
 }
 
 // All plans' units, split over the pool (threads never share an output element). Token

@@ -129,7 +129,7 @@ TEST(MatMul, WideTilesAndTheirTailsMatchNaiveLoops) {
   const int64_t n_in = 512, n_out = 37;
   for (DType type : testing::kWeightTypes) {
     const Weights w = MakeWeights(type, n_in, n_out, 300);
-    for (int64_t n_tokens : {1, 3, 8, 9, 13}) {
+    for (int64_t n_tokens : {1, 3, 8, 9, 13, 70}) {
       const std::vector<float> x = testing::RandomRow(n_in * n_tokens, 31 + static_cast<uint32_t>(n_tokens));
       const std::vector<float> want = Naive(w.view, x, n_tokens);
       SCOPED_TRACE(::testing::Message() << DTypeName(type) << " tokens=" << n_tokens);
