@@ -51,12 +51,11 @@ esac
 mkdir -p "$models_dir" "$out" "$root/build/bench"
 
 # name shape type
-# (the i-quants --pure, every matrix in the type, as issue 21's speed rows want them; gpt-oss's
-# MXFP4 experts on its mini shape)
+# (the i-quants and MXFP4 --pure: every matrix in the type, as issue 21's speed rows want them)
 all_models="l1b-q4_0:llama-3.2-1b:q4_0 l1b-q8_0:llama-3.2-1b:q8_0 l1b-q4_k_m:llama-3.2-1b:q4_k_m
 q17b-q4_k_m:qwen3-1.7b:q4_k_m moe-q4_k_m:qwen3-30b-a3b-mini:q4_k_m
 l1b-iq4_xs:llama-3.2-1b:iq4_xs:--pure l1b-iq2_xxs:llama-3.2-1b:iq2_xxs:--pure
-oss-mxfp4:gpt-oss-120b-mini:mxfp4"
+l1b-mxfp4:llama-3.2-1b:mxfp4_all:--pure"
 want=${MODELS:-"l1b-q4_0 l1b-q8_0 l1b-q4_k_m q17b-q4_k_m moe-q4_k_m"}
 
 [ -x "$llama_bin/llama-bench" ] || "$root/bench/build-llamacpp.sh" 2 "$isa"

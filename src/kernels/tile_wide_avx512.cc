@@ -1,4 +1,4 @@
-// AVX-512 (VNNI) wide tile kernels (tile_wide.h) for Q4_0 and Q8_0 against Q8_0 activations.
+// AVX-512 (VNNI) wide tile kernels (tile_wide.h) for Q4_0, MXFP4 and Q8_0 against Q8_0 activations.
 // Q4_0, 16 rows as the 16 lanes of a zmm register, reproduces VecDotQ4_0 (vec_dot_avx512.cc)
 // per lane: per block the exact integer sum of (q - 8) * y, then acc = fma(sum, d_w * d_a, acc).
 #include <algorithm>
@@ -58,6 +58,10 @@ class Q4_0Rows {
  public:
   COHORT_TARGET_AVX512 Q4_0Rows(const uint8_t* w, int64_t w_stride) : rows_(w, w_stride) {}
   // q[c] lane r: bytes 4c..4c+3 of block i's qs in row r; returns the rows' scales d.
+  // The nibbles as dpbusd's unsigned bytes, and the seed that makes its sum the signed dot,
+  // from -8 * (the activation block's sum): Q4_0's q - 8 as q with the seed.
+  COHORT_TARGET_AVX512 static __m512i Map(__m512i nibbles) { return nibbles; }
+  static int32_t Seed(int32_t neg8_sum) { return neg8_sum; }
   template <int T>
   COHORT_TARGET_AVX512 __m512 Block(int64_t i, __m512i q[4]) const {
     const int64_t off = i * static_cast<int64_t>(sizeof(BlockQ4_0));
@@ -77,6 +81,8 @@ class Q4_0Packed {
   static constexpr int64_t kBlockBytes = 16 * static_cast<int64_t>(sizeof(BlockQ4_0));
   // w: the group's first block; group_stride: bytes to the next group.
   Q4_0Packed(const uint8_t* w, int64_t group_stride) : group_(w, group_stride) {}
+  COHORT_TARGET_AVX512 static __m512i Map(__m512i nibbles) { return nibbles; }
+  static int32_t Seed(int32_t neg8_sum) { return neg8_sum; }
   template <int T>
   COHORT_TARGET_AVX512 __m512 Block(int64_t i, __m512i q[4]) const {
     if constexpr (x86::kPrefetchPacked(T)) group_.PrefetchNextPart(i, 0, 1);
@@ -88,6 +94,35 @@ class Q4_0Packed {
 
  private:
   x86::PackedGroup<kBlockBytes> group_;
+};
+
+// MXFP4's 16 rows as stored (blocks of an E8M0 exponent and Q4_0's nibble layout): the nibbles
+// become their doubled e2m1 values + 16 by one byte shuffle (so the seed is -16 * the sum), the
+// exponents the half scales Mxfp4HalfScale, in lanes. The vec-dot's order (vec_dot_avx2_mxfp4.cc:
+// per block the exact integer sum, then acc = fma(sum, scale * d_a, acc)) is Q4_0's.
+class Mxfp4Rows {
+ public:
+  COHORT_TARGET_AVX512 Mxfp4Rows(const uint8_t* w, int64_t w_stride) : rows_(w, w_stride) {}
+  COHORT_TARGET_AVX512 static __m512i Map(__m512i nibbles) {
+    const __m512i table = _mm512_setr4_epi32(0x13121110, 0x1c181614, 0x0d0e0f10, 0x04080a0c);
+    return _mm512_shuffle_epi8(table, nibbles);
+  }
+  static int32_t Seed(int32_t neg8_sum) { return 2 * neg8_sum; }
+  template <int T>
+  COHORT_TARGET_AVX512 __m512 Block(int64_t i, __m512i q[4]) const {
+    const int64_t off = i * static_cast<int64_t>(sizeof(BlockMxfp4));
+    rows_.PrefetchNext(i, sizeof(BlockMxfp4));
+    rows_.Load16x16(off + 1, q);
+    const __m512i e = _mm512_and_si512(rows_.Words(off), _mm512_set1_epi32(0xff));
+    // 2^(e - 128): exponent field e - 1, or for e = 0 and 1 the subnormals 2^-128, 2^-127.
+    const __m512i normal = _mm512_slli_epi32(_mm512_sub_epi32(e, _mm512_set1_epi32(1)), 23);
+    const __m512i subnormal = _mm512_sllv_epi32(_mm512_set1_epi32(0x00200000), e);
+    const __mmask16 small = _mm512_cmplt_epi32_mask(e, _mm512_set1_epi32(2));
+    return _mm512_castsi512_ps(_mm512_mask_blend_epi32(small, normal, subnormal));
+  }
+
+ private:
+  x86::WideRows rows_;
 };
 
 template <class Source, int T>
@@ -105,8 +140,8 @@ COHORT_TARGET_AVX512 void WideQ4_0(const uint8_t* w, int64_t w_stride, const uin
     const __m512 dw = rows.template Block<T>(i, q);
     __m512i lo[4], hi[4];
     for (int c = 0; c < 4; ++c) {
-      lo[c] = _mm512_and_si512(q[c], low_mask);
-      hi[c] = _mm512_and_si512(_mm512_srli_epi16(q[c], 4), low_mask);
+      lo[c] = Source::Map(_mm512_and_si512(q[c], low_mask));
+      hi[c] = Source::Map(_mm512_and_si512(_mm512_srli_epi16(q[c], 4), low_mask));
     }
     for (int t = 0; t < T; ++t) {
       const auto& y = reinterpret_cast<const BlockQ8_0*>(act + t * act_stride)[i];
@@ -117,13 +152,13 @@ COHORT_TARGET_AVX512 void WideQ4_0(const uint8_t* w, int64_t w_stride, const uin
       // hide dpbusd's latency.
       __m512i sum;
       if constexpr (T >= 8) {
-        sum = _mm512_set1_epi32(s.neg8_sum);
+        sum = _mm512_set1_epi32(Source::Seed(s.neg8_sum));
         for (int c = 0; c < 4; ++c) {
           sum = _mm512_dpbusd_epi32(sum, lo[c], _mm512_set1_epi32(x86::LoadInt(y32 + c)));
           sum = _mm512_dpbusd_epi32(sum, hi[c], _mm512_set1_epi32(x86::LoadInt(y32 + 4 + c)));
         }
       } else {
-        __m512i sum_lo = _mm512_set1_epi32(s.neg8_sum);
+        __m512i sum_lo = _mm512_set1_epi32(Source::Seed(s.neg8_sum));
         __m512i sum_hi = _mm512_setzero_si512();
         for (int c = 0; c < 4; ++c) {
           sum_lo = _mm512_dpbusd_epi32(sum_lo, lo[c], _mm512_set1_epi32(x86::LoadInt(y32 + c)));
@@ -349,6 +384,7 @@ struct Q4_0Kernel {
 WideTile GetWideTile(DType weight, bool grouped) {
   switch (weight) {
     case DType::kQ4_0: return {x86::WideRun<Q4_0Kernel<Q4_0Rows>::Shape, kWideTokens>, SideQ8_0, 16, kWideTokens};
+    case DType::kMXFP4: return {x86::WideRun<Q4_0Kernel<Mxfp4Rows>::Shape, kWideTokens>, SideQ8_0, 16, kWideTokens};
     // 4 tokens keep the 4 x 4 accumulators of an 8-row half in registers.
     case DType::kQ8_0: return {x86::WideRun<Q8_0Kernel::Shape, 4>, SideQ8_0Seeds, kQ8_0SeedWords * 8, 4};
     default: return GetWideTileK(weight, grouped);

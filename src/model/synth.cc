@@ -41,6 +41,8 @@ Result<TypeChoice> ChooseTypes(const std::string& name, bool pure) {
       {"q5_k", DType::kQ5_K, 16}, {"q6_k", DType::kQ6_K, 18},
       {"iq2_xxs", DType::kIQ2_XXS, 19}, {"iq4_nl", DType::kIQ4_NL, 25}, {"iq4_xs", DType::kIQ4_XS, 30},
       {"mxfp4", DType::kF32, 38},  // MOSTLY_MXFP4_MOE: MXFP4 routed experts, the rest F32
+      // Every matrix MXFP4 (llama-quantize --pure MXFP4_MOE's file; with --pure the head too).
+      {"mxfp4_all", DType::kMXFP4, 38},
   };
   for (const Row& r : kRows) {
     if (r.name != name) continue;
@@ -55,7 +57,7 @@ Result<TypeChoice> ChooseTypes(const std::string& name, bool pure) {
   }
   return InvalidArgument("unknown --type '" + name +
                          "' (f32 f16 bf16 q8_0 q4_0 q4_1 q5_0 q5_1 q2_k q3_k q4_k q4_k_m q5_k q6_k iq2_xxs iq4_nl iq4_xs "
-                         "mxfp4)");
+                         "mxfp4 mxfp4_all)");
 }
 
 // llama-quantize's rule for which layers of a Q4_K_M model get more bits.
