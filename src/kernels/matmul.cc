@@ -110,13 +110,22 @@ struct Kernels {
 Kernels GetKernels(const TensorView& w) {
   const SimdLevel level = BestSimdLevel();
   Kernels k;
+#if defined(__x86_64__) || defined(__i386__)
+  if (HasAvx512(level) && GroupedOrderDiffers(w.type, level)) {
+    k.panel_decode = GetIqPanelDecode(w.type);
+    k.panel_block_bytes = RowBytes(w.type, 256);
+  }
+#endif
   // The wide kernels address 15 rows ahead with 32-bit offsets.
   if (w.row_bytes * kWideRows < (int64_t{1} << 31)) {
     k.wide = GetWideTile(w.type, level, false);
     k.wide_grouped = GetWideTile(w.type, level, true);
   }
-  if (k.wide.fn == nullptr || k.wide_grouped.fn == nullptr || k.wide.side != k.wide_grouped.side ||
-      k.wide.max_tokens != k.wide_grouped.max_tokens) {
+  // A panel type's grouped tokens take the panel, so its wide kernel may serve single tokens alone.
+  const bool grouped_by_panel = k.panel_decode != nullptr && k.wide_grouped.fn == nullptr;
+  if (k.wide.fn == nullptr ||
+      (!grouped_by_panel && (k.wide_grouped.fn == nullptr || k.wide.side != k.wide_grouped.side ||
+                             k.wide.max_tokens != k.wide_grouped.max_tokens))) {
     k.wide = k.wide_grouped = WideTile{};
   }
   if (w.packed != nullptr && k.wide.fn != nullptr) {
@@ -134,12 +143,6 @@ Kernels GetKernels(const TensorView& w) {
   if (k.tile == nullptr || k.tile_grouped == nullptr) k.tile = k.tile_grouped = nullptr;
   k.dot = GetVecDot(w.type, level);
   k.dot_grouped = GetVecDotGrouped(w.type, level);
-#if defined(__x86_64__) || defined(__i386__)
-  if (HasAvx512(level) && k.wide.fn == nullptr && GroupedOrderDiffers(w.type, level)) {
-    k.panel_decode = GetIqPanelDecode(w.type);
-    k.panel_block_bytes = RowBytes(w.type, 256);
-  }
-#endif
   return k;
 }
 
@@ -303,10 +306,12 @@ void RunUnit(const Plan& p, int64_t unit, int64_t t0, int64_t t1) {
     const int64_t r0 = unit * kWideRows;
     if (t1 <= p.n_grouped) {
       RunPanel(p, r0, t0, t1);
-    } else {
-      RunRows(p, r0, r0 + kWideRows, t0, t1);
+      return;
     }
-    return;
+    if (k.wide.fn == nullptr) {
+      RunRows(p, r0, r0 + kWideRows, t0, t1);
+      return;
+    }
   }
   if (unit < p.n_wide) {
     const int64_t r0 = unit * kWideRows;

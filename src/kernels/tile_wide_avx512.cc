@@ -387,6 +387,7 @@ WideTile GetWideTile(DType weight, bool grouped) {
     case DType::kMXFP4: return {x86::WideRun<Q4_0Kernel<Mxfp4Rows>::Shape, kWideTokens>, SideQ8_0, 16, kWideTokens};
     // 4 tokens keep the 4 x 4 accumulators of an 8-row half in registers.
     case DType::kQ8_0: return {x86::WideRun<Q8_0Kernel::Shape, 4>, SideQ8_0Seeds, kQ8_0SeedWords * 8, 4};
+    case DType::kIQ4_XS: return GetWideTileIq(weight, grouped);
     default: return GetWideTileK(weight, grouped);
   }
 }
