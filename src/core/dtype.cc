@@ -10,7 +10,7 @@
 namespace cohort {
 namespace {
 
-constexpr std::array<DTypeTraits, 24> kTypes = {{
+constexpr std::array<DTypeTraits, 26> kTypes = {{
     {DType::kF32, "f32", 1, 4, false},
     {DType::kF16, "f16", 1, 2, false},
     {DType::kQ4_0, "q4_0", 32, 18, true},
@@ -34,6 +34,8 @@ constexpr std::array<DTypeTraits, 24> kTypes = {{
     {DType::kI64, "i64", 1, 8, false},
     {DType::kF64, "f64", 1, 8, false},
     {DType::kBF16, "bf16", 1, 2, false},
+    {DType::kTQ1_0, "tq1_0", 256, 54, true},
+    {DType::kTQ2_0, "tq2_0", 256, 66, true},
     {DType::kMXFP4, "mxfp4", 32, 17, true},
 }};
 

@@ -34,6 +34,8 @@ enum class DType : uint32_t {
   kI64 = 27,
   kF64 = 28,
   kBF16 = 30,
+  kTQ1_0 = 34,  // ternary (BitNet b1.58): 5 trits per byte in base 3, one fp16 scale per 256
+  kTQ2_0 = 35,  // ternary: 2 bits per value (0, 1, 2 for -1, 0, +1), one fp16 scale per 256
   kMXFP4 = 39,  // OCP microscaling FP4: 32 e2m1 values sharing an E8M0 exponent (gpt-oss)
 };
 

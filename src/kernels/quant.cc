@@ -13,6 +13,7 @@
 #include "core/check.h"
 #include "kernels/ggml_sums.h"
 #include "kernels/quant_internal.h"
+#include "kernels/quant_tq.h"
 
 namespace cohort::kernels {
 namespace {
@@ -141,6 +142,8 @@ bool IsWeightType(DType type) {
     case DType::kIQ2_XXS:
     case DType::kIQ4_NL:
     case DType::kIQ4_XS:
+    case DType::kTQ1_0:
+    case DType::kTQ2_0:
     case DType::kMXFP4: return true;
     default: return false;
   }
@@ -165,7 +168,9 @@ DType VecDotType(DType weight) {
     case DType::kQ5_K:
     case DType::kQ6_K:
     case DType::kIQ2_XXS:
-    case DType::kIQ4_XS: return DType::kQ8_K;
+    case DType::kIQ4_XS:
+    case DType::kTQ1_0:
+    case DType::kTQ2_0: return DType::kQ8_K;
     case DType::kF32:
     case DType::kF16:
     case DType::kBF16: return weight;
@@ -179,6 +184,8 @@ void DequantizeRow(DType type, const void* src, float* dst, int64_t n) {
   COHORT_CHECK_EQ(n % Traits(type).block_size, 0);
   if (type == DType::kMXFP4) {
     ref::DequantizeMxfp4Row(src, dst, n);
+  } else if (ref::IsTernaryType(type)) {
+    ref::DequantizeTernaryRow(type, src, dst, n);
   } else if (ref::IsIqType(type)) {
     ref::DequantizeIqRow(type, src, dst, n);
   } else if (ref::IsKType(type)) {
@@ -193,6 +200,8 @@ void QuantizeRow(DType type, const float* src, void* dst, int64_t n) {
   COHORT_CHECK_EQ(n % Traits(type).block_size, 0);
   if (type == DType::kMXFP4) {
     ref::QuantizeMxfp4Row(src, dst, n);
+  } else if (ref::IsTernaryType(type)) {
+    ref::QuantizeTernaryRow(type, src, dst, n);
   } else if (ref::IsIqType(type)) {
     ref::QuantizeIqRow(type, src, dst, n);
   } else if (ref::IsKType(type)) {
@@ -269,6 +278,19 @@ VecDotFn GetIqVecDotGrouped(DType weight, SimdLevel level) {
   return ref::GetIqX86OrderVecDotGrouped(weight);
 }
 
+// TQ1_0 / TQ2_0: llama.cpp's x86 order at every level of an x86 build (AVX-512 takes the AVX2
+// kernel, as llama.cpp's AVX-512 build does), its ARM order at every level of an aarch64 one.
+// A batch takes the same kernel: llama.cpp has no GEMM for these types.
+VecDotFn GetTernaryVecDot(DType weight, SimdLevel level) {
+  if (HasAvx2(level)) return avx2::GetTernaryVecDot(weight);
+  if (HasNeonDot(level)) return neon::GetTernaryVecDot(weight);
+#if defined(__aarch64__)
+  return ref::GetTernaryArmOrderVecDot(weight);
+#else
+  return ref::GetTernaryX86OrderVecDot(weight);
+#endif
+}
+
 }  // namespace
 
 VecDotFn GetVecDot(DType weight, SimdLevel level) {
@@ -280,6 +302,7 @@ VecDotFn GetVecDot(DType weight, SimdLevel level) {
     return ref::VecDotMxfp4Q8_0;
   }
   if (ref::IsIqType(weight)) return GetIqVecDot(weight, level);
+  if (ref::IsTernaryType(weight)) return GetTernaryVecDot(weight, level);
   if (HasAvx512(level)) {
     if (VecDotFn fn = avx512::GetVecDot(weight)) return fn;
   }
@@ -300,6 +323,7 @@ VecDotFn GetVecDot(DType weight, SimdLevel level) {
 
 VecDotFn GetVecDotGrouped(DType weight, SimdLevel level) {
   if (ref::IsIqType(weight)) return GetIqVecDotGrouped(weight, level);
+  if (ref::IsTernaryType(weight)) return GetTernaryVecDot(weight, level);
   if (weight == DType::kQ4_K && HasAvx2(level)) return avx2::GetKVecDotGrouped(weight);
   if (weight == DType::kF32 && F32InGgmlOrder(level)) return F32SgemmOrder;
   if (HasNeonDot(level)) {

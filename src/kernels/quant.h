@@ -44,14 +44,14 @@ const char* SimdLevelName(SimdLevel level);
 bool ParseSimdLevel(std::string_view name, SimdLevel* level);
 
 // True for the types DequantizeRow/QuantizeRow accept: F32, F16, BF16, Q4_0, Q4_1, Q5_0,
-// Q5_1, Q8_0, Q8_1, Q2_K..Q6_K, Q8_K, IQ2_XXS, IQ4_NL, IQ4_XS, MXFP4.
+// Q5_1, Q8_0, Q8_1, Q2_K..Q6_K, Q8_K, IQ2_XXS, IQ4_NL, IQ4_XS, TQ1_0, TQ2_0, MXFP4.
 bool IsRowType(DType type);
 // True for the weight types VecDot and MatMul accept (IsRowType less Q8_1 and Q8_K).
 bool IsWeightType(DType type);
 
 // The type ggml quantizes activations to before a dot product with a row of `weight`:
 // Q4_0/Q5_0/Q8_0/IQ4_NL/MXFP4 -> Q8_0, Q4_1/Q5_1 -> Q8_1, Q2_K..Q6_K/IQ2_XXS/IQ4_XS -> Q8_K, plain
-// types -> themselves.
+// types -> themselves; TQ1_0/TQ2_0 -> Q8_K.
 DType VecDotType(DType weight);
 
 // dst[0..n) = the values of the row. n must be a multiple of the type's block size.

@@ -167,4 +167,29 @@ inline int GetQ3KScale(const uint8_t* s, int j) {
   return (low | (high << 4)) - 32;
 }
 
+// TQ1_0 (ternary, 1.69 bits): qs[m] (m < 32) holds values m + 32 n, n = 0..4, and qs[32 + m]
+// (m < 16) values 160 + m + 16 n, as a base-3 number of their trits t + 1 (the first value
+// the leading digit) scaled to a byte, ceil(number * 256 / 243): digit n is the top two bits
+// of (uint8)(byte * 3^n) * 3 (Tq1Trit). qh[j] holds values 240 + j + 4 n, n = 0..3, the same
+// way with a fifth digit 0. The values are d * t.
+struct __attribute__((packed)) BlockTq1_0 {
+  uint8_t qs[48];
+  uint8_t qh[4];
+  uint16_t d;
+};
+// TQ2_0 (ternary, 2.06 bits): bits 2l..2l+1 of qs[32 c + m] hold t + 1 of value 128 c + 32 l + m.
+struct __attribute__((packed)) BlockTq2_0 {
+  uint8_t qs[kQK_K / 4];
+  uint16_t d;
+};
+static_assert(sizeof(BlockTq1_0) == 54);
+static_assert(sizeof(BlockTq2_0) == 66);
+
+// Base-3 digit n (0, 1 or 2: the trit plus one) of a TQ1_0 byte.
+inline int Tq1Trit(uint8_t byte, int n) {
+  constexpr uint8_t kPow3[5] = {1, 3, 9, 27, 81};
+  const auto shifted = static_cast<uint8_t>(byte * kPow3[n]);
+  return (shifted * 3) >> 8;
+}
+
 }  // namespace cohort::kernels

@@ -25,6 +25,7 @@ struct TypeChoice {
   bool k_mix = false;       // Q4_K_M: attn_v / ffn_down at Q6_K on the "more bits" layers
   uint32_t file_type = 0;   // general.file_type (llama_ftype)
   DType experts = DType::kF32;  // routed experts: `base`, or MXFP4 for --type mxfp4
+  DType embedding = DType::kF32;  // token_embd when untied: `base`, or Q4_K for the ternary types
 };
 
 Result<TypeChoice> ChooseTypes(const std::string& name, bool pure) {
@@ -40,6 +41,7 @@ Result<TypeChoice> ChooseTypes(const std::string& name, bool pure) {
       {"q3_k", DType::kQ3_K, 12}, {"q4_k", DType::kQ4_K, 14}, {"q4_k_m", DType::kQ4_K, 15},
       {"q5_k", DType::kQ5_K, 16}, {"q6_k", DType::kQ6_K, 18},
       {"iq2_xxs", DType::kIQ2_XXS, 19}, {"iq4_nl", DType::kIQ4_NL, 25}, {"iq4_xs", DType::kIQ4_XS, 30},
+      {"tq1_0", DType::kTQ1_0, 36}, {"tq2_0", DType::kTQ2_0, 37},
       {"mxfp4", DType::kF32, 38},  // MOSTLY_MXFP4_MOE: MXFP4 routed experts, the rest F32
       // Every matrix MXFP4 (llama-quantize --pure MXFP4_MOE's file; with --pure the head too).
       {"mxfp4_all", DType::kMXFP4, 38},
@@ -53,11 +55,17 @@ Result<TypeChoice> ChooseTypes(const std::string& name, bool pure) {
     if (!pure && !plain && r.base != DType::kQ8_0 && r.base != DType::kQ6_K) c.output = DType::kQ6_K;
     // ... but at Q5_K for the 2-bit i-quants.
     if (!pure && r.base == DType::kIQ2_XXS) c.output = DType::kQ5_K;
+    // An untied token_embd of the ternary types is Q4_K (a tied one is the LM head: Q6_K).
+    c.embedding = r.base;
+    if (!pure && (r.base == DType::kTQ1_0 || r.base == DType::kTQ2_0)) c.embedding = DType::kQ4_K;
     return c;
   }
-  return InvalidArgument("unknown --type '" + name +
-                         "' (f32 f16 bf16 q8_0 q4_0 q4_1 q5_0 q5_1 q2_k q3_k q4_k q4_k_m q5_k q6_k iq2_xxs iq4_nl iq4_xs "
-                         "mxfp4 mxfp4_all)");
+  std::string names;
+  for (const Row& r : kRows) {
+    if (!names.empty()) names += ' ';
+    names += r.name;
+  }
+  return InvalidArgument("unknown --type '" + name + "' (" + names + ")");
 }
 
 // llama-quantize's rule for which layers of a Q4_K_M model get more bits.
@@ -68,6 +76,8 @@ bool UseMoreBits(int layer, int n_layer) {
 // A type the row length allows: K-quants need multiples of 256, the rest of 32.
 DType Fit(DType type, int64_t ne0) {
   if (ne0 % Traits(type).block_size == 0) return type;
+  // llama-quantize's fallback for the ternary types.
+  if ((type == DType::kTQ1_0 || type == DType::kTQ2_0) && ne0 % 32 == 0) return DType::kQ4_0;
   if (ne0 % 32 == 0) return DType::kQ8_0;
   return DType::kF16;
 }
@@ -145,7 +155,7 @@ std::vector<TensorSpec> Tensors(const plan::ModelShape& s, const SynthModel& mod
   };
   const int64_t e = s.n_embd;
   const float emb_std = 0.02f;
-  matrix("token_embd.weight", e, n_vocab, s.tied_embeddings ? types.output : types.base, emb_std);
+  matrix("token_embd.weight", e, n_vocab, s.tied_embeddings ? types.output : types.embedding, emb_std);
   vec("output_norm.weight", e, 1.0f, 0.02f);
   if (!s.tied_embeddings) matrix("output.weight", e, n_vocab, types.output, emb_std);
 
