@@ -139,6 +139,8 @@ bool IsWeightType(DType type) {
     case DType::kQ5_K:
     case DType::kQ6_K:
     case DType::kIQ2_XXS:
+    case DType::kIQ2_XS:
+    case DType::kIQ2_S:
     case DType::kIQ4_NL:
     case DType::kIQ4_XS:
     case DType::kMXFP4: return true;
@@ -165,6 +167,8 @@ DType VecDotType(DType weight) {
     case DType::kQ5_K:
     case DType::kQ6_K:
     case DType::kIQ2_XXS:
+    case DType::kIQ2_XS:
+    case DType::kIQ2_S:
     case DType::kIQ4_XS: return DType::kQ8_K;
     case DType::kF32:
     case DType::kF16:
