@@ -5,7 +5,6 @@
 // too), its x86 panel GEMM for batches of >= 8 tokens (iqp.cpp), and its ARM NEON vec-dot.
 // Compiled with -ffp-contract=off: each fused step of those kernels is written as std::fma.
 #include <algorithm>
-#include <array>
 #include <cmath>
 #include <cstring>
 #include <vector>
@@ -228,10 +227,9 @@ void DequantizeRow(const void* src, float* dst, int64_t n) {
       const Iq2SubBlock s = kSubBlock(x[i], ib);
       int8_t v[32];
       Iq2SubBlockValues(s, v);
-      for (int j = 0; j < 32; ++j) {
-        const float db = d * (0.5f + static_cast<float>((s.scale[j / 16] - 1) / 2)) * 0.25f;
-        dst[i * kQK_K + 32 * ib + j] = db * static_cast<float>(v[j]);
-      }
+      float db[2];
+      for (int h = 0; h < 2; ++h) db[h] = d * (0.5f + static_cast<float>((s.scale[h] - 1) / 2)) * 0.25f;
+      for (int j = 0; j < 32; ++j) dst[i * kQK_K + 32 * ib + j] = db[j / 16] * static_cast<float>(v[j]);
     }
   }
 }
