@@ -64,6 +64,10 @@ make_imatrix() {
   record_sum models/tiny-llama-f32.imatrix.gguf
 }
 
+# llama-quantize's name for the file type whose matrices are TYPE: its IQ2_S mixture is made of
+# IQ2_XS matrices, and IQ2_M is the one of IQ2_S matrices (llama_ftype_get_default_type).
+quantize_type() { case $1 in iq2_s) echo IQ2_M ;; *) echo "$1" | tr a-z A-Z ;; esac; }
+
 prompt=1,10,20,30,40,50,60,70,80,90,100,110,120,130,140,150
 n_vocab=512
 row_bytes=$((n_vocab * 4))
@@ -81,7 +85,7 @@ for t in "${types[@]}"; do
     imatrix_args=(--imatrix "$imatrix" --token-embedding-type q2_k --output-tensor-type q5_k)
     made_by_imatrix=" --imatrix tiny-llama-f32.imatrix.gguf --token-embedding-type q2_k --output-tensor-type q5_k"
   fi
-  "$work/llama-quantize" --pure "${imatrix_args[@]}" "$f32" "$model" "$(echo "$t" | tr a-z A-Z)" >"$work/quantize.log" 2>&1 ||
+  "$work/llama-quantize" --pure "${imatrix_args[@]}" "$f32" "$model" "$(quantize_type "$t")" >"$work/quantize.log" 2>&1 ||
     { cat "$work/quantize.log"; exit 1; }
   greedy=$("$work/llama_logits" "$model" "$prompt" 16 "$work/all.f32" 32)
   head -c $((16 * row_bytes)) "$work/all.f32" >"$fixtures/golden/$name.logits.f32"
@@ -90,7 +94,7 @@ for t in "${types[@]}"; do
 {
   "model_file": "$name.gguf",
   "model_sha256": "$(sha256sum "$model" | cut -d' ' -f1)",
-  "made_by": "tools/make-quant-fixtures.sh: llama-quantize --pure$made_by_imatrix tiny-llama-f32.gguf $(echo "$t" | tr a-z A-Z), then tools/llama_logits",
+  "made_by": "tools/make-quant-fixtures.sh: llama-quantize --pure$made_by_imatrix tiny-llama-f32.gguf $(quantize_type "$t"), then tools/llama_logits",
   "llama_cpp_commit": "$commit",
   "llama_cpp_build": "$(readlink -f "$b")",
   "settings": {"backend": "CPU", "n_threads": 1, "n_ctx": 256, "type_k": "f32", "type_v": "f32", "flash_attn": false, "weight_repack": true, "prompt_decode": "one batch"},

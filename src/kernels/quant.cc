@@ -140,6 +140,8 @@ bool IsWeightType(DType type) {
     case DType::kQ5_K:
     case DType::kQ6_K:
     case DType::kIQ2_XXS:
+    case DType::kIQ2_XS:
+    case DType::kIQ2_S:
     case DType::kIQ4_NL:
     case DType::kIQ4_XS:
     case DType::kTQ1_0:
@@ -168,6 +170,8 @@ DType VecDotType(DType weight) {
     case DType::kQ5_K:
     case DType::kQ6_K:
     case DType::kIQ2_XXS:
+    case DType::kIQ2_XS:
+    case DType::kIQ2_S:
     case DType::kIQ4_XS:
     case DType::kTQ1_0:
     case DType::kTQ2_0: return DType::kQ8_K;

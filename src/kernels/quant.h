@@ -44,13 +44,13 @@ const char* SimdLevelName(SimdLevel level);
 bool ParseSimdLevel(std::string_view name, SimdLevel* level);
 
 // True for the types DequantizeRow/QuantizeRow accept: F32, F16, BF16, Q4_0, Q4_1, Q5_0,
-// Q5_1, Q8_0, Q8_1, Q2_K..Q6_K, Q8_K, IQ2_XXS, IQ4_NL, IQ4_XS, TQ1_0, TQ2_0, MXFP4.
+// Q5_1, Q8_0, Q8_1, Q2_K..Q6_K, Q8_K, IQ2_XXS, IQ2_XS, IQ2_S, IQ4_NL, IQ4_XS, TQ1_0, TQ2_0, MXFP4.
 bool IsRowType(DType type);
 // True for the weight types VecDot and MatMul accept (IsRowType less Q8_1 and Q8_K).
 bool IsWeightType(DType type);
 
 // The type ggml quantizes activations to before a dot product with a row of `weight`:
-// Q4_0/Q5_0/Q8_0/IQ4_NL/MXFP4 -> Q8_0, Q4_1/Q5_1 -> Q8_1, Q2_K..Q6_K/IQ2_XXS/IQ4_XS -> Q8_K, plain
+// Q4_0/Q5_0/Q8_0/IQ4_NL/MXFP4 -> Q8_0, Q4_1/Q5_1 -> Q8_1, Q2_K..Q6_K/IQ2_XXS/IQ2_XS/IQ2_S/IQ4_XS -> Q8_K, plain
 // types -> themselves; TQ1_0/TQ2_0 -> Q8_K.
 DType VecDotType(DType weight);
 
@@ -85,8 +85,10 @@ VecDotFn GetVecDot(DType weight, SimdLevel level);
 VecDotFn GetVecDotGrouped(DType weight, SimdLevel level);
 inline int64_t GroupedTokens(DType weight, int64_t n_tokens) {
   if (weight == DType::kF32) return n_tokens >= 2 ? n_tokens : 0;
-  // IQ4_XS, IQ2_XXS: llama.cpp's x86 panel GEMM (iqp.cpp) takes whole batches of >= 8 tokens.
+  // IQ4_XS, IQ2_XXS, IQ2_XS, IQ2_S: llama.cpp's x86 panel GEMM (iqp.cpp) takes whole batches of
+  // >= 8 tokens.
   if (weight == DType::kIQ4_XS || weight == DType::kIQ2_XXS) return n_tokens >= 8 ? n_tokens : 0;
+  if (weight == DType::kIQ2_XS || weight == DType::kIQ2_S) return n_tokens >= 8 ? n_tokens : 0;
   return n_tokens - n_tokens % 4;
 }
 

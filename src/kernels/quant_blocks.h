@@ -124,6 +124,26 @@ struct __attribute__((packed)) BlockIq2Xxs {
   uint8_t qs[kQK_K / 4];  // 8 sub-blocks of 8 bytes
 };
 
+// IQ2_XS: per 8 values one little-endian uint16: a 9-bit index into a 512-point grid (low bits)
+// and 7 sign bits (the 8th is their parity, as IQ2_XXS's); per 16 values a 4-bit scale ls
+// (sub-block ib32's first 16 in the low nibble of scales[ib32]): d * (0.5 + ls) / 4 * grid * sign.
+struct __attribute__((packed)) BlockIq2Xs {
+  uint16_t d;
+  uint16_t qs[kQK_K / 8];
+  uint8_t scales[kQK_K / 32];
+};
+// IQ2_S: per 8 values an index into a 1024-point grid, its low 8 bits in qs[0..31] and its high 2
+// in qh (group l of sub-block ib32 at bits 2l of qh[ib32]), and 8 explicit sign bits in
+// qs[32..63]; scales as IQ2_XS's.
+struct __attribute__((packed)) BlockIq2S {
+  uint16_t d;
+  uint8_t qs[kQK_K / 4];  // 32 index bytes, then 32 sign bytes
+  uint8_t qh[kQK_K / 32];
+  uint8_t scales[kQK_K / 32];
+};
+
+static_assert(sizeof(BlockIq2Xs) == 74);
+static_assert(sizeof(BlockIq2S) == 82);
 static_assert(sizeof(BlockIq2Xxs) == 66);
 static_assert(sizeof(BlockIq4Nl) == 18);
 static_assert(sizeof(BlockIq4Xs) == 136);

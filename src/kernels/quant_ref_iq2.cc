@@ -193,9 +193,10 @@ void QuantizeIq2XxsBlock(const float* x, BlockIq2Xxs* y) {
 
 }  // namespace
 
-bool IsIqGridType(DType type) { return type == DType::kIQ2_XXS; }
+bool IsIqGridType(DType type) { return type == DType::kIQ2_XXS || IsIq2sType(type); }
 
 void DequantizeIqGridRow(DType type, const void* src, float* dst, int64_t n) {
+  if (IsIq2sType(type)) return DequantizeIq2sRow(type, src, dst, n);
   COHORT_CHECK(type == DType::kIQ2_XXS);
   const auto* x = static_cast<const BlockIq2Xxs*>(src);
   for (int64_t i = 0; i < n / kQK_K; ++i) {
@@ -211,16 +212,21 @@ void DequantizeIqGridRow(DType type, const void* src, float* dst, int64_t n) {
 }
 
 void QuantizeIqGridRow(DType type, const float* src, void* dst, int64_t n) {
+  if (IsIq2sType(type)) return QuantizeIq2sRow(type, src, dst, n);
   COHORT_CHECK(type == DType::kIQ2_XXS);
   auto* y = static_cast<BlockIq2Xxs*>(dst);
   for (int64_t i = 0; i < n / kQK_K; ++i) QuantizeIq2XxsBlock(src + i * kQK_K, y + i);
 }
 
-VecDotFn GetIqGridVecDot(DType weight) { return weight == DType::kIQ2_XXS ? VecDotIq2XxsGeneric : nullptr; }
-VecDotFn GetIqGridX86OrderVecDot(DType weight) { return weight == DType::kIQ2_XXS ? VecDotIq2XxsX86 : nullptr; }
-VecDotFn GetIqGridX86OrderVecDotGrouped(DType weight) {
-  return weight == DType::kIQ2_XXS ? VecDotIq2XxsPanel : nullptr;
+VecDotFn GetIqGridVecDot(DType weight) { return weight == DType::kIQ2_XXS ? VecDotIq2XxsGeneric : GetIq2sVecDot(weight); }
+VecDotFn GetIqGridX86OrderVecDot(DType weight) {
+  return weight == DType::kIQ2_XXS ? VecDotIq2XxsX86 : GetIq2sX86OrderVecDot(weight);
 }
-VecDotFn GetIqGridArmOrderVecDot(DType weight) { return weight == DType::kIQ2_XXS ? VecDotIq2XxsArm : nullptr; }
+VecDotFn GetIqGridX86OrderVecDotGrouped(DType weight) {
+  return weight == DType::kIQ2_XXS ? VecDotIq2XxsPanel : GetIq2sX86OrderVecDotGrouped(weight);
+}
+VecDotFn GetIqGridArmOrderVecDot(DType weight) {
+  return weight == DType::kIQ2_XXS ? VecDotIq2XxsArm : GetIq2sArmOrderVecDot(weight);
+}
 
 }  // namespace cohort::kernels::ref

@@ -67,8 +67,10 @@ COHORT_TARGET_AVX2 float VecDotIq2XxsPanel(const void* w, const void* a, int64_t
 
 }  // namespace
 
-VecDotFn GetIqGridVecDot(DType weight) { return weight == DType::kIQ2_XXS ? VecDotIq2Xxs : nullptr; }
-VecDotFn GetIqGridVecDotGrouped(DType weight) { return weight == DType::kIQ2_XXS ? VecDotIq2XxsPanel : nullptr; }
+VecDotFn GetIqGridVecDot(DType weight) { return weight == DType::kIQ2_XXS ? VecDotIq2Xxs : GetIq2sVecDot(weight); }
+VecDotFn GetIqGridVecDotGrouped(DType weight) {
+  return weight == DType::kIQ2_XXS ? VecDotIq2XxsPanel : GetIq2sVecDotGrouped(weight);
+}
 
 #else
 

@@ -50,7 +50,7 @@ COHORT_TARGET_DOTPROD float VecDotIq2Xxs(const void* w, const void* a, int64_t n
 
 }  // namespace
 
-VecDotFn GetIqGridVecDot(DType weight) { return weight == DType::kIQ2_XXS ? VecDotIq2Xxs : nullptr; }
+VecDotFn GetIqGridVecDot(DType weight) { return weight == DType::kIQ2_XXS ? VecDotIq2Xxs : GetIq2sVecDot(weight); }
 
 }  // namespace cohort::kernels::neon
 

@@ -41,6 +41,9 @@ Result<TypeChoice> ChooseTypes(const std::string& name, bool pure) {
       {"q3_k", DType::kQ3_K, 12}, {"q4_k", DType::kQ4_K, 14}, {"q4_k_m", DType::kQ4_K, 15},
       {"q5_k", DType::kQ5_K, 16}, {"q6_k", DType::kQ6_K, 18},
       {"iq2_xxs", DType::kIQ2_XXS, 19}, {"iq4_nl", DType::kIQ4_NL, 25}, {"iq4_xs", DType::kIQ4_XS, 30},
+      // llama_ftype 20 (MOSTLY_IQ2_XS) has IQ2_XS matrices; 29 (MOSTLY_IQ2_M) is the one whose
+      // matrices are IQ2_S (llama.cpp's MOSTLY_IQ2_S, 28, has IQ2_XS ones).
+      {"iq2_xs", DType::kIQ2_XS, 20}, {"iq2_s", DType::kIQ2_S, 29},
       {"tq1_0", DType::kTQ1_0, 36}, {"tq2_0", DType::kTQ2_0, 37},
       {"mxfp4", DType::kF32, 38},  // MOSTLY_MXFP4_MOE: MXFP4 routed experts, the rest F32
       // Every matrix MXFP4 (llama-quantize --pure MXFP4_MOE's file; with --pure the head too).
@@ -55,6 +58,7 @@ Result<TypeChoice> ChooseTypes(const std::string& name, bool pure) {
     if (!pure && !plain && r.base != DType::kQ8_0 && r.base != DType::kQ6_K) c.output = DType::kQ6_K;
     // ... but at Q5_K for the 2-bit i-quants.
     if (!pure && r.base == DType::kIQ2_XXS) c.output = DType::kQ5_K;
+    if (!pure && (r.base == DType::kIQ2_XS || r.base == DType::kIQ2_S)) c.output = DType::kQ5_K;
     // An untied token_embd of the ternary types is Q4_K (a tied one is the LM head: Q6_K).
     c.embedding = r.base;
     if (!pure && (r.base == DType::kTQ1_0 || r.base == DType::kTQ2_0)) c.embedding = DType::kQ4_K;

@@ -19,6 +19,20 @@ TEST(DType, BlockGeometry) {
   EXPECT_EQ(DTypeName(DType::kQ3_K), "q3_K");
 }
 
+// IQ2_XS and IQ2_S as GGUF numbers them, in 256-value blocks of 74 and 82 bytes: a tensor-parallel
+// share of their rows' columns is whole blocks of 256.
+TEST(DType, Iq2XsAndIq2SGeometry) {
+  ASSERT_TRUE(FindDType(17).has_value() && FindDType(22).has_value());
+  EXPECT_EQ(FindDType(17)->type, DType::kIQ2_XS);
+  EXPECT_EQ(FindDType(22)->type, DType::kIQ2_S);
+  EXPECT_EQ(RowBytes(DType::kIQ2_XS, 512), 2 * 74);
+  EXPECT_EQ(RowBytes(DType::kIQ2_S, 768), 3 * 82);
+  EXPECT_EQ(Traits(DType::kIQ2_XS).block_size, 256);
+  EXPECT_EQ(Traits(DType::kIQ2_S).block_size, 256);
+  EXPECT_EQ(ParseDType("IQ2_XS"), DType::kIQ2_XS);
+  EXPECT_EQ(DTypeName(DType::kIQ2_S), "iq2_s");
+}
+
 TEST(Fp16, RoundTripsEveryHalf) {
   for (uint32_t h = 0; h < 0x10000u; ++h) {
     const float f = Fp16ToFp32(static_cast<uint16_t>(h));

@@ -28,6 +28,7 @@ constexpr RoundTripCase kRoundTrip[] = {
     {DType::kQ6_K, 0.028},   {DType::kQ5_0, 0.060},   {DType::kQ5_1, 0.055},
     {DType::kQ5_K, 0.055},   {DType::kQ4_0, 0.120},   {DType::kQ4_1, 0.110},
     {DType::kQ4_K, 0.110},   {DType::kQ3_K, 0.230},   {DType::kQ2_K, 0.450},   {DType::kIQ2_XXS, 0.60},
+    {DType::kIQ2_XS, 0.55},  {DType::kIQ2_S, 0.50},
 };
 
 TEST(QuantRoundTrip, ErrorIsBoundedForEveryType) {

@@ -197,10 +197,16 @@ const FixtureCase kQuantizedCases[] = {
     {"tiny-llama-q8_0", true}, {"tiny-llama-q4_0", true}, {"tiny-llama-q6_k", true},
     {"tiny-llama-q4_k_m", true}, {"tiny-qwen3-q8_0", true}, {"tiny-qwen3-q4_0", true},
     {"tiny-qwen3-q6_k", true}, {"tiny-qwen3-q4_k_m", true},
-    // The i-quants (tools/make-quant-fixtures.sh: llama-quantize --pure, AVX-512 llama.cpp).
-    {"tiny-llama-iq4_nl", true}, {"tiny-llama-iq4_xs", true}, {"tiny-llama-iq2_xxs", true},
-    // The ternary types (the same tool; every matrix ternary, token_embd and output too).
-    {"tiny-llama-tq1_0", true}, {"tiny-llama-tq2_0", true}};
+    // The i-quants and the ternary types (tools/make-quant-fixtures.sh: llama-quantize --pure,
+    // AVX-512 llama.cpp), one a line.
+    {"tiny-llama-iq4_nl", true},
+    {"tiny-llama-iq4_xs", true},
+    {"tiny-llama-iq2_xxs", true},
+    {"tiny-llama-iq2_xs", true},
+    {"tiny-llama-iq2_s", true},
+    {"tiny-llama-tq1_0", true},
+    {"tiny-llama-tq2_0", true},
+};
 
 INSTANTIATE_TEST_SUITE_P(Quantized, GoldenTest, ::testing::ValuesIn(kQuantizedCases), CaseName);
 INSTANTIATE_TEST_SUITE_P(Quantized, QuantizedGreedyTest, ::testing::ValuesIn(kQuantizedCases),

@@ -133,9 +133,11 @@ INSTANTIATE_TEST_SUITE_P(
       return name;
     });
 
-// K-quant blocks (256 values) are as wide as the fixtures' attention: whole layers only.
+// K-quant and IQ2_XS/IQ2_S blocks (256 values) are as wide as the fixtures' attention: whole
+// layers only.
 INSTANTIATE_TEST_SUITE_P(KQuants, ShardBytesCoverage,
-                         ::testing::Combine(::testing::Values("tiny-llama-q4_k_m", "tiny-qwen3-q6_k"),
+                         ::testing::Combine(::testing::Values("tiny-llama-q4_k_m", "tiny-qwen3-q6_k",
+                                                              "tiny-llama-iq2_xs", "tiny-llama-iq2_s"),
                                             ::testing::Values(Case{"pp2", "pp", 2})),
                          [](const auto& info) {
                            std::string name = std::string(std::get<0>(info.param)) + "_pp2";
