@@ -8,6 +8,7 @@
 #include <arm_neon.h>
 
 #include <cmath>
+#include <cstddef>
 #include <cstring>
 
 #include "core/fp16.h"
@@ -29,7 +30,10 @@ COHORT_TARGET_DOTPROD inline int32x4_t DotDigits(int32x4_t acc, uint8x16_t q, ui
 
 // The block's integer sum less its 16 activation block sums, and the float step.
 COHORT_TARGET_DOTPROD inline float AddBlock(int32x4_t sum, const BlockQ8_K& y, uint16_t d_w, float sumf) {
-  const int16x8_t bsums = vaddq_s16(vld1q_s16(y.bsums), vld1q_s16(y.bsums + 8));
+  // The packed struct's int16 fields are loaded as bytes (no alignment is promised).
+  const auto* bsum_bytes = reinterpret_cast<const uint8_t*>(&y) + offsetof(BlockQ8_K, bsums);
+  const int16x8_t bsums =
+      vaddq_s16(vreinterpretq_s16_u8(vld1q_u8(bsum_bytes)), vreinterpretq_s16_u8(vld1q_u8(bsum_bytes + 16)));
   sum = vsubq_s32(sum, vpaddlq_s16(bsums));
   return std::fma(Fp16ToFp32(d_w) * y.d, static_cast<float>(vaddvq_s32(sum)), sumf);
 }
