@@ -10,7 +10,7 @@
 namespace cohort {
 namespace {
 
-constexpr std::array<DTypeTraits, 24> kTypes = {{
+constexpr std::array<DTypeTraits, 26> kTypes = {{
     {DType::kF32, "f32", 1, 4, false},
     {DType::kF16, "f16", 1, 2, false},
     {DType::kQ4_0, "q4_0", 32, 18, true},
@@ -26,6 +26,7 @@ constexpr std::array<DTypeTraits, 24> kTypes = {{
     {DType::kQ6_K, "q6_K", 256, 210, true},
     {DType::kQ8_K, "q8_K", 256, 292, true},
     {DType::kIQ2_XXS, "iq2_xxs", 256, 66, true},
+    {DType::kIQ1_S, "iq1_s", 256, 50, true},
     {DType::kIQ4_NL, "iq4_nl", 32, 18, true},
     {DType::kIQ4_XS, "iq4_xs", 256, 136, true},
     {DType::kI8, "i8", 1, 1, false},
@@ -33,6 +34,7 @@ constexpr std::array<DTypeTraits, 24> kTypes = {{
     {DType::kI32, "i32", 1, 4, false},
     {DType::kI64, "i64", 1, 8, false},
     {DType::kF64, "f64", 1, 8, false},
+    {DType::kIQ1_M, "iq1_m", 256, 56, true},
     {DType::kBF16, "bf16", 1, 2, false},
     {DType::kMXFP4, "mxfp4", 32, 17, true},
 }};

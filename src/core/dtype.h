@@ -26,6 +26,7 @@ enum class DType : uint32_t {
   kQ6_K = 14,
   kQ8_K = 15,
   kIQ2_XXS = 16,  // 2.06 bits: per 8 values an index into a 256-point grid, 7 sign bits; 4-bit scales per 32
+  kIQ1_S = 19,  // 1.56 bits: per 8 values an 11-bit index into a {-1,0,1}^8 grid; 3-bit scale, +-1/8 delta per 32
   kIQ4_NL = 20,  // 32 values, 4-bit indices into a fixed non-linear table, one fp16 scale
   kIQ4_XS = 23,  // IQ4_NL's table in 256-value super-blocks with 6-bit scales per 32
   kI8 = 24,
@@ -33,6 +34,7 @@ enum class DType : uint32_t {
   kI32 = 26,
   kI64 = 27,
   kF64 = 28,
+  kIQ1_M = 29,  // 1.75 bits: IQ1_S's grid, a delta per 8 values, 3-bit scales per 16 (fp16 scale spread over them)
   kBF16 = 30,
   kMXFP4 = 39,  // OCP microscaling FP4: 32 e2m1 values sharing an E8M0 exponent (gpt-oss)
 };

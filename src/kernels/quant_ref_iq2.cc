@@ -193,9 +193,10 @@ void QuantizeIq2XxsBlock(const float* x, BlockIq2Xxs* y) {
 
 }  // namespace
 
-bool IsIqGridType(DType type) { return type == DType::kIQ2_XXS; }
+bool IsIqGridType(DType type) { return type == DType::kIQ2_XXS || IsIq1Type(type); }
 
 void DequantizeIqGridRow(DType type, const void* src, float* dst, int64_t n) {
+  if (IsIq1Type(type)) return DequantizeIq1Row(type, src, dst, n);
   COHORT_CHECK(type == DType::kIQ2_XXS);
   const auto* x = static_cast<const BlockIq2Xxs*>(src);
   for (int64_t i = 0; i < n / kQK_K; ++i) {
@@ -211,16 +212,27 @@ void DequantizeIqGridRow(DType type, const void* src, float* dst, int64_t n) {
 }
 
 void QuantizeIqGridRow(DType type, const float* src, void* dst, int64_t n) {
+  if (IsIq1Type(type)) return QuantizeIq1Row(type, src, dst, n);
   COHORT_CHECK(type == DType::kIQ2_XXS);
   auto* y = static_cast<BlockIq2Xxs*>(dst);
   for (int64_t i = 0; i < n / kQK_K; ++i) QuantizeIq2XxsBlock(src + i * kQK_K, y + i);
 }
 
-VecDotFn GetIqGridVecDot(DType weight) { return weight == DType::kIQ2_XXS ? VecDotIq2XxsGeneric : nullptr; }
-VecDotFn GetIqGridX86OrderVecDot(DType weight) { return weight == DType::kIQ2_XXS ? VecDotIq2XxsX86 : nullptr; }
+VecDotFn GetIqGridVecDot(DType weight) {
+  if (IsIq1Type(weight)) return GetIq1VecDot(weight);
+  return weight == DType::kIQ2_XXS ? VecDotIq2XxsGeneric : nullptr;
+}
+VecDotFn GetIqGridX86OrderVecDot(DType weight) {
+  if (IsIq1Type(weight)) return GetIq1X86OrderVecDot(weight);
+  return weight == DType::kIQ2_XXS ? VecDotIq2XxsX86 : nullptr;
+}
 VecDotFn GetIqGridX86OrderVecDotGrouped(DType weight) {
+  if (IsIq1Type(weight)) return GetIq1X86OrderVecDotGrouped(weight);
   return weight == DType::kIQ2_XXS ? VecDotIq2XxsPanel : nullptr;
 }
-VecDotFn GetIqGridArmOrderVecDot(DType weight) { return weight == DType::kIQ2_XXS ? VecDotIq2XxsArm : nullptr; }
+VecDotFn GetIqGridArmOrderVecDot(DType weight) {
+  if (IsIq1Type(weight)) return GetIq1ArmOrderVecDot(weight);
+  return weight == DType::kIQ2_XXS ? VecDotIq2XxsArm : nullptr;
+}
 
 }  // namespace cohort::kernels::ref
