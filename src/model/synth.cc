@@ -40,6 +40,7 @@ Result<TypeChoice> ChooseTypes(const std::string& name, bool pure) {
       {"q3_k", DType::kQ3_K, 12}, {"q4_k", DType::kQ4_K, 14}, {"q4_k_m", DType::kQ4_K, 15},
       {"q5_k", DType::kQ5_K, 16}, {"q6_k", DType::kQ6_K, 18},
       {"iq2_xxs", DType::kIQ2_XXS, 19}, {"iq4_nl", DType::kIQ4_NL, 25}, {"iq4_xs", DType::kIQ4_XS, 30},
+      {"iq1_s", DType::kIQ1_S, 24}, {"iq1_m", DType::kIQ1_M, 31},
       {"mxfp4", DType::kF32, 38},  // MOSTLY_MXFP4_MOE: MXFP4 routed experts, the rest F32
   };
   for (const Row& r : kRows) {
@@ -51,11 +52,12 @@ Result<TypeChoice> ChooseTypes(const std::string& name, bool pure) {
     if (!pure && !plain && r.base != DType::kQ8_0 && r.base != DType::kQ6_K) c.output = DType::kQ6_K;
     // ... but at Q5_K for the 2-bit i-quants.
     if (!pure && r.base == DType::kIQ2_XXS) c.output = DType::kQ5_K;
+    if (!pure && (r.base == DType::kIQ1_S || r.base == DType::kIQ1_M)) c.output = DType::kQ5_K;
     return c;
   }
   return InvalidArgument("unknown --type '" + name +
                          "' (f32 f16 bf16 q8_0 q4_0 q4_1 q5_0 q5_1 q2_k q3_k q4_k q4_k_m q5_k q6_k iq2_xxs iq4_nl iq4_xs "
-                         "mxfp4)");
+                         "iq1_s iq1_m mxfp4)");
 }
 
 // llama-quantize's rule for which layers of a Q4_K_M model get more bits.
