@@ -198,7 +198,8 @@ const FixtureCase kQuantizedCases[] = {
     {"tiny-llama-q4_k_m", true}, {"tiny-qwen3-q8_0", true}, {"tiny-qwen3-q4_0", true},
     {"tiny-qwen3-q6_k", true}, {"tiny-qwen3-q4_k_m", true},
     // The i-quants (tools/make-quant-fixtures.sh: llama-quantize --pure, AVX-512 llama.cpp).
-    {"tiny-llama-iq4_nl", true}, {"tiny-llama-iq4_xs", true}, {"tiny-llama-iq2_xxs", true}};
+    {"tiny-llama-iq4_nl", true}, {"tiny-llama-iq4_xs", true}, {"tiny-llama-iq2_xxs", true},
+    {"tiny-llama-iq1_s", true}, {"tiny-llama-iq1_m", true}};
 
 INSTANTIATE_TEST_SUITE_P(Quantized, GoldenTest, ::testing::ValuesIn(kQuantizedCases), CaseName);
 INSTANTIATE_TEST_SUITE_P(Quantized, QuantizedGreedyTest, ::testing::ValuesIn(kQuantizedCases),
