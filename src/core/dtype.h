@@ -27,6 +27,7 @@ enum class DType : uint32_t {
   kQ8_K = 15,
   kIQ2_XXS = 16,  // 2.06 bits: per 8 values an index into a 256-point grid, 7 sign bits; 4-bit scales per 32
   kIQ2_XS = 17,  // 2.31 bits: per 8 values a 9-bit index into a 512-point grid and 7 sign bits; 4-bit scales per 16
+  kIQ1_S = 19,  // 1.56 bits: per 8 values an 11-bit index into a {-1,0,1}^8 grid; 3-bit scale, +-1/8 delta per 32
   kIQ4_NL = 20,  // 32 values, 4-bit indices into a fixed non-linear table, one fp16 scale
   kIQ2_S = 22,  // 2.56 bits: per 8 values a 10-bit index into a 1024-point grid and 8 sign bits; 4-bit scales per 16
   kIQ4_XS = 23,  // IQ4_NL's table in 256-value super-blocks with 6-bit scales per 32
@@ -35,6 +36,7 @@ enum class DType : uint32_t {
   kI32 = 26,
   kI64 = 27,
   kF64 = 28,
+  kIQ1_M = 29,  // 1.75 bits: IQ1_S's grid, a delta per 8 values, 3-bit scales per 16 (fp16 scale spread over them)
   kBF16 = 30,
   kTQ1_0 = 34,  // ternary (BitNet b1.58): 5 trits per byte in base 3, one fp16 scale per 256
   kTQ2_0 = 35,  // ternary: 2 bits per value (0, 1, 2 for -1, 0, +1), one fp16 scale per 256

@@ -142,6 +142,8 @@ bool IsWeightType(DType type) {
     case DType::kIQ2_XXS:
     case DType::kIQ2_XS:
     case DType::kIQ2_S:
+    case DType::kIQ1_S:
+    case DType::kIQ1_M:
     case DType::kIQ4_NL:
     case DType::kIQ4_XS:
     case DType::kTQ1_0:
@@ -170,6 +172,8 @@ DType VecDotType(DType weight) {
     case DType::kQ5_K:
     case DType::kQ6_K:
     case DType::kIQ2_XXS:
+    case DType::kIQ1_S:
+    case DType::kIQ1_M:
     case DType::kIQ2_XS:
     case DType::kIQ2_S:
     case DType::kIQ4_XS:
@@ -239,7 +243,7 @@ bool F32InGgmlOrder(SimdLevel level) {
 #endif
 }
 
-// aarch64 builds: the grid i-quants (IQ2_XXS) follow llama.cpp's ARM NEON kernels at every
+// aarch64 builds: the grid i-quants (IQ2_XXS, IQ1_S, IQ1_M) follow llama.cpp's ARM NEON kernels at every
 // level, the scalar one included; llama.cpp's ARM build has no panel GEMM, so its batches take
 // the same order. nullptr elsewhere.
 VecDotFn ArmOrderVecDot(DType weight) {

@@ -44,14 +44,14 @@ const char* SimdLevelName(SimdLevel level);
 bool ParseSimdLevel(std::string_view name, SimdLevel* level);
 
 // True for the types DequantizeRow/QuantizeRow accept: F32, F16, BF16, Q4_0, Q4_1, Q5_0,
-// Q5_1, Q8_0, Q8_1, Q2_K..Q6_K, Q8_K, IQ2_XXS, IQ2_XS, IQ2_S, IQ4_NL, IQ4_XS, TQ1_0, TQ2_0, MXFP4.
+// Q5_1, Q8_0, Q8_1, Q2_K..Q6_K, Q8_K, IQ1_S, IQ1_M, IQ2_XXS, IQ2_XS, IQ2_S, IQ4_NL, IQ4_XS, TQ1_0, TQ2_0, MXFP4.
 bool IsRowType(DType type);
 // True for the weight types VecDot and MatMul accept (IsRowType less Q8_1 and Q8_K).
 bool IsWeightType(DType type);
 
 // The type ggml quantizes activations to before a dot product with a row of `weight`:
-// Q4_0/Q5_0/Q8_0/IQ4_NL/MXFP4 -> Q8_0, Q4_1/Q5_1 -> Q8_1, Q2_K..Q6_K/IQ2_XXS/IQ2_XS/IQ2_S/IQ4_XS -> Q8_K, plain
-// types -> themselves; TQ1_0/TQ2_0 -> Q8_K.
+// Q4_0/Q5_0/Q8_0/IQ4_NL/MXFP4 -> Q8_0, Q4_1/Q5_1 -> Q8_1, Q2_K..Q6_K/IQ1_S/IQ1_M/IQ2_XXS/IQ2_XS/IQ2_S/IQ4_XS
+// -> Q8_K, plain types -> themselves; TQ1_0/TQ2_0 -> Q8_K.
 DType VecDotType(DType weight);
 
 // dst[0..n) = the values of the row. n must be a multiple of the type's block size.
@@ -78,8 +78,8 @@ VecDotFn GetVecDot(DType weight, SimdLevel level);
 // each full group of 4 tokens, sums differently from the GEMV, which takes single tokens and a
 // batch's last n % 4; F32 weights go through llamafile's sgemm for batches of >= 2 tokens and
 // through ggml_vec_dot_f32 (GetVecDot's F32 kernel at AVX2 and up) for one; IQ4_XS and IQ2_XXS weights (x86)
-// are decoded into int8 panels for batches of >= 8 tokens, whose GEMM adds each super-block's
-// integer sum into one float (the vec-dot of fewer tokens keeps 8 float lanes). Tokens
+// (and IQ1_S, IQ1_M) are decoded into int8 panels for batches of >= 8 tokens, whose GEMM adds
+// each super-block's integer sum into one float (the vec-dot of fewer tokens keeps 8 float lanes). Tokens
 // [0, GroupedTokens(weight, n)) of a batch of n use this kernel, the rest GetVecDot's; for every
 // other type and level it is GetVecDot's.
 VecDotFn GetVecDotGrouped(DType weight, SimdLevel level);
@@ -89,6 +89,8 @@ inline int64_t GroupedTokens(DType weight, int64_t n_tokens) {
   // >= 8 tokens.
   if (weight == DType::kIQ4_XS || weight == DType::kIQ2_XXS) return n_tokens >= 8 ? n_tokens : 0;
   if (weight == DType::kIQ2_XS || weight == DType::kIQ2_S) return n_tokens >= 8 ? n_tokens : 0;
+  // IQ1_S, IQ1_M: the same panel GEMM.
+  if (weight == DType::kIQ1_S || weight == DType::kIQ1_M) return n_tokens >= 8 ? n_tokens : 0;
   return n_tokens - n_tokens % 4;
 }
 

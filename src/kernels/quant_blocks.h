@@ -116,6 +116,26 @@ inline int Iq4XsScale(const BlockIq4Xs& b, int ib) {
   return (((b.scales_l[ib / 2] >> 4 * (ib % 2)) & 0xf) | (((b.scales_h >> 2 * ib) & 3) << 4)) - 32;
 }
 
+// IQ1_S and IQ1_M: per 8 values an 11-bit index into a grid of {-1, 0, 1}^8 (iq1_grids.h), the
+// values shifted by a delta of +-1/8. IQ1_S, per 32 values: qs holds 4 index bytes, qh one word
+// of their 4 x 3 high bits (bits 0..11), a 3-bit scale ls (12..14) and the delta's sign (15):
+// value = d * (2 * ls + 1) * (grid + delta).
+struct __attribute__((packed)) BlockIq1S {
+  uint16_t d;
+  uint8_t qs[kQK_K / 8];
+  uint16_t qh[kQK_K / 32];
+};
+// IQ1_M, per 32 values: 4 index bytes in qs, and in qh two bytes whose nibbles hold each group's
+// 3 high index bits and its delta's sign (bit 3); a 3-bit scale per 16 values, four to each of
+// the little-endian scale words, whose top nibbles together make the fp16 super scale.
+struct __attribute__((packed)) BlockIq1M {
+  uint8_t qs[kQK_K / 8];
+  uint8_t qh[kQK_K / 16];
+  uint8_t scales[kQK_K / 32];
+};
+static_assert(sizeof(BlockIq1S) == 50);
+static_assert(sizeof(BlockIq1M) == 56);
+
 // IQ2_XXS: per 32 values two little-endian words: the first holds 4 grid indices (one byte per
 // 8 values, iq_grids.h), the second 4 x 7 sign bits (the 8th sign is their parity) and, in its
 // top 4 bits, the scale ls: the values are d * (0.5 + ls) / 4 * grid magnitude * sign.

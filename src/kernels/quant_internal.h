@@ -109,6 +109,15 @@ VecDotFn GetIq2sVecDot(DType weight);
 VecDotFn GetIq2sX86OrderVecDot(DType weight);
 VecDotFn GetIq2sX86OrderVecDotGrouped(DType weight);
 VecDotFn GetIq2sArmOrderVecDot(DType weight);
+// IQ1_S and IQ1_M: quant_ref_iq1.cc; reached through the grid functions above, in the same four
+// orders (ggml's generic one, llama.cpp's x86 vec-dot and panel GEMM, its ARM NEON vec-dot).
+bool IsIq1Type(DType type);
+void DequantizeIq1Row(DType type, const void* src, float* dst, int64_t n);
+void QuantizeIq1Row(DType type, const float* src, void* dst, int64_t n);  // simple, valid blocks
+VecDotFn GetIq1VecDot(DType weight);
+VecDotFn GetIq1X86OrderVecDot(DType weight);
+VecDotFn GetIq1X86OrderVecDotGrouped(DType weight);
+VecDotFn GetIq1ArmOrderVecDot(DType weight);
 
 }  // namespace ref
 
@@ -124,6 +133,8 @@ VecDotFn GetIqGridVecDot(DType weight);  // vec_dot_avx2_iq2.cc: ref::GetIqGridX
 VecDotFn GetIqGridVecDotGrouped(DType weight);  // the same, ref::GetIqGridX86OrderVecDotGrouped's
 VecDotFn GetIq2sVecDot(DType weight);  // vec_dot_avx2_iq2s.cc: ref::GetIq2sX86OrderVecDot's order
 VecDotFn GetIq2sVecDotGrouped(DType weight);  // the same, ref::GetIq2sX86OrderVecDotGrouped's
+VecDotFn GetIq1VecDot(DType weight);  // vec_dot_avx2_iq1.cc: ref::GetIq1X86OrderVecDot's order
+VecDotFn GetIq1VecDotGrouped(DType weight);  // the same, ref::GetIq1X86OrderVecDotGrouped's
 }
 namespace neon {
 VecDotFn GetVecDot(DType weight);  // vec_dot_neon.cc: Q4_0, Q8_0, Q4_K, Q6_K (AArch64 dotprod)
@@ -132,6 +143,7 @@ VecDotFn GetIqVecDot(DType weight);  // vec_dot_neon_iq.cc: in ref::GetIqX86Orde
 VecDotFn GetIqVecDotGrouped(DType weight);  // the same, ref::GetIqX86OrderVecDotGrouped's
 VecDotFn GetIqGridVecDot(DType weight);  // vec_dot_neon_iq2.cc: in ref::GetIqGridArmOrderVecDot's order
 VecDotFn GetIq2sVecDot(DType weight);  // vec_dot_neon_iq2s.cc: in ref::GetIq2sArmOrderVecDot's order
+VecDotFn GetIq1VecDot(DType weight);  // vec_dot_neon_iq1.cc: in ref::GetIq1ArmOrderVecDot's order
 }
 namespace avx512 {
 VecDotFn GetVecDot(DType weight);

@@ -193,10 +193,11 @@ void QuantizeIq2XxsBlock(const float* x, BlockIq2Xxs* y) {
 
 }  // namespace
 
-bool IsIqGridType(DType type) { return type == DType::kIQ2_XXS || IsIq2sType(type); }
+bool IsIqGridType(DType type) { return type == DType::kIQ2_XXS || IsIq2sType(type) || IsIq1Type(type); }
 
 void DequantizeIqGridRow(DType type, const void* src, float* dst, int64_t n) {
   if (IsIq2sType(type)) return DequantizeIq2sRow(type, src, dst, n);
+  if (IsIq1Type(type)) return DequantizeIq1Row(type, src, dst, n);
   COHORT_CHECK(type == DType::kIQ2_XXS);
   const auto* x = static_cast<const BlockIq2Xxs*>(src);
   for (int64_t i = 0; i < n / kQK_K; ++i) {
@@ -213,19 +214,26 @@ void DequantizeIqGridRow(DType type, const void* src, float* dst, int64_t n) {
 
 void QuantizeIqGridRow(DType type, const float* src, void* dst, int64_t n) {
   if (IsIq2sType(type)) return QuantizeIq2sRow(type, src, dst, n);
+  if (IsIq1Type(type)) return QuantizeIq1Row(type, src, dst, n);
   COHORT_CHECK(type == DType::kIQ2_XXS);
   auto* y = static_cast<BlockIq2Xxs*>(dst);
   for (int64_t i = 0; i < n / kQK_K; ++i) QuantizeIq2XxsBlock(src + i * kQK_K, y + i);
 }
 
-VecDotFn GetIqGridVecDot(DType weight) { return weight == DType::kIQ2_XXS ? VecDotIq2XxsGeneric : GetIq2sVecDot(weight); }
+VecDotFn GetIqGridVecDot(DType weight) {
+  if (IsIq1Type(weight)) return GetIq1VecDot(weight);
+  return weight == DType::kIQ2_XXS ? VecDotIq2XxsGeneric : GetIq2sVecDot(weight);
+}
 VecDotFn GetIqGridX86OrderVecDot(DType weight) {
+  if (IsIq1Type(weight)) return GetIq1X86OrderVecDot(weight);
   return weight == DType::kIQ2_XXS ? VecDotIq2XxsX86 : GetIq2sX86OrderVecDot(weight);
 }
 VecDotFn GetIqGridX86OrderVecDotGrouped(DType weight) {
+  if (IsIq1Type(weight)) return GetIq1X86OrderVecDotGrouped(weight);
   return weight == DType::kIQ2_XXS ? VecDotIq2XxsPanel : GetIq2sX86OrderVecDotGrouped(weight);
 }
 VecDotFn GetIqGridArmOrderVecDot(DType weight) {
+  if (IsIq1Type(weight)) return GetIq1ArmOrderVecDot(weight);
   return weight == DType::kIQ2_XXS ? VecDotIq2XxsArm : GetIq2sArmOrderVecDot(weight);
 }
 

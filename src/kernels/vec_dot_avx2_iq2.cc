@@ -67,8 +67,12 @@ COHORT_TARGET_AVX2 float VecDotIq2XxsPanel(const void* w, const void* a, int64_t
 
 }  // namespace
 
-VecDotFn GetIqGridVecDot(DType weight) { return weight == DType::kIQ2_XXS ? VecDotIq2Xxs : GetIq2sVecDot(weight); }
+VecDotFn GetIqGridVecDot(DType weight) {
+  if (VecDotFn fn = GetIq1VecDot(weight)) return fn;
+  return weight == DType::kIQ2_XXS ? VecDotIq2Xxs : GetIq2sVecDot(weight);
+}
 VecDotFn GetIqGridVecDotGrouped(DType weight) {
+  if (VecDotFn fn = GetIq1VecDotGrouped(weight)) return fn;
   return weight == DType::kIQ2_XXS ? VecDotIq2XxsPanel : GetIq2sVecDotGrouped(weight);
 }
 

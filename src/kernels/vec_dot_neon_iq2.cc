@@ -50,7 +50,10 @@ COHORT_TARGET_DOTPROD float VecDotIq2Xxs(const void* w, const void* a, int64_t n
 
 }  // namespace
 
-VecDotFn GetIqGridVecDot(DType weight) { return weight == DType::kIQ2_XXS ? VecDotIq2Xxs : GetIq2sVecDot(weight); }
+VecDotFn GetIqGridVecDot(DType weight) {
+  if (VecDotFn fn = GetIq1VecDot(weight)) return fn;
+  return weight == DType::kIQ2_XXS ? VecDotIq2Xxs : GetIq2sVecDot(weight);
+}
 
 }  // namespace cohort::kernels::neon
 

@@ -45,6 +45,7 @@ Result<TypeChoice> ChooseTypes(const std::string& name, bool pure) {
       // matrices are IQ2_S (llama.cpp's MOSTLY_IQ2_S, 28, has IQ2_XS ones).
       {"iq2_xs", DType::kIQ2_XS, 20}, {"iq2_s", DType::kIQ2_S, 29},
       {"tq1_0", DType::kTQ1_0, 36}, {"tq2_0", DType::kTQ2_0, 37},
+      {"iq1_s", DType::kIQ1_S, 24}, {"iq1_m", DType::kIQ1_M, 31},
       {"mxfp4", DType::kF32, 38},  // MOSTLY_MXFP4_MOE: MXFP4 routed experts, the rest F32
       // Every matrix MXFP4 (llama-quantize --pure MXFP4_MOE's file; with --pure the head too).
       {"mxfp4_all", DType::kMXFP4, 38},
@@ -58,6 +59,7 @@ Result<TypeChoice> ChooseTypes(const std::string& name, bool pure) {
     if (!pure && !plain && r.base != DType::kQ8_0 && r.base != DType::kQ6_K) c.output = DType::kQ6_K;
     // ... but at Q5_K for the 2-bit i-quants.
     if (!pure && r.base == DType::kIQ2_XXS) c.output = DType::kQ5_K;
+    if (!pure && (r.base == DType::kIQ1_S || r.base == DType::kIQ1_M)) c.output = DType::kQ5_K;
     if (!pure && (r.base == DType::kIQ2_XS || r.base == DType::kIQ2_S)) c.output = DType::kQ5_K;
     // An untied token_embd of the ternary types is Q4_K (a tied one is the LM head: Q6_K).
     c.embedding = r.base;

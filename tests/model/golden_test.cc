@@ -204,6 +204,8 @@ const FixtureCase kQuantizedCases[] = {
     {"tiny-llama-iq2_xxs", true},
     {"tiny-llama-iq2_xs", true},
     {"tiny-llama-iq2_s", true},
+    {"tiny-llama-iq1_s", true},
+    {"tiny-llama-iq1_m", true},
     {"tiny-llama-tq1_0", true},
     {"tiny-llama-tq2_0", true},
 };
