@@ -10,7 +10,7 @@
 namespace cohort {
 namespace {
 
-constexpr std::array<DTypeTraits, 24> kTypes = {{
+constexpr std::array<DTypeTraits, 26> kTypes = {{
     {DType::kF32, "f32", 1, 4, false},
     {DType::kF16, "f16", 1, 2, false},
     {DType::kQ4_0, "q4_0", 32, 18, true},
@@ -26,7 +26,9 @@ constexpr std::array<DTypeTraits, 24> kTypes = {{
     {DType::kQ6_K, "q6_K", 256, 210, true},
     {DType::kQ8_K, "q8_K", 256, 292, true},
     {DType::kIQ2_XXS, "iq2_xxs", 256, 66, true},
+    {DType::kIQ3_XXS, "iq3_xxs", 256, 98, true},
     {DType::kIQ4_NL, "iq4_nl", 32, 18, true},
+    {DType::kIQ3_S, "iq3_s", 256, 110, true},
     {DType::kIQ4_XS, "iq4_xs", 256, 136, true},
     {DType::kI8, "i8", 1, 1, false},
     {DType::kI16, "i16", 1, 2, false},

@@ -139,6 +139,8 @@ bool IsWeightType(DType type) {
     case DType::kQ5_K:
     case DType::kQ6_K:
     case DType::kIQ2_XXS:
+    case DType::kIQ3_XXS:
+    case DType::kIQ3_S:
     case DType::kIQ4_NL:
     case DType::kIQ4_XS:
     case DType::kMXFP4: return true;
@@ -165,6 +167,8 @@ DType VecDotType(DType weight) {
     case DType::kQ5_K:
     case DType::kQ6_K:
     case DType::kIQ2_XXS:
+    case DType::kIQ3_XXS:
+    case DType::kIQ3_S:
     case DType::kIQ4_XS: return DType::kQ8_K;
     case DType::kF32:
     case DType::kF16:
@@ -231,6 +235,7 @@ bool F32InGgmlOrder(SimdLevel level) {
 // the same order. nullptr elsewhere.
 VecDotFn ArmOrderVecDot(DType weight) {
 #if defined(__aarch64__)
+  if (VecDotFn fn = ref::GetIq3ArmOrderVecDot(weight)) return fn;  // IQ3_XXS, IQ3_S
   return ref::GetIqGridArmOrderVecDot(weight);
 #else
   (void)weight;

@@ -87,6 +87,8 @@ inline int64_t GroupedTokens(DType weight, int64_t n_tokens) {
   if (weight == DType::kF32) return n_tokens >= 2 ? n_tokens : 0;
   // IQ4_XS, IQ2_XXS: llama.cpp's x86 panel GEMM (iqp.cpp) takes whole batches of >= 8 tokens.
   if (weight == DType::kIQ4_XS || weight == DType::kIQ2_XXS) return n_tokens >= 8 ? n_tokens : 0;
+  // IQ3_XXS, IQ3_S: the same panel GEMM (x86); on aarch64 its kernel is GetVecDot's.
+  if (weight == DType::kIQ3_XXS || weight == DType::kIQ3_S) return n_tokens >= 8 ? n_tokens : 0;
   return n_tokens - n_tokens % 4;
 }
 

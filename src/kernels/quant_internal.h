@@ -100,6 +100,16 @@ VecDotFn GetIqGridX86OrderVecDotGrouped(DType weight);  // its x86 panel GEMM (i
 // has no panel GEMM: batches take the same order). nullptr for types that follow x86's on ARM.
 VecDotFn GetIqGridArmOrderVecDot(DType weight);
 
+// IQ3_XXS and IQ3_S: quant_ref_iq3.cc, reached through the IQ functions above; the same four
+// orders as the grid types' (nullptr for other types).
+bool IsIq3Type(DType type);
+void DequantizeIq3Row(DType type, const void* src, float* dst, int64_t n);
+void QuantizeIq3Row(DType type, const float* src, void* dst, int64_t n);  // simple, valid blocks
+VecDotFn GetIq3VecDot(DType weight);                 // ggml's generic order
+VecDotFn GetIq3X86OrderVecDot(DType weight);         // llama.cpp's x86 vec-dot
+VecDotFn GetIq3X86OrderVecDotGrouped(DType weight);  // its x86 panel GEMM (iqp.cpp)
+VecDotFn GetIq3ArmOrderVecDot(DType weight);         // its ARM NEON vec-dot, every aarch64 level
+
 }  // namespace ref
 
 // SIMD kernel tables: nullptr where a level has no kernel of its own for that type.
@@ -112,6 +122,8 @@ VecDotFn GetIqVecDot(DType weight);  // vec_dot_avx2_iq.cc: in ref::GetIqX86Orde
 VecDotFn GetIqVecDotGrouped(DType weight);  // the same, ref::GetIqX86OrderVecDotGrouped's
 VecDotFn GetIqGridVecDot(DType weight);  // vec_dot_avx2_iq2.cc: ref::GetIqGridX86OrderVecDot's order
 VecDotFn GetIqGridVecDotGrouped(DType weight);  // the same, ref::GetIqGridX86OrderVecDotGrouped's
+VecDotFn GetIq3VecDot(DType weight);  // vec_dot_avx2_iq3.cc: ref::GetIq3X86OrderVecDot's order
+VecDotFn GetIq3VecDotGrouped(DType weight);  // the same, ref::GetIq3X86OrderVecDotGrouped's
 }
 namespace neon {
 VecDotFn GetVecDot(DType weight);  // vec_dot_neon.cc: Q4_0, Q8_0, Q4_K, Q6_K (AArch64 dotprod)
@@ -119,6 +131,7 @@ VecDotFn GetVecDotGrouped(DType weight);  // the same, Q4_K in llama.cpp's repac
 VecDotFn GetIqVecDot(DType weight);  // vec_dot_neon_iq.cc: in ref::GetIqX86OrderVecDot's order
 VecDotFn GetIqVecDotGrouped(DType weight);  // the same, ref::GetIqX86OrderVecDotGrouped's
 VecDotFn GetIqGridVecDot(DType weight);  // vec_dot_neon_iq2.cc: in ref::GetIqGridArmOrderVecDot's order
+VecDotFn GetIq3VecDot(DType weight);  // vec_dot_neon_iq3.cc: in ref::GetIq3ArmOrderVecDot's order
 }
 namespace avx512 {
 VecDotFn GetVecDot(DType weight);
