@@ -25,7 +25,23 @@ struct TypeChoice {
   bool k_mix = false;       // Q4_K_M: attn_v / ffn_down at Q6_K on the "more bits" layers
   uint32_t file_type = 0;   // general.file_type (llama_ftype)
   DType experts = DType::kF32;  // routed experts: `base`, or MXFP4 for --type mxfp4
+  // llama-quantize's 3-bit i-quant mixtures: token_embd (untied) and attn_output, and attn_v
+  // at Q4_K where 4 or more query heads share a KV head. ChooseTypes sets them.
+  DType embedding = DType::kF32;
+  DType attn_output = DType::kF32;
+  bool attn_v_q4_k_gqa4 = false;
 };
+
+// llama_tensor_get_type for IQ3_XXS (as with an importance matrix, which llama-quantize
+// requires for it; its attn_q/attn_k at IQ2_S are left at IQ3_XXS) and IQ3_S.
+void SetIq3Mixture(TypeChoice* c) {
+  if (c->base != DType::kIQ3_XXS && c->base != DType::kIQ3_S) return;
+  c->attn_v_q4_k_gqa4 = true;
+  if (c->base == DType::kIQ3_XXS) {
+    c->output = DType::kQ5_K;
+    c->embedding = c->attn_output = DType::kIQ3_S;
+  }
+}
 
 Result<TypeChoice> ChooseTypes(const std::string& name, bool pure) {
   struct Row {
@@ -39,6 +55,7 @@ Result<TypeChoice> ChooseTypes(const std::string& name, bool pure) {
       {"q5_0", DType::kQ5_0, 8}, {"q5_1", DType::kQ5_1, 9},  {"q2_k", DType::kQ2_K, 10},
       {"q3_k", DType::kQ3_K, 12}, {"q4_k", DType::kQ4_K, 14}, {"q4_k_m", DType::kQ4_K, 15},
       {"q5_k", DType::kQ5_K, 16}, {"q6_k", DType::kQ6_K, 18},
+      {"iq3_xxs", DType::kIQ3_XXS, 23}, {"iq3_s", DType::kIQ3_S, 26},
       {"iq2_xxs", DType::kIQ2_XXS, 19}, {"iq4_nl", DType::kIQ4_NL, 25}, {"iq4_xs", DType::kIQ4_XS, 30},
       {"mxfp4", DType::kF32, 38},  // MOSTLY_MXFP4_MOE: MXFP4 routed experts, the rest F32
   };
@@ -51,11 +68,13 @@ Result<TypeChoice> ChooseTypes(const std::string& name, bool pure) {
     if (!pure && !plain && r.base != DType::kQ8_0 && r.base != DType::kQ6_K) c.output = DType::kQ6_K;
     // ... but at Q5_K for the 2-bit i-quants.
     if (!pure && r.base == DType::kIQ2_XXS) c.output = DType::kQ5_K;
+    c.embedding = c.attn_output = c.base;
+    if (!pure) SetIq3Mixture(&c);
     return c;
   }
   return InvalidArgument("unknown --type '" + name +
-                         "' (f32 f16 bf16 q8_0 q4_0 q4_1 q5_0 q5_1 q2_k q3_k q4_k q4_k_m q5_k q6_k iq2_xxs iq4_nl iq4_xs "
-                         "mxfp4)");
+                         "' (f32 f16 bf16 q8_0 q4_0 q4_1 q5_0 q5_1 q2_k q3_k q4_k q4_k_m q5_k q6_k iq2_xxs iq3_xxs "
+                         "iq3_s iq4_nl iq4_xs mxfp4)");
 }
 
 // llama-quantize's rule for which layers of a Q4_K_M model get more bits.
@@ -66,6 +85,8 @@ bool UseMoreBits(int layer, int n_layer) {
 // A type the row length allows: K-quants need multiples of 256, the rest of 32.
 DType Fit(DType type, int64_t ne0) {
   if (ne0 % Traits(type).block_size == 0) return type;
+  // llama-quantize's fallback for the 3-bit i-quants.
+  if ((type == DType::kIQ3_XXS || type == DType::kIQ3_S) && ne0 % 32 == 0) return DType::kIQ4_NL;
   if (ne0 % 32 == 0) return DType::kQ8_0;
   return DType::kF16;
 }
@@ -143,7 +164,7 @@ std::vector<TensorSpec> Tensors(const plan::ModelShape& s, const SynthModel& mod
   };
   const int64_t e = s.n_embd;
   const float emb_std = 0.02f;
-  matrix("token_embd.weight", e, n_vocab, s.tied_embeddings ? types.output : types.base, emb_std);
+  matrix("token_embd.weight", e, n_vocab, s.tied_embeddings ? types.output : types.embedding, emb_std);
   vec("output_norm.weight", e, 1.0f, 0.02f);
   if (!s.tied_embeddings) matrix("output.weight", e, n_vocab, types.output, emb_std);
 
@@ -185,15 +206,16 @@ std::vector<TensorSpec> Tensors(const plan::ModelShape& s, const SynthModel& mod
       vec(p + "attn_kv_a_norm.weight", s.kv_lora_rank, 1.0f, 0.02f);
       matrix(p + "attn_k_b.weight", s.qk_nope_dim, s.kv_lora_rank, more, w, s.n_head);
       matrix(p + "attn_v_b.weight", s.kv_lora_rank, s.v_head_dim, more, w, s.n_head);
-      matrix(p + "attn_output.weight", s.n_head * s.v_head_dim, e, types.base, w);
+      matrix(p + "attn_output.weight", s.n_head * s.v_head_dim, e, types.attn_output, w);
     } else {
       const int64_t q = static_cast<int64_t>(s.n_head) * s.head_dim;
       const int64_t kv = static_cast<int64_t>(s.n_head_kv) * s.head_dim;
       // A hybrid model's full-attention q carries a per-head output gate: [q_h, gate_h].
       matrix(p + "attn_q.weight", e, s.is_hybrid() ? 2 * q : q, types.base, w);
       matrix(p + "attn_k.weight", e, kv, types.base, w);
-      matrix(p + "attn_v.weight", e, kv, more, w);
-      matrix(p + "attn_output.weight", q, e, types.base, w);
+      const bool v_q4_k = types.attn_v_q4_k_gqa4 && s.n_head >= 4 * s.n_head_kv;
+      matrix(p + "attn_v.weight", e, kv, v_q4_k ? DType::kQ4_K : more, w);
+      matrix(p + "attn_output.weight", q, e, types.attn_output, w);
       if (HasQkNorm(model)) {
         vec(p + "attn_q_norm.weight", s.head_dim, 1.0f, 0.02f);
         vec(p + "attn_k_norm.weight", s.head_dim, 1.0f, 0.02f);
