@@ -1,11 +1,12 @@
 // Reference logits from llama.cpp, for making golden files (a developer tool, never linked
 // into cohort). Built against a llama.cpp build by tools/make-synth-goldens.sh.
 //
-//   llama_logits MODEL IDS N_PROMPT OUT.f32 [N_GEN] [KV_TYPE]   (either, or both, in any order)
+//   llama_logits MODEL IDS N_PROMPT OUT.f32 [N_GEN] [KV_TYPE] [chunk=N]   (any of them, in any order)
 //
 // Decodes the first N_PROMPT ids of IDS (comma-separated) as one batch with logits for every
-// position, then each remaining id alone, with the fixtures' golden settings: one thread,
-// F32 KV cache, flash attention off, context 256. Writes float32 LE [n_ids][n_vocab].
+// position, then each remaining id alone (chunk=N: N at a time, the last chunk shorter), with
+// the fixtures' golden settings: one thread, F32 KV cache, flash attention off, context 256.
+// Writes float32 LE [n_ids][n_vocab].
 // With N_GEN, then decodes N_GEN greedy tokens one at a time (the argmax of the last row, a
 // tie to the lowest id), appends their rows ([n_ids + N_GEN][n_vocab] in all) and prints
 // their ids, comma-separated, on stdout.
@@ -16,6 +17,7 @@
 
 #include "golden_context.h"
 
+#include <algorithm>
 #include <cstdio>
 #include <cstdlib>
 #include <sstream>
@@ -23,16 +25,20 @@
 #include <vector>
 
 int main(int argc, char** argv) {
-  if (argc < 5 || argc > 7) {
-    std::fprintf(stderr, "usage: %s MODEL IDS N_PROMPT OUT.f32 [N_GEN] [f32|q8_0]\n", argv[0]);
+  if (argc < 5 || argc > 8) {
+    std::fprintf(stderr, "usage: %s MODEL IDS N_PROMPT OUT.f32 [N_GEN] [f32|q8_0] [chunk=N]\n", argv[0]);
     return 2;
   }
-  // The optional arguments: a KV type (f32, q8_0) and a count of greedy steps.
+  // The optional arguments: a KV type (f32, q8_0), a chunk size and a count of greedy steps.
   std::string kv_type = "f32";
   int n_gen = 0;
+  int chunk = 1;
   for (int i = 5; i < argc; ++i) {
     const std::string a = argv[i];
-    if (a == "f32" || a == "q8_0") {
+    if (a.rfind("chunk=", 0) == 0) {
+      chunk = std::atoi(a.c_str() + 6);
+      if (chunk < 1) return 2;
+    } else if (a == "f32" || a == "q8_0") {
       kv_type = a;
     } else {
       n_gen = std::atoi(argv[i]);
@@ -78,7 +84,9 @@ int main(int argc, char** argv) {
     }
   };
   run(0, n_prompt);
-  for (int i = n_prompt; i < static_cast<int>(ids.size()); ++i) run(i, i + 1);
+  for (int i = n_prompt; i < static_cast<int>(ids.size()); i += chunk) {
+    run(i, std::min(i + chunk, static_cast<int>(ids.size())));
+  }
   for (int k = 0; k < n_gen; ++k) {
     const float* last = out.data() + out.size() - n_vocab;
     int best = 0;

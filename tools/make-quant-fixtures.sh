@@ -82,14 +82,20 @@ for t in "${types[@]}"; do
     # llama-imatrix measures the matrices a forward pass multiplies, not token_embd (rows are
     # looked up) nor, by default, output.weight, and ggml's quantizer asserts on a grid type
     # without a matrix: those two take the types llama-quantize's own 2-bit mixture gives them.
-    imatrix_args=(--imatrix "$imatrix" --token-embedding-type q2_k --output-tensor-type q5_k)
-    made_by_imatrix=" --imatrix tiny-llama-f32.imatrix.gguf --token-embedding-type q2_k --output-tensor-type q5_k"
+    # (IQ3_XXS's mixture puts token_embd at IQ3_S, which needs no matrix.)
+    embd=q2_k
+    [ "$t" = iq3_xxs ] && embd=iq3_s
+    imatrix_args=(--imatrix "$imatrix" --token-embedding-type $embd --output-tensor-type q5_k)
+    made_by_imatrix=" --imatrix tiny-llama-f32.imatrix.gguf --token-embedding-type $embd --output-tensor-type q5_k"
   fi
   "$work/llama-quantize" --pure "${imatrix_args[@]}" "$f32" "$model" "$(quantize_type "$t")" >"$work/quantize.log" 2>&1 ||
     { cat "$work/quantize.log"; exit 1; }
   greedy=$("$work/llama_logits" "$model" "$prompt" 16 "$work/all.f32" 32)
   head -c $((16 * row_bytes)) "$work/all.f32" >"$fixtures/golden/$name.logits.f32"
   tail -c $((32 * row_bytes)) "$work/all.f32" >"$fixtures/golden/$name.gen_logits.f32"
+  # llama.cpp's own rows for the golden test's uneven feeding (3 ids, then 7 at a time) of the
+  # prompt and greedy ids: batches of < 8 take the i-quants' vec-dot, not the goldens' panel GEMM.
+  "$work/llama_logits" "$model" "$prompt,$greedy" 3 "$fixtures/golden/$name.chunks_3_7.f32" chunk=7 >/dev/null
   cat >"$fixtures/golden/$name.golden.json" <<EOF
 {
   "model_file": "$name.gguf",
@@ -105,9 +111,13 @@ for t in "${types[@]}"; do
   "logits_sha256": "$(sha256sum "$fixtures/golden/$name.logits.f32" | cut -d' ' -f1)",
   "greedy_ids": [${greedy//,/, }],
   "gen_logits_file": "$name.gen_logits.f32",
-  "gen_logits_sha256": "$(sha256sum "$fixtures/golden/$name.gen_logits.f32" | cut -d' ' -f1)"
+  "gen_logits_sha256": "$(sha256sum "$fixtures/golden/$name.gen_logits.f32" | cut -d' ' -f1)",
+  "chunks_3_7_file": "$name.chunks_3_7.f32",
+  "chunks_3_7_sha256": "$(sha256sum "$fixtures/golden/$name.chunks_3_7.f32" | cut -d' ' -f1)"
 }
 EOF
-  for f in "models/$name.gguf" "golden/$name.logits.f32" "golden/$name.gen_logits.f32"; do record_sum "$f"; done
+  for f in "models/$name.gguf" "golden/$name.logits.f32" "golden/$name.gen_logits.f32" "golden/$name.chunks_3_7.f32"; do
+    record_sum "$f"
+  done
   echo "made $model and its goldens"
 done

@@ -27,8 +27,10 @@ enum class DType : uint32_t {
   kQ8_K = 15,
   kIQ2_XXS = 16,  // 2.06 bits: per 8 values an index into a 256-point grid, 7 sign bits; 4-bit scales per 32
   kIQ2_XS = 17,  // 2.31 bits: per 8 values a 9-bit index into a 512-point grid and 7 sign bits; 4-bit scales per 16
+  kIQ3_XXS = 18,  // 3.06 bits: per 4 values an index into a 256-point grid; IQ2_XXS's signs and scales
   kIQ1_S = 19,  // 1.56 bits: per 8 values an 11-bit index into a {-1,0,1}^8 grid; 3-bit scale, +-1/8 delta per 32
   kIQ4_NL = 20,  // 32 values, 4-bit indices into a fixed non-linear table, one fp16 scale
+  kIQ3_S = 21,   // 3.44 bits: 9-bit indices into a 512-point grid per 4 values, free signs, 4-bit scales
   kIQ2_S = 22,  // 2.56 bits: per 8 values a 10-bit index into a 1024-point grid and 8 sign bits; 4-bit scales per 16
   kIQ4_XS = 23,  // IQ4_NL's table in 256-value super-blocks with 6-bit scales per 32
   kI8 = 24,

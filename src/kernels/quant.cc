@@ -144,6 +144,8 @@ bool IsWeightType(DType type) {
     case DType::kIQ2_S:
     case DType::kIQ1_S:
     case DType::kIQ1_M:
+    case DType::kIQ3_XXS:
+    case DType::kIQ3_S:
     case DType::kIQ4_NL:
     case DType::kIQ4_XS:
     case DType::kTQ1_0:
@@ -172,6 +174,8 @@ DType VecDotType(DType weight) {
     case DType::kQ5_K:
     case DType::kQ6_K:
     case DType::kIQ2_XXS:
+    case DType::kIQ3_XXS:
+    case DType::kIQ3_S:
     case DType::kIQ1_S:
     case DType::kIQ1_M:
     case DType::kIQ2_XS:
@@ -248,6 +252,7 @@ bool F32InGgmlOrder(SimdLevel level) {
 // the same order. nullptr elsewhere.
 VecDotFn ArmOrderVecDot(DType weight) {
 #if defined(__aarch64__)
+  if (VecDotFn fn = ref::GetIq3ArmOrderVecDot(weight)) return fn;  // IQ3_XXS, IQ3_S
   return ref::GetIqGridArmOrderVecDot(weight);
 #else
   (void)weight;

@@ -91,6 +91,8 @@ inline int64_t GroupedTokens(DType weight, int64_t n_tokens) {
   if (weight == DType::kIQ2_XS || weight == DType::kIQ2_S) return n_tokens >= 8 ? n_tokens : 0;
   // IQ1_S, IQ1_M: the same panel GEMM.
   if (weight == DType::kIQ1_S || weight == DType::kIQ1_M) return n_tokens >= 8 ? n_tokens : 0;
+  // IQ3_XXS, IQ3_S: the same panel GEMM (x86); on aarch64 its kernel is GetVecDot's.
+  if (weight == DType::kIQ3_XXS || weight == DType::kIQ3_S) return n_tokens >= 8 ? n_tokens : 0;
   return n_tokens - n_tokens % 4;
 }
 

@@ -135,6 +135,25 @@ struct __attribute__((packed)) BlockIq1M {
 };
 static_assert(sizeof(BlockIq1S) == 50);
 static_assert(sizeof(BlockIq1M) == 56);
+// IQ3_XXS: per 32 values 8 grid indices (one byte per 4 values, iq3_grids.h) in qs[8 * ib32..],
+// then, from qs[64], one little-endian word per 32 values: 4 x 7 sign bits (IQ2_XXS's parity rule)
+// and the scale ls in the top 4 bits: the values are d * (0.5 + ls) / 2 * grid magnitude * sign.
+struct __attribute__((packed)) BlockIq3Xxs {
+  uint16_t d;
+  uint8_t qs[3 * kQK_K / 8];  // 64 grid indices, then 8 words of signs and scales
+};
+// IQ3_S: per 32 values 8 grid indices of 9 bits (low 8 in qs, bit k of qh[ib32] the 9th of index
+// k), 4 sign bytes (byte l for values 8l..8l+7, bit j for value j), a 4-bit scale ls (the low
+// nibble of scales[ib32 / 2] for even ib32): the values are d * (1 + 2 * ls) * magnitude * sign.
+struct __attribute__((packed)) BlockIq3S {
+  uint16_t d;
+  uint8_t qs[kQK_K / 4];
+  uint8_t qh[kQK_K / 32];
+  uint8_t signs[kQK_K / 8];
+  uint8_t scales[kQK_K / 64];
+};
+static_assert(sizeof(BlockIq3Xxs) == 98);
+static_assert(sizeof(BlockIq3S) == 110);
 
 // IQ2_XXS: per 32 values two little-endian words: the first holds 4 grid indices (one byte per
 // 8 values, iq_grids.h), the second 4 x 7 sign bits (the 8th sign is their parity) and, in its

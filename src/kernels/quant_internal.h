@@ -118,6 +118,15 @@ VecDotFn GetIq1VecDot(DType weight);
 VecDotFn GetIq1X86OrderVecDot(DType weight);
 VecDotFn GetIq1X86OrderVecDotGrouped(DType weight);
 VecDotFn GetIq1ArmOrderVecDot(DType weight);
+// IQ3_XXS and IQ3_S: quant_ref_iq3.cc, reached through the IQ functions above; the same four
+// orders as the grid types' (nullptr for other types).
+bool IsIq3Type(DType type);
+void DequantizeIq3Row(DType type, const void* src, float* dst, int64_t n);
+void QuantizeIq3Row(DType type, const float* src, void* dst, int64_t n);  // simple, valid blocks
+VecDotFn GetIq3VecDot(DType weight);                 // ggml's generic order
+VecDotFn GetIq3X86OrderVecDot(DType weight);         // llama.cpp's x86 vec-dot
+VecDotFn GetIq3X86OrderVecDotGrouped(DType weight);  // its x86 panel GEMM (iqp.cpp)
+VecDotFn GetIq3ArmOrderVecDot(DType weight);         // its ARM NEON vec-dot, every aarch64 level
 
 }  // namespace ref
 
@@ -135,6 +144,8 @@ VecDotFn GetIq2sVecDot(DType weight);  // vec_dot_avx2_iq2s.cc: ref::GetIq2sX86O
 VecDotFn GetIq2sVecDotGrouped(DType weight);  // the same, ref::GetIq2sX86OrderVecDotGrouped's
 VecDotFn GetIq1VecDot(DType weight);  // vec_dot_avx2_iq1.cc: ref::GetIq1X86OrderVecDot's order
 VecDotFn GetIq1VecDotGrouped(DType weight);  // the same, ref::GetIq1X86OrderVecDotGrouped's
+VecDotFn GetIq3VecDot(DType weight);  // vec_dot_avx2_iq3.cc: ref::GetIq3X86OrderVecDot's order
+VecDotFn GetIq3VecDotGrouped(DType weight);  // the same, ref::GetIq3X86OrderVecDotGrouped's
 }
 namespace neon {
 VecDotFn GetVecDot(DType weight);  // vec_dot_neon.cc: Q4_0, Q8_0, Q4_K, Q6_K (AArch64 dotprod)
@@ -144,6 +155,7 @@ VecDotFn GetIqVecDotGrouped(DType weight);  // the same, ref::GetIqX86OrderVecDo
 VecDotFn GetIqGridVecDot(DType weight);  // vec_dot_neon_iq2.cc: in ref::GetIqGridArmOrderVecDot's order
 VecDotFn GetIq2sVecDot(DType weight);  // vec_dot_neon_iq2s.cc: in ref::GetIq2sArmOrderVecDot's order
 VecDotFn GetIq1VecDot(DType weight);  // vec_dot_neon_iq1.cc: in ref::GetIq1ArmOrderVecDot's order
+VecDotFn GetIq3VecDot(DType weight);  // vec_dot_neon_iq3.cc: in ref::GetIq3ArmOrderVecDot's order
 }
 namespace avx512 {
 VecDotFn GetVecDot(DType weight);

@@ -206,9 +206,12 @@ float VecDotIq4XsPanel(const void* w, const void* a, int64_t n) {
 
 }  // namespace
 
-bool IsIqType(DType type) { return type == DType::kIQ4_NL || type == DType::kIQ4_XS || IsIqGridType(type); }
+bool IsIqType(DType type) {
+  return type == DType::kIQ4_NL || type == DType::kIQ4_XS || IsIqGridType(type) || IsIq3Type(type);
+}
 
 void DequantizeIqRow(DType type, const void* src, float* dst, int64_t n) {
+  if (IsIq3Type(type)) return DequantizeIq3Row(type, src, dst, n);
   if (IsIqGridType(type)) return DequantizeIqGridRow(type, src, dst, n);
   if (type == DType::kIQ4_NL) {
     const auto* x = static_cast<const BlockIq4Nl*>(src);
@@ -237,6 +240,7 @@ void DequantizeIqRow(DType type, const void* src, float* dst, int64_t n) {
 }
 
 void QuantizeIqRow(DType type, const float* src, void* dst, int64_t n) {
+  if (IsIq3Type(type)) return QuantizeIq3Row(type, src, dst, n);
   if (IsIqGridType(type)) return QuantizeIqGridRow(type, src, dst, n);
   if (type == DType::kIQ4_NL) {
     auto* y = static_cast<BlockIq4Nl*>(dst);
@@ -249,6 +253,7 @@ void QuantizeIqRow(DType type, const float* src, void* dst, int64_t n) {
 }
 
 VecDotFn GetIqVecDot(DType weight) {
+  if (IsIq3Type(weight)) return GetIq3VecDot(weight);
   switch (weight) {
     case DType::kIQ4_NL: return VecDotIq4NlGeneric;
     case DType::kIQ4_XS: return VecDotIq4XsGeneric;
@@ -257,12 +262,14 @@ VecDotFn GetIqVecDot(DType weight) {
 }
 
 VecDotFn GetIqX86OrderVecDotGrouped(DType weight) {
+  if (IsIq3Type(weight)) return GetIq3X86OrderVecDotGrouped(weight);
   if (weight == DType::kIQ4_XS) return VecDotIq4XsPanel;
   if (VecDotFn fn = GetIqGridX86OrderVecDotGrouped(weight)) return fn;
   return GetIqX86OrderVecDot(weight);
 }
 
 VecDotFn GetIqX86OrderVecDot(DType weight) {
+  if (IsIq3Type(weight)) return GetIq3X86OrderVecDot(weight);
   switch (weight) {
     case DType::kIQ4_NL: return VecDotIq4NlX86;
     case DType::kIQ4_XS: return VecDotIq4XsX86;

@@ -89,12 +89,14 @@ COHORT_TARGET_AVX2 float VecDotIq4XsPanel(const void* w, const void* a, int64_t 
 }  // namespace
 
 VecDotFn GetIqVecDotGrouped(DType weight) {
+  if (VecDotFn fn = GetIq3VecDotGrouped(weight)) return fn;
   if (weight == DType::kIQ4_XS) return VecDotIq4XsPanel;
   if (VecDotFn fn = GetIqGridVecDotGrouped(weight)) return fn;
   return GetIqVecDot(weight);
 }
 
 VecDotFn GetIqVecDot(DType weight) {
+  if (VecDotFn fn = GetIq3VecDot(weight)) return fn;
   switch (weight) {
     case DType::kIQ4_NL: return VecDotIq4Nl;
     case DType::kIQ4_XS: return VecDotIq4Xs;

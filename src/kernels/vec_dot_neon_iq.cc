@@ -95,6 +95,7 @@ VecDotFn GetIqVecDotGrouped(DType weight) {
 }
 
 VecDotFn GetIqVecDot(DType weight) {
+  if (VecDotFn fn = GetIq3VecDot(weight)) return fn;
   switch (weight) {
     case DType::kIQ4_NL: return VecDotIq4Nl;
     case DType::kIQ4_XS: return VecDotIq4Xs;

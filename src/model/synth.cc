@@ -26,7 +26,22 @@ struct TypeChoice {
   uint32_t file_type = 0;   // general.file_type (llama_ftype)
   DType experts = DType::kF32;  // routed experts: `base`, or MXFP4 for --type mxfp4
   DType embedding = DType::kF32;  // token_embd when untied: `base`, or Q4_K for the ternary types
+  // llama-quantize's 3-bit i-quant mixtures: token_embd (untied) and attn_output, and attn_v
+  // at Q4_K where 4 or more query heads share a KV head. ChooseTypes sets them.
+  DType attn_output = DType::kF32;
+  bool attn_v_q4_k_gqa4 = false;
 };
+
+// llama_tensor_get_type for IQ3_XXS (as with an importance matrix, which llama-quantize
+// requires for it; its attn_q/attn_k at IQ2_S are left at IQ3_XXS) and IQ3_S.
+void SetIq3Mixture(TypeChoice* c) {
+  if (c->base != DType::kIQ3_XXS && c->base != DType::kIQ3_S) return;
+  c->attn_v_q4_k_gqa4 = true;
+  if (c->base == DType::kIQ3_XXS) {
+    c->output = DType::kQ5_K;
+    c->embedding = c->attn_output = DType::kIQ3_S;
+  }
+}
 
 Result<TypeChoice> ChooseTypes(const std::string& name, bool pure) {
   struct Row {
@@ -40,6 +55,7 @@ Result<TypeChoice> ChooseTypes(const std::string& name, bool pure) {
       {"q5_0", DType::kQ5_0, 8}, {"q5_1", DType::kQ5_1, 9},  {"q2_k", DType::kQ2_K, 10},
       {"q3_k", DType::kQ3_K, 12}, {"q4_k", DType::kQ4_K, 14}, {"q4_k_m", DType::kQ4_K, 15},
       {"q5_k", DType::kQ5_K, 16}, {"q6_k", DType::kQ6_K, 18},
+      {"iq3_xxs", DType::kIQ3_XXS, 23}, {"iq3_s", DType::kIQ3_S, 26},
       {"iq2_xxs", DType::kIQ2_XXS, 19}, {"iq4_nl", DType::kIQ4_NL, 25}, {"iq4_xs", DType::kIQ4_XS, 30},
       // llama_ftype 20 (MOSTLY_IQ2_XS) has IQ2_XS matrices; 29 (MOSTLY_IQ2_M) is the one whose
       // matrices are IQ2_S (llama.cpp's MOSTLY_IQ2_S, 28, has IQ2_XS ones).
@@ -64,6 +80,8 @@ Result<TypeChoice> ChooseTypes(const std::string& name, bool pure) {
     // An untied token_embd of the ternary types is Q4_K (a tied one is the LM head: Q6_K).
     c.embedding = r.base;
     if (!pure && (r.base == DType::kTQ1_0 || r.base == DType::kTQ2_0)) c.embedding = DType::kQ4_K;
+    c.attn_output = c.base;
+    if (!pure) SetIq3Mixture(&c);
     return c;
   }
   std::string names;
@@ -84,6 +102,8 @@ DType Fit(DType type, int64_t ne0) {
   if (ne0 % Traits(type).block_size == 0) return type;
   // llama-quantize's fallback for the ternary types.
   if ((type == DType::kTQ1_0 || type == DType::kTQ2_0) && ne0 % 32 == 0) return DType::kQ4_0;
+  // llama-quantize's fallback for the 3-bit i-quants.
+  if ((type == DType::kIQ3_XXS || type == DType::kIQ3_S) && ne0 % 32 == 0) return DType::kIQ4_NL;
   if (ne0 % 32 == 0) return DType::kQ8_0;
   return DType::kF16;
 }
@@ -203,15 +223,16 @@ std::vector<TensorSpec> Tensors(const plan::ModelShape& s, const SynthModel& mod
       vec(p + "attn_kv_a_norm.weight", s.kv_lora_rank, 1.0f, 0.02f);
       matrix(p + "attn_k_b.weight", s.qk_nope_dim, s.kv_lora_rank, more, w, s.n_head);
       matrix(p + "attn_v_b.weight", s.kv_lora_rank, s.v_head_dim, more, w, s.n_head);
-      matrix(p + "attn_output.weight", s.n_head * s.v_head_dim, e, types.base, w);
+      matrix(p + "attn_output.weight", s.n_head * s.v_head_dim, e, types.attn_output, w);
     } else {
       const int64_t q = static_cast<int64_t>(s.n_head) * s.head_dim;
       const int64_t kv = static_cast<int64_t>(s.n_head_kv) * s.head_dim;
       // A hybrid model's full-attention q carries a per-head output gate: [q_h, gate_h].
       matrix(p + "attn_q.weight", e, s.is_hybrid() ? 2 * q : q, types.base, w);
       matrix(p + "attn_k.weight", e, kv, types.base, w);
-      matrix(p + "attn_v.weight", e, kv, more, w);
-      matrix(p + "attn_output.weight", q, e, types.base, w);
+      const bool v_q4_k = types.attn_v_q4_k_gqa4 && s.n_head >= 4 * s.n_head_kv;
+      matrix(p + "attn_v.weight", e, kv, v_q4_k ? DType::kQ4_K : more, w);
+      matrix(p + "attn_output.weight", q, e, types.attn_output, w);
       if (HasQkNorm(model)) {
         vec(p + "attn_q_norm.weight", s.head_dim, 1.0f, 0.02f);
         vec(p + "attn_k_norm.weight", s.head_dim, 1.0f, 0.02f);

@@ -15,7 +15,7 @@ struct SynthOptions {
   std::string arch;         // must match the shape's architecture when given
   std::string shape;        // a name from SynthShapes()
   std::string type = "q4_0";  // f32 f16 bf16 q8_0 q4_0 q4_1 q5_0 q5_1 q2_k q3_k q4_k q5_k q6_k q4_k_m
-                              // iq1_s iq1_m iq2_xxs iq2_xs iq2_s iq4_nl iq4_xs tq1_0 tq2_0 mxfp4
+                              // iq1_s iq1_m iq2_xxs iq2_xs iq2_s iq3_xxs iq3_s iq4_nl iq4_xs tq1_0 tq2_0 mxfp4
   bool pure = false;        // every matrix in `type` (llama-quantize --pure)
   std::string vocab_dir;    // where the vocab-only GGUFs are
   // A GGUF whose tokenizer to take instead of the shape's (a small vocabulary keeps test

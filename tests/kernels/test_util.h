@@ -60,6 +60,7 @@ inline const DType kWeightTypes[] = {
     DType::kF32,  DType::kF16,  DType::kBF16, DType::kQ4_0, DType::kQ4_1,
     DType::kQ5_0, DType::kQ5_1, DType::kQ8_0, DType::kQ2_K, DType::kQ3_K,
     DType::kQ4_K, DType::kQ5_K, DType::kQ6_K, DType::kIQ4_NL, DType::kIQ4_XS, DType::kIQ2_XXS, DType::kMXFP4,
-    DType::kTQ1_0, DType::kTQ2_0, DType::kIQ2_XS, DType::kIQ2_S, DType::kIQ1_S, DType::kIQ1_M};
+    DType::kTQ1_0, DType::kTQ2_0, DType::kIQ2_XS, DType::kIQ2_S, DType::kIQ1_S, DType::kIQ1_M,
+    DType::kIQ3_XXS, DType::kIQ3_S};
 
 }  // namespace cohort::kernels::testing

@@ -143,7 +143,7 @@ TEST(MlaShardTest, HeadRangesSumToAllHeads) {
 }
 
 TEST(FfnShardTest, ColumnRangesSumToFullFfn) {
-  for (const char* name : {"tiny-llama-f32", "tiny-llama-q4_k_m"}) {
+  for (const char* name : {"tiny-llama-f32", "tiny-llama-q4_k_m", "tiny-llama-iq3_xxs", "tiny-llama-iq3_s"}) {
     Fixture s = Open(name);
     const ModelConfig& c = s.config;
     auto w = LoadDenseFfn(WeightLoader(*s.file), c, 0, c.n_ff, "");
@@ -154,7 +154,7 @@ TEST(FfnShardTest, ColumnRangesSumToFullFfn) {
     DenseFfnScratch fs;
     std::vector<float> full(n * c.n_embd), a(n * c.n_embd), b(n * c.n_embd);
     DenseFfn(nullptr, &scratch, *w, {0, c.n_ff}, x.data(), n, fs, full.data());
-    // K-quant columns split on 256-element block boundaries.
+    // K-quant and i-quant columns split on 256-element block boundaries.
     DenseFfn(nullptr, &scratch, *w, {0, 256}, x.data(), n, fs, a.data());
     DenseFfn(nullptr, &scratch, *w, {256, c.n_ff}, x.data(), n, fs, b.data());
     const std::vector<float> first = a;
