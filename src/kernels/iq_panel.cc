@@ -4,6 +4,9 @@
 #include <cstring>
 
 #include "core/fp16.h"
+#include "kernels/iq1_grids.h"
+#include "kernels/iq2_grids_xs.h"
+#include "kernels/iq3_grids.h"
 #include "kernels/iq_grids.h"
 #include "kernels/quant_blocks.h"
 
@@ -56,11 +59,60 @@ void DecodeIq4Xs(const uint8_t* block, IqDecoded* out) {
   out->dfac = Fp16ToFp32(b.d);
 }
 
+// IQ2_XS, IQ2_S: a scale 2 * ls + 1 per 16 values; weight = d / 8 * scale * magnitude.
+template <typename Block, Iq2SubBlock (*kSubBlock)(const Block&, int)>
+void DecodeIq2s(const uint8_t* block, IqDecoded* out) {
+  const auto& b = *reinterpret_cast<const Block*>(block);
+  for (int ib = 0; ib < 8; ++ib) {
+    const Iq2SubBlock sub = kSubBlock(b, ib);
+    Iq2SubBlockValues(sub, out->vals + 32 * ib);
+    out->iscales[2 * ib] = static_cast<int8_t>(sub.scale[0]);
+    out->iscales[2 * ib + 1] = static_cast<int8_t>(sub.scale[1]);
+  }
+  out->dfac = Fp16ToFp32(b.d) * 0.125f;
+}
+
+// IQ3_XXS (weight = d / 4 * scale * magnitude) and IQ3_S (d * scale * magnitude): a scale per 32.
+template <typename Block, int (*kSubBlock)(const Block&, int, int8_t*)>
+void DecodeIq3(const uint8_t* block, IqDecoded* out, float unit) {
+  const auto& b = *reinterpret_cast<const Block*>(block);
+  for (int ib = 0; ib < 8; ++ib) {
+    const int scale = kSubBlock(b, ib, out->vals + 32 * ib);
+    out->iscales[2 * ib] = out->iscales[2 * ib + 1] = static_cast<int8_t>(scale);
+  }
+  out->dfac = Fp16ToFp32(b.d) * unit;
+}
+void DecodeIq3Xxs(const uint8_t* block, IqDecoded* out) {
+  DecodeIq3<BlockIq3Xxs, DecodeIq3XxsSubBlock>(block, out, 0.25f);
+}
+void DecodeIq3S(const uint8_t* block, IqDecoded* out) { DecodeIq3<BlockIq3S, DecodeIq3SSubBlock>(block, out, 1.0f); }
+
+// IQ1_S, IQ1_M: the values 8 * grid + delta (so the delta's 1/8 moves into dfac = d / 8), a
+// scale per 16.
+template <typename Block>
+void DecodeIq1(const uint8_t* block, IqDecoded* out) {
+  const auto& b = *reinterpret_cast<const Block*>(block);
+  Iq1SubBlock sub;
+  for (int ib = 0; ib < 8; ++ib) {
+    DecodeIq1SubBlock(b, ib, &sub);
+    for (int e = 0; e < 32; ++e) out->vals[32 * ib + e] = static_cast<int8_t>(8 * sub.v[e] + sub.delta[e / 8]);
+    out->iscales[2 * ib] = static_cast<int8_t>(sub.scale[0]);
+    out->iscales[2 * ib + 1] = static_cast<int8_t>(sub.scale[1]);
+  }
+  out->dfac = Fp16ToFp32(Iq1SuperScaleBits(b)) * 0.125f;
+}
+
 }  // namespace
 
 IqDecodeFn GetIqPanelDecode(DType weight) {
   switch (weight) {
     case DType::kIQ2_XXS: return DecodeIq2Xxs;
+    case DType::kIQ2_XS: return DecodeIq2s<BlockIq2Xs, Iq2XsSubBlock>;
+    case DType::kIQ2_S: return DecodeIq2s<BlockIq2S, Iq2SSubBlock>;
+    case DType::kIQ3_XXS: return DecodeIq3Xxs;
+    case DType::kIQ3_S: return DecodeIq3S;
+    case DType::kIQ1_S: return DecodeIq1<BlockIq1S>;
+    case DType::kIQ1_M: return DecodeIq1<BlockIq1M>;
     case DType::kIQ4_XS: return DecodeIq4Xs;
     default: return nullptr;
   }
