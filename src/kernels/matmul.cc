@@ -12,6 +12,7 @@
 
 #include "core/check.h"
 #include "kernels/iq_panel.h"
+#include "kernels/pack.h"
 #include "kernels/quant.h"
 #include "kernels/quant_internal.h"
 #include "kernels/tile.h"
@@ -84,6 +85,7 @@ WideTile GetWideTilePacked(DType weight, SimdLevel level, bool grouped) {
   // The packed kernel of the ISA whose plain wide kernel GetWideTile picked.
   if (HasAvx512(level) && (avx512::GetWideTile(weight, grouped).fn != nullptr || Avx512Owns(weight, level))) {
     if (weight == DType::kQ4_K || weight == DType::kQ6_K) return avx512::GetWideTilePackedK(weight, grouped);
+    if (weight == DType::kIQ4_XS) return avx512::GetWideTilePackedIq(weight, grouped);
     return avx512::GetWideTilePacked(weight);
   }
   if (HasAvx2(level)) return avx2::GetWideTilePacked(weight, grouped, HasAvxVnni(level));
@@ -105,6 +107,7 @@ struct Kernels {
   // a whole token tile (iq_panel.h), instead of once per (row, token) by dot_grouped.
   IqDecodeFn panel_decode = nullptr;
   int64_t panel_block_bytes = 0;
+  DType panel_type = DType::kF32;
 };
 
 Kernels GetKernels(const TensorView& w) {
@@ -114,6 +117,7 @@ Kernels GetKernels(const TensorView& w) {
   if (HasAvx512(level) && GroupedOrderDiffers(w.type, level)) {
     k.panel_decode = GetIqPanelDecode(w.type);
     k.panel_block_bytes = RowBytes(w.type, 256);
+    k.panel_type = w.type;
   }
 #endif
   // The wide kernels address 15 rows ahead with 32-bit offsets.
@@ -131,8 +135,10 @@ Kernels GetKernels(const TensorView& w) {
   if (w.packed != nullptr && k.wide.fn != nullptr) {
     k.wide_packed = GetWideTilePacked(w.type, level, false);
     k.wide_packed_grouped = GetWideTilePacked(w.type, level, true);
-    // The same activations and side data as the plain kernels, or none.
+    // The same activations and side data as the plain kernels, or none (a panel type's grouped
+    // tokens take the panel, which reads the rows as stored).
     for (const WideTile* t : {&k.wide_packed, &k.wide_packed_grouped}) {
+      if (t == &k.wide_packed_grouped && grouped_by_panel) continue;
       if (t->fn == nullptr || t->side != k.wide.side || t->max_tokens != k.wide.max_tokens) {
         k.wide_packed = k.wide_packed_grouped = WideTile{};
       }
@@ -286,8 +292,20 @@ void RunPanel(const Plan& p, int64_t r0, int64_t t0, int64_t t1) {
   const int64_t bytes = IqPanelBytes(p.n);
   if (static_cast<int64_t>(storage.size()) < bytes + 64) storage.resize(static_cast<size_t>(bytes + 64));
   uint8_t* panel = storage.data() + (64 - reinterpret_cast<uintptr_t>(storage.data()) % 64) % 64;
-  avx512::DecodeIqPanel(p.k.panel_decode, p.k.panel_block_bytes, p.w_rows + r0 * p.row_bytes, p.row_bytes, p.n,
-                        panel);
+  const uint8_t* rows = p.w_rows + r0 * p.row_bytes;
+  int64_t row_bytes = p.row_bytes;
+  if (p.packed != nullptr) {
+    // The rows as stored may have been released once packed (OwnedSlices::Pack): the 16 rows
+    // back in their stored layout, a copy far smaller than the panel's decode.
+    thread_local std::vector<uint8_t> stored;
+    row_bytes = p.packed_row_bytes;
+    stored.resize(static_cast<size_t>(kWideRows * row_bytes));
+    for (int r = 0; r < kWideRows; ++r) {
+      UnpackRow(p.k.panel_type, p.packed + r0 * row_bytes, row_bytes, r, stored.data() + r * row_bytes);
+    }
+    rows = stored.data();
+  }
+  avx512::DecodeIqPanel(p.k.panel_decode, p.k.panel_block_bytes, rows, row_bytes, p.n, panel);
   for (int64_t t = t0; t < t1; t += kIqPanelTokens) {
     const int tokens = static_cast<int>(std::min<int64_t>(kIqPanelTokens, t1 - t));
     avx512::IqPanelDot(panel, p.act + t * p.act_stride, p.act_stride, tokens, p.n, p.y + t * p.y_stride + r0,

@@ -77,10 +77,39 @@ void PackSegments16(const uint8_t* src, int64_t row_bytes, int64_t n_rows, int64
   }
 }
 
+// IQ4_XS: per super-block the 16 rows' d (2 bytes each), scales_h (2), scales_l (4), then per
+// sub-block of 16 quant bytes the 16 rows' word c at 64c (tile_wide_avx512_iq.cc's Iq4XsPacked).
+constexpr int64_t kIq4XsQuants = 128;  // the head's bytes: 16 x (2 + 2 + 4)
+// Where byte `stored` of row r's block goes in the 16 rows' packed block.
+int64_t Iq4XsPackedOffset(int64_t r, int64_t stored) {
+  if (stored < 2) return 2 * r + stored;
+  if (stored < 4) return 32 + 2 * r + stored - 2;
+  if (stored < 8) return 64 + 4 * r + stored - 4;
+  const int64_t q = stored - 8;  // the quants' byte q: sub-block q / 16, word q % 16 / 4
+  return kIq4XsQuants + 256 * (q / 16) + 64 * (q % 16 / 4) + 4 * r + q % 4;
+}
+
+void PackIq4Xs(const uint8_t* src, int64_t row_bytes, int64_t n_rows, uint8_t* dst) {
+  constexpr int64_t kBlock = sizeof(BlockIq4Xs);
+  const int64_t nb = row_bytes / kBlock;
+  for (int64_t g = 0; g < n_rows / kGroup; ++g) {
+    for (int64_t i = 0; i < nb; ++i) {
+      uint8_t* b = dst + g * kGroup * row_bytes + i * kGroup * kBlock;
+      for (int r = 0; r < kGroup; ++r) {
+        const uint8_t* x = src + (kGroup * g + r) * row_bytes + i * kBlock;
+        // Whole words: d, scales_h, scales_l, then the quants 4 bytes at a time.
+        for (int64_t off : {0, 2}) std::memcpy(b + Iq4XsPackedOffset(r, off), x + off, 2);
+        for (int64_t off = 4; off < kBlock; off += 4) std::memcpy(b + Iq4XsPackedOffset(r, off), x + off, 4);
+      }
+    }
+  }
+}
+
 }  // namespace
 
 bool CanPackRows(DType type, int64_t n_rows, int64_t row_bytes) {
-  return (type == DType::kQ4_0 || type == DType::kQ4_K || type == DType::kQ8_0 || type == DType::kQ6_K) &&
+  return (type == DType::kQ4_0 || type == DType::kQ4_K || type == DType::kQ8_0 || type == DType::kQ6_K ||
+          type == DType::kIQ4_XS) &&
          n_rows > 0 && n_rows % TensorView::kPackRows == 0 &&
          row_bytes * TensorView::kPackRows < (int64_t{1} << 31) &&
          GetWideTilePacked(type, BestSimdLevel(), false).fn != nullptr;
@@ -94,6 +123,7 @@ void PackRows(DType type, const uint8_t* src, int64_t row_bytes, int64_t n_rows,
     case DType::kQ4_K: PackSegments16(src, row_bytes, n_rows, Traits(type).type_size, dst); break;
     case DType::kQ4_0: PackQ4_0(src, row_bytes, n_rows, dst); break;
     case DType::kQ6_K: PackQ6_K(src, row_bytes, n_rows, dst); break;
+    case DType::kIQ4_XS: PackIq4Xs(src, row_bytes, n_rows, dst); break;
     default: PackQ8_0(src, row_bytes, n_rows, dst); break;  // kQ8_0, as CanPackRows allows
   }
 }
@@ -116,6 +146,11 @@ void UnpackRow(DType type, const uint8_t* packed, int64_t row_bytes, int64_t r, 
           for (int j = 0; j < 4; ++j) std::memcpy(out + 16 * seg + 4 * j, in + 256 * seg + 64 * j + 4 * k, 4);
         }
         break;
+      case DType::kIQ4_XS: {
+        for (int64_t off : {0, 2}) std::memcpy(out + off, in + Iq4XsPackedOffset(k, off), 2);
+        for (int64_t off = 4; off < block_bytes; off += 4) std::memcpy(out + off, in + Iq4XsPackedOffset(k, off), 4);
+        break;
+      }
       case DType::kQ6_K: {
         const Q6KPackedLayout layout{nb};
         std::memcpy(out, group + layout.Block(static_cast<int>(k), i), block_bytes);

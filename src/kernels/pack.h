@@ -7,7 +7,9 @@
 // registers for every block and every call (llama.cpp repacks its weights at load time for
 // the same reason); Q8_0 blocks are split into scales and quants, in chunks of 32 blocks and
 // quads of rows (its kernel's passes; Q8_0PackedLayout in tile_wide.h); Q6_K blocks stay whole,
-// in stripes of 8 rows (its kernel's single-token passes; Q6KPackedLayout). The copy has the
+// in stripes of 8 rows (its kernel's single-token passes; Q6KPackedLayout); IQ4_XS blocks are
+// split into the 16 rows' d, scales and quant words (Q4_K's segments after a head), so its
+// single-token tile loads whole lines and transposes nothing. The copy has the
 // same size as the rows.
 #pragma once
 
@@ -18,7 +20,8 @@
 namespace cohort::kernels {
 
 // Whether PackRows can pack n_rows rows of `type` and MatMul would use the packed copy on
-// this CPU (Q4_0, Q4_K, Q6_K and Q8_0 with the AVX-512 or NEON kernels, whole groups of rows).
+// this CPU (Q4_0, Q4_K, Q6_K and Q8_0 with the AVX-512 or NEON kernels, IQ4_XS with the AVX-512 one,
+// whole groups of rows).
 bool CanPackRows(DType type, int64_t n_rows, int64_t row_bytes);
 
 // Writes the packed copy of rows src + r * row_bytes, r < n_rows (CanPackRows must hold) to

@@ -117,7 +117,8 @@ WideTile GetWideTilePackedK(DType weight, bool grouped);  // tile_wide_avx512_k.
 // WideRows::Load16x16 would make of it (16 rows' word j in vector j).
 void PackSegments16(const uint8_t* src, int64_t row_bytes, int64_t n_rows, int64_t block_bytes, uint8_t* dst);
 WideTile GetWideTileK(DType weight, bool grouped);  // tile_wide_avx512_k.cc
-WideTile GetWideTileIq(DType weight, bool grouped);  // tile_wide_avx512_iq.cc (IQ4_XS)
+WideTile GetWideTileIq(DType weight, bool grouped);        // tile_wide_avx512_iq.cc (IQ4_XS)
+WideTile GetWideTilePackedIq(DType weight, bool grouped);  // the same on PackRows' IQ4_XS layout
 }  // namespace avx512
 
 }  // namespace cohort::kernels

@@ -144,15 +144,16 @@ TEST(MatMul, WideTilesAndTheirTailsMatchNaiveLoops) {
 // Packed rows (pack.h): MatMul on a packed view equals the naive loops on the original rows
 // (in both summation orders: batches of 4+ tokens take Q4_K's grouped one), whole and for
 // row ranges and (Q4_0, Q4_K) column slices, and really reads the packed copy (the original
-// blocks are scrambled once packed; rows outside whole groups still read them). UnpackRow
-// gives back every row's stored bytes.
+// blocks are scrambled once packed; rows outside whole groups still read them; IQ4_XS's
+// batches of >= 8, which take the panel, read it too). UnpackRow gives back every row's stored
+// bytes.
 TEST(MatMul, PackedRowsMatchNaiveLoopsAndAreWhatTheKernelReads) {
   const int64_t n_out = 48;
   struct Case {
     int64_t row_begin, row_end, col_begin, col_end;
   };
   int packed_types = 0;
-  for (DType type : {DType::kQ4_0, DType::kQ4_K, DType::kQ8_0, DType::kQ6_K}) {
+  for (DType type : {DType::kQ4_0, DType::kQ4_K, DType::kQ8_0, DType::kQ6_K, DType::kIQ4_XS}) {
     const int64_t block = Traits(type).block_size;
     // Q8_0: 67 blocks, two whole chunks of its packed layout and an odd last one.
     const int64_t n_in = type == DType::kQ8_0 ? 67 * block : 3 * std::max<int64_t>(block, 128);

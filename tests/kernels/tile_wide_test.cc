@@ -132,7 +132,7 @@ TEST(WideTileKernels, EqualVecDotForEveryTokenCountSizeAndAlignment) {
 TEST(WideTileKernels, PackedEqualVecDotAtEveryLevel) {
   int checked = 0;
   constexpr int kRows = 2 * kWideRows;
-  for (DType type : {DType::kQ4_0, DType::kQ8_0, DType::kQ4_K, DType::kQ6_K}) {
+  for (DType type : {DType::kQ4_0, DType::kQ8_0, DType::kQ4_K, DType::kQ6_K, DType::kIQ4_XS}) {
     const DType act_type = VecDotType(type);
     const int64_t block = std::max<int64_t>(Traits(type).block_size, Traits(act_type).block_size);
     for (int64_t n_blocks : type == DType::kQ8_0 ? std::vector<int64_t>{1, 3, 67} : std::vector<int64_t>{1, 3, 7}) {

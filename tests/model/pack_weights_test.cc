@@ -59,7 +59,8 @@ TEST_P(PackWeightsTest, PackedModelGivesTheMappedModelsLogitsBitForBit) {
 INSTANTIATE_TEST_SUITE_P(Fixtures, PackWeightsTest,
                          ::testing::Values("tiny-llama-f32", "tiny-qwen3moe-f32", "tiny-deepseek2-f32",
                                            "stories260K", "tiny-llama-q8_0", "tiny-llama-q4_0",
-                                           "tiny-llama-q6_k", "tiny-llama-q4_k_m", "tiny-qwen3-q4_k_m"),
+                                           "tiny-llama-q6_k", "tiny-llama-q4_k_m", "tiny-qwen3-q4_k_m",
+                                           "tiny-llama-iq4_xs"),
                          [](const auto& info) {
                            std::string s = info.param;
                            for (char& c : s) c = std::isalnum(static_cast<unsigned char>(c)) ? c : '_';
