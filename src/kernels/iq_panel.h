@@ -40,6 +40,9 @@ namespace avx512 {
 // `panel` (IqPanelBytes(n) bytes, 64-byte aligned).
 void DecodeIqPanel(IqDecodeFn decode, int64_t block_bytes, const uint8_t* w, int64_t w_stride, int64_t n,
                    uint8_t* panel);
+// The same for 16 IQ4_XS rows that PackRows packed (pack.h; `group`: their first super-block),
+// in vector code: the packed quant words are the panel's lanes already, each nibble looked up.
+void DecodeIq4XsPackedPanel(const uint8_t* group, int64_t n, uint8_t* panel);
 // out[t * out_stride + r] = the panel order's dot of row r with Q8_K activation row t (at
 // act + t * act_stride), r < 16, t < n_tokens <= kIqPanelTokens.
 void IqPanelDot(const uint8_t* panel, const uint8_t* act, int64_t act_stride, int n_tokens, int64_t n,

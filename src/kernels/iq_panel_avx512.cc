@@ -87,6 +87,39 @@ COHORT_TARGET_AVX512 void DecodeIqPanel(IqDecodeFn decode, int64_t block_bytes, 
   }
 }
 
+COHORT_TARGET_AVX512 void DecodeIq4XsPackedPanel(const uint8_t* group, int64_t n, uint8_t* panel) {
+  // Packed super-block: 16 d, 16 scales_h, 16 scales_l (128 bytes), then sub-block ib's word c
+  // of the 16 rows at 128 + 256 ib + 64 c, whose low nibbles are the values of group 8 ib + c
+  // (values 32 ib + 4c..) and high nibbles those of group 8 ib + 4 + c.
+  constexpr int64_t kPackedBlock = 16 * static_cast<int64_t>(sizeof(BlockIq4Xs));
+  alignas(16) uint8_t shifted[16];
+  for (int j = 0; j < 16; ++j) shifted[j] = static_cast<uint8_t>(kIq4NlValues[j] + 128);
+  const __m512i table = _mm512_broadcast_i32x4(_mm_load_si128(reinterpret_cast<const __m128i*>(shifted)));
+  const __m512i nibble = _mm512_set1_epi8(0x0f);
+  for (int64_t i = 0; i < n / 256; ++i) {
+    const uint8_t* b = group + i * kPackedBlock;
+    uint8_t* block = panel + i * kIqPanelBlockBytes;
+    _mm512_store_ps(block + kDfacOffset, _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(b))));
+    const __m512i high = _mm512_cvtepu16_epi32(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(b + 32)));
+    const __m512i low = _mm512_loadu_si512(b + 64);
+    for (int ib = 0; ib < 8; ++ib) {
+      const __m512i ls = _mm512_or_si512(
+          _mm512_and_si512(_mm512_srli_epi32(low, 4 * ib), _mm512_set1_epi32(0xf)),
+          _mm512_slli_epi32(_mm512_and_si512(_mm512_srli_epi32(high, 2 * ib), _mm512_set1_epi32(3)), 4));
+      const __m128i scale = _mm512_cvtepi32_epi8(_mm512_sub_epi32(ls, _mm512_set1_epi32(32)));
+      // One scale per 32 values: both of the sub-block's 16-value scales.
+      _mm_store_si128(reinterpret_cast<__m128i*>(block + kScalesOffset + 16 * (2 * ib)), scale);
+      _mm_store_si128(reinterpret_cast<__m128i*>(block + kScalesOffset + 16 * (2 * ib + 1)), scale);
+      for (int c = 0; c < 4; ++c) {
+        const __m512i q = _mm512_loadu_si512(b + 128 + 256 * ib + 64 * c);
+        _mm512_store_si512(block + kQuantsOffset + 64 * (8 * ib + c), _mm512_shuffle_epi8(table, _mm512_and_si512(q, nibble)));
+        _mm512_store_si512(block + kQuantsOffset + 64 * (8 * ib + 4 + c),
+                           _mm512_shuffle_epi8(table, _mm512_and_si512(_mm512_srli_epi16(q, 4), nibble)));
+      }
+    }
+  }
+}
+
 void IqPanelDot(const uint8_t* panel, const uint8_t* act, int64_t act_stride, int n_tokens, int64_t n, float* out,
                 int64_t out_stride) {
   kPanelDots[n_tokens - 1](panel, act, act_stride, n, out, out_stride);
@@ -95,6 +128,7 @@ void IqPanelDot(const uint8_t* panel, const uint8_t* act, int64_t act_stride, in
 #else
 
 void DecodeIqPanel(IqDecodeFn, int64_t, const uint8_t*, int64_t, int64_t, uint8_t*) {}
+void DecodeIq4XsPackedPanel(const uint8_t*, int64_t, uint8_t*) {}
 void IqPanelDot(const uint8_t*, const uint8_t*, int64_t, int, int64_t, float*, int64_t) {}
 
 #endif

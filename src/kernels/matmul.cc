@@ -12,7 +12,6 @@
 
 #include "core/check.h"
 #include "kernels/iq_panel.h"
-#include "kernels/pack.h"
 #include "kernels/quant.h"
 #include "kernels/quant_internal.h"
 #include "kernels/tile.h"
@@ -292,20 +291,15 @@ void RunPanel(const Plan& p, int64_t r0, int64_t t0, int64_t t1) {
   const int64_t bytes = IqPanelBytes(p.n);
   if (static_cast<int64_t>(storage.size()) < bytes + 64) storage.resize(static_cast<size_t>(bytes + 64));
   uint8_t* panel = storage.data() + (64 - reinterpret_cast<uintptr_t>(storage.data()) % 64) % 64;
-  const uint8_t* rows = p.w_rows + r0 * p.row_bytes;
-  int64_t row_bytes = p.row_bytes;
   if (p.packed != nullptr) {
-    // The rows as stored may have been released once packed (OwnedSlices::Pack): the 16 rows
-    // back in their stored layout, a copy far smaller than the panel's decode.
-    thread_local std::vector<uint8_t> stored;
-    row_bytes = p.packed_row_bytes;
-    stored.resize(static_cast<size_t>(kWideRows * row_bytes));
-    for (int r = 0; r < kWideRows; ++r) {
-      UnpackRow(p.k.panel_type, p.packed + r0 * row_bytes, row_bytes, r, stored.data() + r * row_bytes);
-    }
-    rows = stored.data();
+    // Packed rows (their stored copy may be released: OwnedSlices::Pack); IQ4_XS is the one
+    // panel type PackRows packs.
+    COHORT_CHECK(p.k.panel_type == DType::kIQ4_XS);
+    avx512::DecodeIq4XsPackedPanel(p.packed + r0 * p.packed_row_bytes, p.n, panel);
+  } else {
+    avx512::DecodeIqPanel(p.k.panel_decode, p.k.panel_block_bytes, p.w_rows + r0 * p.row_bytes, p.row_bytes, p.n,
+                          panel);
   }
-  avx512::DecodeIqPanel(p.k.panel_decode, p.k.panel_block_bytes, rows, row_bytes, p.n, panel);
   for (int64_t t = t0; t < t1; t += kIqPanelTokens) {
     const int tokens = static_cast<int>(std::min<int64_t>(kIqPanelTokens, t1 - t));
     avx512::IqPanelDot(panel, p.act + t * p.act_stride, p.act_stride, tokens, p.n, p.y + t * p.y_stride + r0,
