@@ -1,9 +1,13 @@
 // The planner's choices: tensor parallel on fast RDMA links, one node (or the fewest-node
 // pipeline) on slow ones, uneven shares that follow node speed within memory, explicit
-// layouts, and an explanation naming the choice and the runners-up.
+// layouts, an explanation naming the choice and the runners-up, and another layout where one's
+// shares cannot be block-aligned.
+#include <algorithm>
+
 #include <gtest/gtest.h>
 
 #include "plan/planner.h"
+#include "plan/report.h"
 
 namespace cohort::plan {
 namespace {
@@ -125,6 +129,29 @@ TEST(Planner, ExplainsChoiceAndRunnersUp) {
   EXPECT_EQ(none->best(), nullptr);
   EXPECT_FALSE(none->too_big.empty());
   EXPECT_NE(none->explanation.find("no layout fits"), std::string::npos);
+}
+
+// A layout whose shares cannot fall on quant-block boundaries (here 768 FFN columns, three
+// 256-wide K-quant blocks, for four tensor-parallel ranks) has no valid shard plan: the planner
+// picks another layout and the report says why the one it passed over failed.
+TEST(Planner, PicksAnotherLayoutWhenSharesCannotBeBlockAligned) {
+  PlanRequest r = Request("llama-3.1-70b", "q4_k_m",
+                          *UniformCluster("mac-studio-m3-ultra-512", 4, "tb5-rdma", "cohort"));
+  EXPECT_EQ(BestLabel(r), "tp4");  // what the model as it is gets
+  r.model.n_ff = 3 * 256;
+  auto result = PlanLayouts(r);
+  ASSERT_TRUE(result.ok()) << result.status().ToString();
+  ASSERT_NE(result->best(), nullptr);
+  EXPECT_NE(result->best()->layout.label, "tp4");
+  const auto tp4 = std::find_if(result->rejected.begin(), result->rejected.end(),
+                                [](const RejectedLayout& x) { return x.label == "tp4"; });
+  ASSERT_NE(tp4, result->rejected.end());
+  EXPECT_NE(tp4->reason.find("768 columns are 3 blocks of 256, too few for 4 ranks"), std::string::npos)
+      << tp4->reason;
+  const std::string text = PlanReportText(r, *result, 5, false);
+  EXPECT_NE(text.find("tp4"), std::string::npos);
+  EXPECT_NE(text.find("no valid shard plan: "), std::string::npos) << text;
+  EXPECT_NE(text.find("too few for 4 ranks"), std::string::npos) << text;
 }
 
 }  // namespace
