@@ -118,20 +118,28 @@ INSTANTIATE_TEST_SUITE_P(Fixtures, CliDistTest,
 // the all-reduce's float additions differ from one process, and the one-step activation
 // quantization flips they cause downstream (README of the fixtures: 0.07-0.2 on logits of ~10;
 // seen here: up to 0.7% of the largest logit): within 2% of the largest logit, the same argmax
-// in >= 90% of rows. A share cut off its block boundaries gives noise.
-class CliDistQuantTest : public ::testing::TestWithParam<const char*> {};
+// in >= 90% of rows. A share cut off its block boundaries gives noise. The experts of a MoE
+// layer (qwen3-30b-a3b-mini's) are split too, for the types big MoE files use.
+struct QuantCase {
+  const char* shape;
+  const char* type;
+};
+void PrintTo(const QuantCase& c, std::ostream* os) { *os << c.shape << " " << c.type; }
+
+class CliDistQuantTest : public ::testing::TestWithParam<QuantCase> {};
 
 TEST_P(CliDistQuantTest, TensorParallelSharesMatchOneProcess) {
-  const std::string type = GetParam();
-  const std::string path = ::testing::TempDir() + "cli_dist_quant_" + type + ".gguf";
+  const std::string type = GetParam().type;
+  const std::string tag = std::string(GetParam().shape) + "_" + type;
+  const std::string path = ::testing::TempDir() + "cli_dist_quant_" + tag + ".gguf";
   std::string out;
-  const std::string err = ::testing::TempDir() + "cli_dist_quant_" + type + ".synth.err";
-  ASSERT_EQ(RunCohort({"synth", "--shape", "qwen3-0.6b", "--type", type, "--pure", "--layers", "1", "--vocab",
+  const std::string err = ::testing::TempDir() + "cli_dist_quant_" + tag + ".synth.err";
+  ASSERT_EQ(RunCohort({"synth", "--shape", GetParam().shape, "--type", type, "--pure", "--layers", "1", "--vocab",
                        FixtureModel("stories260K"), "-o", path},
                       &out, err),
             0)
       << type;
-  const std::vector<float> want = LogitsOf(path, {}, type + "_single");
+  const std::vector<float> want = LogitsOf(path, {}, tag + "_single");
   ASSERT_FALSE(want.empty());
   const int n_vocab = 512;  // stories260K's
   ASSERT_EQ(want.size() % n_vocab, 0u);
@@ -139,7 +147,7 @@ TEST_P(CliDistQuantTest, TensorParallelSharesMatchOneProcess) {
   for (float v : want) scale = std::max(scale, std::fabs(v));
   for (const char* ranks : {"2", "3"}) {
     SCOPED_TRACE(std::string("tp") + ranks);
-    const std::vector<float> got = LogitsOf(path, {"--local-ranks", ranks, "--layout", "tp"}, type + "_tp" + ranks);
+    const std::vector<float> got = LogitsOf(path, {"--local-ranks", ranks, "--layout", "tp"}, tag + "_tp" + ranks);
     ASSERT_EQ(got.size(), want.size());
     float max_diff = 0;
     for (size_t i = 0; i < got.size(); ++i) max_diff = std::max(max_diff, std::fabs(got[i] - want[i]));
@@ -154,10 +162,21 @@ TEST_P(CliDistQuantTest, TensorParallelSharesMatchOneProcess) {
   std::remove(path.c_str());
 }
 
+constexpr const char* kDense = "qwen3-0.6b";
+constexpr const char* kMoe = "qwen3-30b-a3b-mini";
 INSTANTIATE_TEST_SUITE_P(Types, CliDistQuantTest,
-                         ::testing::Values("q4_k", "iq4_nl", "iq4_xs", "iq3_xxs", "iq3_s", "iq2_xxs", "iq2_xs",
-                                           "iq2_s", "iq1_s", "iq1_m", "tq1_0", "tq2_0", "mxfp4_all"),
-                         [](const auto& info) { return std::string(info.param); });
+                         ::testing::Values(QuantCase{kDense, "q4_k"}, QuantCase{kDense, "iq4_nl"},
+                                           QuantCase{kDense, "iq4_xs"}, QuantCase{kDense, "iq3_xxs"},
+                                           QuantCase{kDense, "iq3_s"}, QuantCase{kDense, "iq2_xxs"},
+                                           QuantCase{kDense, "iq2_xs"}, QuantCase{kDense, "iq2_s"},
+                                           QuantCase{kDense, "iq1_s"}, QuantCase{kDense, "iq1_m"},
+                                           QuantCase{kDense, "tq1_0"}, QuantCase{kDense, "tq2_0"},
+                                           QuantCase{kDense, "mxfp4_all"}, QuantCase{kMoe, "iq4_xs"},
+                                           QuantCase{kMoe, "iq2_xxs"}, QuantCase{kMoe, "mxfp4_all"}),
+                         [](const auto& info) {
+                           std::string n = std::string(info.param.shape == kMoe ? "moe_" : "") + info.param.type;
+                           return n;
+                         });
 
 // Workers started on their own, reached through --workers.
 TEST(CliDistWorkersTest, ExplicitWorkers) {
