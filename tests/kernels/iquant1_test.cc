@@ -19,6 +19,7 @@
 #include "kernels/quant.h"
 #include "kernels/quant_blocks.h"
 #include "kernels/quant_internal.h"
+#include "q8k_levels_check.h"
 #include "test_util.h"
 
 namespace cohort::kernels {
@@ -235,48 +236,10 @@ std::vector<uint8_t> RandomRow(DType type, int64_t n_blocks, uint32_t seed) {
 }
 
 TEST(IQuant1, EverySimdLevelEqualsScalarBitForBit) {
-  int checked = 0;
   for (DType type : {DType::kIQ1_S, DType::kIQ1_M}) {
-    for (int64_t n_blocks : {1, 2, 3, 5, 8}) {
-      const int64_t n = n_blocks * 256;
-      const uint32_t seed = static_cast<uint32_t>(n_blocks * 7 + static_cast<int>(type));
-      const std::vector<float> wf = testing::RandomRow(n, seed + 1);
-      const std::vector<float> af = testing::RandomRow(n, seed + 2, 2.0f);
-      const std::vector<uint8_t> raw = RandomRow(type, n_blocks, seed);
-      for (int offset = 0; offset < 3; ++offset) {
-        for (bool quantized : {true, false}) {
-          testing::MisalignedRow wq(type, n, offset), aq(DType::kQ8_K, n, 2 - offset);
-          if (quantized) {
-            QuantizeRow(type, wf.data(), wq.data(), n);
-          } else {
-            std::memcpy(wq.data(), raw.data(), raw.size());
-          }
-          QuantizeRow(DType::kQ8_K, af.data(), aq.data(), n);
-          const float want = GetVecDot(type, SimdLevel::kScalar)(wq.data(), aq.data(), n);
-          const float want_grouped = GetVecDotGrouped(type, SimdLevel::kScalar)(wq.data(), aq.data(), n);
-          // The orders with true products reorder ggml's generic sum, which is the float dot of
-          // the dequantized rows: all close to it.
-          const testing::DotResult exact = testing::FloatDot(testing::Dequantized(type, wq.data(), n),
-                                                             testing::Dequantized(DType::kQ8_K, aq.data(), n));
-          const double tol = 1e-5 * exact.abs_sum;
-          const float generic = ref::GetIq1VecDot(type)(wq.data(), aq.data(), n);
-          EXPECT_NEAR(generic, exact.dot, tol);
-          EXPECT_NEAR(ref::GetIq1X86OrderVecDotGrouped(type)(wq.data(), aq.data(), n), generic, tol);
-          EXPECT_NEAR(ref::GetIq1ArmOrderVecDot(type)(wq.data(), aq.data(), n), generic, tol);
-          for (SimdLevel level : SupportedSimdLevels()) {
-            if (level == SimdLevel::kScalar) continue;
-            SCOPED_TRACE(::testing::Message() << DTypeName(type) << " " << SimdLevelName(level) << " n=" << n
-                                              << " quantized=" << quantized);
-            ASSERT_EQ(GetVecDot(type, level)(wq.data(), aq.data(), n), want);
-            ASSERT_EQ(GetVecDotGrouped(type, level)(wq.data(), aq.data(), n), want_grouped);
-            ++checked;
-          }
-        }
-      }
-    }
-  }
-  if (BestSimdLevel() != SimdLevel::kScalar) {
-    EXPECT_GT(checked, 0);
+    testing::ExpectSimdLevelsEqualScalar(
+        type, {ref::GetIq1VecDot(type), {ref::GetIq1X86OrderVecDotGrouped(type), ref::GetIq1ArmOrderVecDot(type)}},
+        [type](int64_t n_blocks, uint32_t seed) { return RandomRow(type, n_blocks, seed); });
   }
 }
 

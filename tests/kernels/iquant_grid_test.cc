@@ -14,6 +14,7 @@
 #include "kernels/quant.h"
 #include "kernels/quant_blocks.h"
 #include "kernels/quant_internal.h"
+#include "q8k_levels_check.h"
 #include "test_util.h"
 
 namespace cohort::kernels {
@@ -102,42 +103,9 @@ std::vector<uint8_t> RandomIq2XxsRow(int64_t n_blocks, uint32_t seed) {
 
 TEST(IQuantGrid, EverySimdLevelEqualsScalarBitForBit) {
   const DType type = DType::kIQ2_XXS;
-  int checked = 0;
-  for (int64_t n_blocks : {1, 2, 3, 5, 8}) {
-    const int64_t n = n_blocks * 256;
-    const std::vector<float> wf = testing::RandomRow(n, static_cast<uint32_t>(n_blocks * 7 + 1));
-    const std::vector<float> af = testing::RandomRow(n, static_cast<uint32_t>(n_blocks * 7 + 2), 2.0f);
-    const std::vector<uint8_t> raw = RandomIq2XxsRow(n_blocks, static_cast<uint32_t>(n_blocks));
-    for (int offset = 0; offset < 3; ++offset) {
-      for (bool quantized : {true, false}) {
-        testing::MisalignedRow wq(type, n, offset), aq(DType::kQ8_K, n, 2 - offset);
-        if (quantized) {
-          QuantizeRow(type, wf.data(), wq.data(), n);
-        } else {
-          std::memcpy(wq.data(), raw.data(), raw.size());
-        }
-        QuantizeRow(DType::kQ8_K, af.data(), aq.data(), n);
-        const float want = GetVecDot(type, SimdLevel::kScalar)(wq.data(), aq.data(), n);
-        const float want_grouped = GetVecDotGrouped(type, SimdLevel::kScalar)(wq.data(), aq.data(), n);
-        // The orders with true products are reorderings of ggml's generic sum: close to it.
-        const float generic = ref::GetIqGridVecDot(type)(wq.data(), aq.data(), n);
-        const double scale = 1e-5 * testing::FloatDot(testing::Dequantized(type, wq.data(), n),
-                                                      testing::Dequantized(DType::kQ8_K, aq.data(), n)).abs_sum;
-        EXPECT_NEAR(ref::GetIqGridX86OrderVecDotGrouped(type)(wq.data(), aq.data(), n), generic, scale);
-        EXPECT_NEAR(ref::GetIqGridArmOrderVecDot(type)(wq.data(), aq.data(), n), generic, scale);
-        for (SimdLevel level : SupportedSimdLevels()) {
-          if (level == SimdLevel::kScalar) continue;
-          SCOPED_TRACE(::testing::Message() << SimdLevelName(level) << " n=" << n << " quantized=" << quantized);
-          ASSERT_EQ(GetVecDot(type, level)(wq.data(), aq.data(), n), want);
-          ASSERT_EQ(GetVecDotGrouped(type, level)(wq.data(), aq.data(), n), want_grouped);
-          ++checked;
-        }
-      }
-    }
-  }
-  if (BestSimdLevel() != SimdLevel::kScalar) {
-    EXPECT_GT(checked, 0);
-  }
+  testing::ExpectSimdLevelsEqualScalar(
+      type, {ref::GetIqGridVecDot(type), {ref::GetIqGridX86OrderVecDotGrouped(type), ref::GetIqGridArmOrderVecDot(type)}},
+      RandomIq2XxsRow);
 }
 
 }  // namespace

@@ -16,6 +16,7 @@
 #include "kernels/quant.h"
 #include "kernels/quant_blocks.h"
 #include "kernels/quant_tq.h"
+#include "q8k_levels_check.h"
 #include "test_util.h"
 
 namespace cohort::kernels {
@@ -191,46 +192,11 @@ std::vector<uint8_t> RandomTernaryRow(DType type, int64_t n_blocks, uint32_t see
 }
 
 TEST(Ternary, EverySimdLevelEqualsScalarBitForBit) {
-  int checked = 0;
   for (DType type : kTernary) {
-    for (int64_t n_blocks : {1, 2, 3, 5, 8}) {
-      const int64_t n = n_blocks * 256;
-      const std::vector<float> wf = testing::RandomRow(n, static_cast<uint32_t>(n_blocks * 7 + 1));
-      const std::vector<float> af = testing::RandomRow(n, static_cast<uint32_t>(n_blocks * 7 + 2), 2.0f);
-      const std::vector<uint8_t> raw = RandomTernaryRow(type, n_blocks, static_cast<uint32_t>(n_blocks));
-      for (int offset = 0; offset < 3; ++offset) {
-        for (bool quantized : {true, false}) {
-          testing::MisalignedRow wq(type, n, offset), aq(DType::kQ8_K, n, 2 - offset);
-          if (quantized) {
-            QuantizeRow(type, wf.data(), wq.data(), n);
-          } else {
-            std::memcpy(wq.data(), raw.data(), raw.size());
-          }
-          QuantizeRow(DType::kQ8_K, af.data(), aq.data(), n);
-          const float want = GetVecDot(type, SimdLevel::kScalar)(wq.data(), aq.data(), n);
-          // Both orders sum the exact integer block sums: reorderings of ggml's generic sum.
-          const float generic = ref::GetTernaryVecDot(type)(wq.data(), aq.data(), n);
-          const double scale = 1e-5 * testing::FloatDot(testing::Dequantized(type, wq.data(), n),
-                                                        testing::Dequantized(DType::kQ8_K, aq.data(), n)).abs_sum;
-          EXPECT_NEAR(ref::GetTernaryX86OrderVecDot(type)(wq.data(), aq.data(), n), generic, scale);
-          EXPECT_NEAR(ref::GetTernaryArmOrderVecDot(type)(wq.data(), aq.data(), n), generic, scale);
-          EXPECT_NEAR(generic, testing::FloatDot(testing::Dequantized(type, wq.data(), n),
-                                                 testing::Dequantized(DType::kQ8_K, aq.data(), n)).dot,
-                      scale);
-          for (SimdLevel level : SupportedSimdLevels()) {
-            if (level == SimdLevel::kScalar) continue;
-            SCOPED_TRACE(::testing::Message() << DTypeName(type) << " " << SimdLevelName(level) << " n=" << n
-                                              << " quantized=" << quantized);
-            ASSERT_EQ(FloatBits(GetVecDot(type, level)(wq.data(), aq.data(), n)), FloatBits(want));
-            ASSERT_EQ(FloatBits(GetVecDotGrouped(type, level)(wq.data(), aq.data(), n)), FloatBits(want));
-            ++checked;
-          }
-        }
-      }
-    }
-  }
-  if (BestSimdLevel() != SimdLevel::kScalar) {
-    EXPECT_GT(checked, 0);
+    // Both orders sum the exact integer block sums: reorderings of ggml's generic sum.
+    testing::ExpectSimdLevelsEqualScalar(
+        type, {ref::GetTernaryVecDot(type), {ref::GetTernaryX86OrderVecDot(type), ref::GetTernaryArmOrderVecDot(type)}},
+        [type](int64_t n_blocks, uint32_t seed) { return RandomTernaryRow(type, n_blocks, seed); });
   }
 }
 
