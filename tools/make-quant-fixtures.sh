@@ -6,6 +6,8 @@
 # weight repacking on): the 16-id prompt as one batch, then 32 greedy single-token steps.
 # A developer tool: run it once and commit what it writes; the files are never hand-edited.
 #   tools/make-quant-fixtures.sh [TYPE ...]        (default: iq4_nl iq4_xs iq2_xxs)
+# TYPE_imat (iq4_xs_imat, ...): TYPE quantized against the importance matrix below, every matrix
+# in TYPE (ggml's quantizer takes no matrix where llama-imatrix measured none).
 # LLAMA_CPP_DIR: a llama.cpp tree in bench/build-llamacpp.sh's layout (src/ and build/); the
 # fixtures' goldens came from an AVX-512 build, so the default is build/llama.cpp-avx512's.
 set -euo pipefail
@@ -66,7 +68,7 @@ make_imatrix() {
 
 # llama-quantize's name for the file type whose matrices are TYPE: its IQ2_S mixture is made of
 # IQ2_XS matrices, and IQ2_M is the one of IQ2_S matrices (llama_ftype_get_default_type).
-quantize_type() { case $1 in iq2_s) echo IQ2_M ;; *) echo "$1" | tr a-z A-Z ;; esac; }
+quantize_type() { case ${1%_imat} in iq2_s) echo IQ2_M ;; *) echo "${1%_imat}" | tr a-z A-Z ;; esac; }
 
 prompt=1,10,20,30,40,50,60,70,80,90,100,110,120,130,140,150
 n_vocab=512
@@ -87,6 +89,10 @@ for t in "${types[@]}"; do
     [ "$t" = iq3_xxs ] && embd=iq3_s
     imatrix_args=(--imatrix "$imatrix" --token-embedding-type $embd --output-tensor-type q5_k)
     made_by_imatrix=" --imatrix tiny-llama-f32.imatrix.gguf --token-embedding-type $embd --output-tensor-type q5_k"
+  elif [ "${t%_imat}" != "$t" ]; then
+    make_imatrix
+    imatrix_args=(--imatrix "$imatrix")
+    made_by_imatrix=" --imatrix tiny-llama-f32.imatrix.gguf"
   fi
   "$work/llama-quantize" --pure "${imatrix_args[@]}" "$f32" "$model" "$(quantize_type "$t")" >"$work/quantize.log" 2>&1 ||
     { cat "$work/quantize.log"; exit 1; }

@@ -223,6 +223,14 @@ void QuantizeRow(DType type, const float* src, void* dst, int64_t n) {
   }
 }
 
+bool TakesImportance(DType type) { return type == DType::kIQ4_NL || type == DType::kIQ4_XS; }
+
+void QuantizeRowWeighted(DType type, const float* src, void* dst, int64_t n, const float* importance) {
+  COHORT_CHECK(TakesImportance(type));
+  COHORT_CHECK_EQ(n % Traits(type).block_size, 0);
+  ref::QuantizeIq4Row(type, src, dst, n, importance);
+}
+
 namespace {
 
 // F32 weights in llama.cpp's orders (ggml_sums.h): ggml_vec_dot_f32 for a token alone; sgemm's

@@ -62,6 +62,17 @@ void DequantizeRow(DType type, const void* src, float* dst, int64_t n);
 // K-quant weight types use a simple (not ggml's searching) quantizer that gives valid blocks.
 void QuantizeRow(DType type, const float* src, void* dst, int64_t n);
 
+// Whether QuantizeRowWeighted takes an importance matrix for `type`: the types whose quantizer
+// is ggml's own (IQ4_NL, IQ4_XS); the other i-quants' quantizers are simpler searches that
+// take none.
+bool TakesImportance(DType type);
+
+// QuantizeRow weighing each value's error by its column's importance (llama-imatrix's mean
+// squared activation, `importance[j]` for value j), as ggml's quantizer does under
+// llama-quantize --imatrix: importance[j] * sqrt(sigma2 + x_j^2), sigma2 twice the super-block's
+// mean square. The same bytes as llama-quantize's. TakesImportance(type) must hold.
+void QuantizeRowWeighted(DType type, const float* src, void* dst, int64_t n, const float* importance);
+
 // The dot product of a row of `weight` with a row already in VecDotType(weight), computed
 // block by block with integer sums as ggml does, at the best SIMD level.
 float VecDot(DType weight, const void* w_row, const void* act_row, int64_t n);

@@ -81,6 +81,8 @@ float VecDotMxfp4Q8_0Repacked(const void* w, const void* a, int64_t n);
 bool IsIqType(DType type);
 void DequantizeIqRow(DType type, const void* src, float* dst, int64_t n);
 void QuantizeIqRow(DType type, const float* src, void* dst, int64_t n);  // ggml's, no imatrix
+// IQ4_NL, IQ4_XS: ggml's quantizer, weighing errors by `importance` (per value, or null).
+void QuantizeIq4Row(DType type, const float* src, void* dst, int64_t n, const float* importance);
 // ggml's generic order (for tests: the same sum, other roundings); nullptr for other types.
 VecDotFn GetIqVecDot(DType weight);
 // llama.cpp's x86 order (AVX2 and AVX-512 builds), which every level follows for these types.

@@ -33,13 +33,26 @@ int BestIndex(float x) {
   return x - val[mu - 1] < val[mu] - x ? mu - 1 : mu;
 }
 
+// The error weights of one block of 32 (quantize_row_iq4_nl_impl): x^2 without an importance
+// matrix, else importance[j] * sqrt(sigma2 + x^2), sigma2 twice the mean square of the
+// super-block (Sigma2; IQ4_NL's super-block is the block itself).
+void BlockWeights(const float* x, const float* importance, float sigma2, float* weight) {
+  for (int j = 0; j < 32; ++j) {
+    weight[j] = importance != nullptr ? importance[j] * std::sqrt(sigma2 + x[j] * x[j]) : x[j] * x[j];
+  }
+}
+
+float Sigma2(const float* x, int n) {
+  float sigma2 = 0;
+  for (int j = 0; j < n; ++j) sigma2 += x[j] * x[j];
+  return sigma2 * (2.f / static_cast<float>(n));
+}
+
 // ggml's scale search for one block of 32 (the part of quantize_row_iq4_nl_impl inside its
-// block loop, weights x^2): the best scale of the tried ones, 0 for an all-zero block.
-float BlockScale(const float* x) {
-  float weight[32];
+// block loop): the best scale of the tried ones, 0 for an all-zero block.
+float BlockScale(const float* x, const float* weight) {
   float amax = 0, max = 0;
   for (int j = 0; j < 32; ++j) {
-    weight[j] = x[j] * x[j];
     const float ax = std::fabs(x[j]);
     if (ax > amax) {
       amax = ax;
@@ -81,17 +94,23 @@ void PackIndices(const float* x, float inverse_scale, uint8_t* qs) {
   }
 }
 
-void QuantizeIq4NlBlock(const float* x, BlockIq4Nl* y) {
-  const float d = BlockScale(x);
+// importance: the block's values' importance (llama-imatrix's), or null.
+void QuantizeIq4NlBlock(const float* x, const float* importance, BlockIq4Nl* y) {
+  float weight[32];
+  BlockWeights(x, importance, Sigma2(x, 32), weight);
+  const float d = BlockScale(x, weight);
   y->d = Fp32ToFp16(d);
   PackIndices(x, d ? 1 / d : 0, y->qs);
 }
 
-void QuantizeIq4XsBlock(const float* x, BlockIq4Xs* y) {
+void QuantizeIq4XsBlock(const float* x, const float* importance, BlockIq4Xs* y) {
   float scales[8];
   float max_scale = 0, amax_scale = 0;
+  const float sigma2 = Sigma2(x, 256);
   for (int ib = 0; ib < 8; ++ib) {
-    scales[ib] = BlockScale(x + 32 * ib);
+    float weight[32];
+    BlockWeights(x + 32 * ib, importance != nullptr ? importance + 32 * ib : nullptr, sigma2, weight);
+    scales[ib] = BlockScale(x + 32 * ib, weight);
     if (std::fabs(scales[ib]) > amax_scale) {
       amax_scale = std::fabs(scales[ib]);
       max_scale = scales[ib];
@@ -242,14 +261,19 @@ void DequantizeIqRow(DType type, const void* src, float* dst, int64_t n) {
 void QuantizeIqRow(DType type, const float* src, void* dst, int64_t n) {
   if (IsIq3Type(type)) return QuantizeIq3Row(type, src, dst, n);
   if (IsIqGridType(type)) return QuantizeIqGridRow(type, src, dst, n);
+  QuantizeIq4Row(type, src, dst, n, nullptr);
+}
+
+void QuantizeIq4Row(DType type, const float* src, void* dst, int64_t n, const float* importance) {
+  const auto at = [&](int64_t offset) { return importance != nullptr ? importance + offset : nullptr; };
   if (type == DType::kIQ4_NL) {
     auto* y = static_cast<BlockIq4Nl*>(dst);
-    for (int64_t i = 0; i < n / kQK; ++i) QuantizeIq4NlBlock(src + i * kQK, y + i);
+    for (int64_t i = 0; i < n / kQK; ++i) QuantizeIq4NlBlock(src + i * kQK, at(i * kQK), y + i);
     return;
   }
   COHORT_CHECK(type == DType::kIQ4_XS);
   auto* y = static_cast<BlockIq4Xs*>(dst);
-  for (int64_t i = 0; i < n / kQK_K; ++i) QuantizeIq4XsBlock(src + i * kQK_K, y + i);
+  for (int64_t i = 0; i < n / kQK_K; ++i) QuantizeIq4XsBlock(src + i * kQK_K, at(i * kQK_K), y + i);
 }
 
 VecDotFn GetIqVecDot(DType weight) {

@@ -1,5 +1,5 @@
 // IQ4_NL and IQ4_XS: hand-decoded blocks, ggml's quantizer reproducing llama-quantize's bytes
-// on the fixtures' tensors, x86's 8-bit sign move (a Q8_K -128 against a negative weight) in the
+// on the fixtures' tensors (with and without llama-imatrix's importance matrix), x86's 8-bit sign move (a Q8_K -128 against a negative weight) in the
 // single-token IQ4_XS order, and every SIMD level equal to the scalar reference bit for bit in
 // both orders (single tokens and grouped batches), on x86 and ARM alike.
 #include <gtest/gtest.h>
@@ -10,6 +10,7 @@
 
 #include "core/fp16.h"
 #include "gguf/gguf.h"
+#include "gguf/imatrix.h"
 #include "kernels/quant.h"
 #include "kernels/quant_blocks.h"
 #include "kernels/quant_internal.h"
@@ -69,6 +70,63 @@ TEST(IQuant, QuantizerReproducesLlamaQuantizeBytes) {
       EXPECT_EQ(0, std::memcmp(got.data(), want_bytes.data(), got.size()));
     }
   }
+}
+
+// llama-quantize --imatrix ran ggml's quantizer on the same F32 tensors weighing each column
+// by llama-imatrix's matrix of tiny-llama-f32 (tools/make-quant-fixtures.sh *_imat): the rows
+// quantized with that matrix's columns give the same bytes, which differ from the unweighted
+// quantizer's. output.weight has no entry (llama-imatrix measures no output matrix): llama-quantize
+// quantized it unweighted.
+TEST(IQuant, WeightedQuantizerReproducesLlamaQuantizeImatrixBytes) {
+  const std::string dir = std::string(COHORT_TEST_DATA) + "/fixtures/models/";
+  auto f32 = gguf::File::Open(dir + "tiny-llama-f32.gguf");
+  ASSERT_TRUE(f32.ok());
+  auto imatrix = gguf::ImportanceMatrix::Load(dir + "tiny-llama-f32.imatrix.gguf");
+  ASSERT_TRUE(imatrix.ok()) << imatrix.status().ToString();
+  EXPECT_EQ(imatrix->Find("output.weight"), nullptr);
+  for (const char* type_name : {"iq4_nl", "iq4_xs"}) {
+    auto q = gguf::File::Open(dir + "tiny-llama-" + type_name + "_imat.gguf");
+    ASSERT_TRUE(q.ok()) << type_name;
+    int weighted_tensors = 0;
+    for (const gguf::TensorInfo& want : (*q)->tensors()) {
+      if (want.ne.size() != 2 || DTypeName(want.type) != std::string(type_name)) continue;
+      SCOPED_TRACE(std::string(type_name) + " " + want.name);
+      const gguf::TensorInfo* src = (*f32)->FindTensor(want.name);
+      ASSERT_NE(src, nullptr);
+      const auto* values = reinterpret_cast<const float*>((*f32)->TensorData(*src).data());
+      const auto want_bytes = (*q)->TensorData(want);
+      const int64_t n = want.ne[0];
+      const int64_t row_bytes = RowBytes(want.type, n);
+      const std::vector<float>* importance = imatrix->Find(want.name);
+      std::vector<uint8_t> got(want_bytes.size()), plain(want_bytes.size());
+      for (int64_t r = 0; r < want.n_rows(); ++r) {
+        if (importance != nullptr) {
+          ASSERT_EQ(static_cast<int64_t>(importance->size()), n);
+          QuantizeRowWeighted(want.type, values + r * n, got.data() + r * row_bytes, n, importance->data());
+        } else {
+          QuantizeRow(want.type, values + r * n, got.data() + r * row_bytes, n);
+        }
+        QuantizeRow(want.type, values + r * n, plain.data() + r * row_bytes, n);
+      }
+      EXPECT_EQ(0, std::memcmp(got.data(), want_bytes.data(), got.size()));
+      if (importance != nullptr) {
+        EXPECT_NE(0, std::memcmp(plain.data(), want_bytes.data(), got.size())) << "the matrix changed nothing";
+        ++weighted_tensors;
+      }
+    }
+    EXPECT_GE(weighted_tensors, 7 * 2);  // 7 matrices per layer, 2 layers
+  }
+}
+
+// A file that is not an importance matrix is refused with a clear error.
+TEST(IQuant, ImportanceMatrixRefusesOtherFiles) {
+  const std::string dir = std::string(COHORT_TEST_DATA) + "/fixtures/models/";
+  auto model = gguf::ImportanceMatrix::Load(dir + "tiny-llama-f32.gguf");
+  ASSERT_FALSE(model.ok());
+  EXPECT_NE(model.status().message().find("no importance data"), std::string::npos) << model.status().ToString();
+  auto missing = gguf::ImportanceMatrix::Load(dir + "no-such.imatrix.gguf");
+  ASSERT_FALSE(missing.ok());
+  EXPECT_NE(missing.status().message().find("not an importance matrix GGUF"), std::string::npos);
 }
 
 // One IQ4_XS super-block of weight value -127 (index 0) with scale 1 against a Q8_K row whose
