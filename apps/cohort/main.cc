@@ -93,6 +93,8 @@ int main(int argc, char** argv) {
   synth_cmd->add_option("--seed", synth.seed, "random seed");
   synth_cmd->add_option("--vocab-dir", synth.vocab_dir, "folder of llama.cpp vocab-only GGUFs");
   synth_cmd->add_option("--vocab", synth.vocab_file, "a GGUF whose tokenizer to use instead of the shape's");
+  synth_cmd->add_option("--imatrix", synth.imatrix,
+                        "llama-imatrix's GGUF for this shape: IQ4_NL/IQ4_XS matrices are quantized against it");
   synth_cmd->add_option("-o,--output", synth.output, "output GGUF")->required();
 
   WorkerOptions worker;

@@ -6,11 +6,13 @@
 
 #include <cmath>
 #include <cstring>
+#include <optional>
 #include <string_view>
 #include <vector>
 
 #include "core/fp16.h"
 #include "gguf/gguf.h"
+#include "gguf/imatrix.h"
 #include "gguf/writer.h"
 #include "kernels/quant.h"
 #include "plan/model_shape.h"
@@ -131,7 +133,9 @@ struct TensorSpec {
 
 // Fills a tensor's bytes: approximately normal values (sum of four uniforms), each row
 // drawn from its own stream so rows can be made in parallel and the file is reproducible.
-Status FillData(const TensorSpec& t, uint64_t seed, ThreadPool* pool, std::span<uint8_t> data) {
+// importance: the tensor's importance matrix entry (ne0 per expert), or null.
+Status FillData(const TensorSpec& t, uint64_t seed, const std::vector<float>* importance, ThreadPool* pool,
+                std::span<uint8_t> data) {
   int64_t rows = 1;
   for (size_t i = 1; i < t.ne.size(); ++i) rows *= t.ne[i];
   const int64_t n = t.ne[0];
@@ -152,7 +156,13 @@ Status FillData(const TensorSpec& t, uint64_t seed, ThreadPool* pool, std::span<
         }
         values[static_cast<size_t>(i)] = t.mean + scale * sum;
       }
-      kernels::QuantizeRow(t.type, values.data(), data.data() + r * row_bytes, n);
+      if (importance != nullptr) {
+        const int64_t expert = t.ne.size() > 2 ? r / t.ne[1] : 0;
+        kernels::QuantizeRowWeighted(t.type, values.data(), data.data() + r * row_bytes, n,
+                                     importance->data() + expert * n);
+      } else {
+        kernels::QuantizeRow(t.type, values.data(), data.data() + r * row_bytes, n);
+      }
     }
   });
   return Status::Ok();
@@ -407,11 +417,28 @@ Status Synthesize(const SynthOptions& options, ThreadPool* pool) {
     if (kv.key.rfind("tokenizer.", 0) == 0) writer.Set(kv.key, kv.value);
   }
   SetHyperparameters(shape, *model, n_vocab, &writer);
+  std::optional<gguf::ImportanceMatrix> imatrix;
+  if (!options.imatrix.empty()) {
+    auto loaded = gguf::ImportanceMatrix::Load(options.imatrix);
+    if (!loaded.ok()) return loaded.status();
+    imatrix = std::move(*loaded);
+  }
+  const std::vector<TensorSpec> tensors = Tensors(shape, *model, types, n_vocab);
   // Tensors are made one at a time as the writer reaches them, so memory stays at the
   // largest tensor rather than the model.
-  for (const TensorSpec& t : Tensors(shape, *model, types, n_vocab)) {
-    writer.AddStreamedTensor(t.name, t.type, t.ne, [t, seed = options.seed, pool](std::span<uint8_t> out) {
-      return FillData(t, seed, pool, out);
+  for (const TensorSpec& t : tensors) {
+    const std::vector<float>* importance = nullptr;
+    if (imatrix && kernels::TakesImportance(t.type)) {
+      importance = imatrix->Find(t.name);
+      const int64_t want = t.ne[0] * (t.ne.size() > 2 ? t.ne[2] : 1);
+      if (importance != nullptr && static_cast<int64_t>(importance->size()) != want) {
+        return InvalidArgument(options.imatrix + ": " + t.name + " has " + std::to_string(importance->size()) +
+                               " importance values, the shape's tensor " + std::to_string(want) +
+                               " (a matrix of another model?)");
+      }
+    }
+    writer.AddStreamedTensor(t.name, t.type, t.ne, [t, seed = options.seed, importance, pool](std::span<uint8_t> out) {
+      return FillData(t, seed, importance, pool, out);
     });
   }
   return writer.WriteFile(options.output);

@@ -24,6 +24,10 @@ struct SynthOptions {
   std::string output;
   uint64_t seed = 1;
   int n_layer_override = 0;  // fewer layers, for small test models
+  // llama-imatrix's importance matrix (gguf/imatrix.h), for a model of this shape: the matrices
+  // it measured whose type's quantizer takes one (kernels::TakesImportance: IQ4_NL, IQ4_XS)
+  // are quantized against it, as llama-quantize --imatrix does; empty: none.
+  std::string imatrix;
 };
 
 Status Synthesize(const SynthOptions& options, ThreadPool* pool);
