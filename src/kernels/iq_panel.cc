@@ -10,6 +10,10 @@
 #include "kernels/iq_grids.h"
 #include "kernels/quant_blocks.h"
 
+#if defined(__x86_64__) || defined(__i386__)
+#include <immintrin.h>
+#endif
+
 namespace cohort::kernels {
 namespace {
 
@@ -46,6 +50,7 @@ void DecodeIq2Xxs(const uint8_t* block, IqDecoded* out) {
   out->dfac = Fp16ToFp32(b.d) * 0.125f;
 }
 
+#if !defined(__x86_64__) && !defined(__i386__)
 // IQ4_XS: sub-block ib's 16 bytes hold values 32 ib + j (low nibble) and 32 ib + 16 + j (high).
 void DecodeIq4Xs(const uint8_t* block, IqDecoded* out) {
   const auto& b = *reinterpret_cast<const BlockIq4Xs*>(block);
@@ -58,6 +63,26 @@ void DecodeIq4Xs(const uint8_t* block, IqDecoded* out) {
   }
   out->dfac = Fp16ToFp32(b.d);
 }
+#endif
+
+#if defined(__x86_64__) || defined(__i386__)
+// IQ4_XS on x86, the nibbles looked up 16 at a time (every level that takes the panel, AVX2
+// and up, has SSSE3's byte shuffle): sub-block ib's 16 bytes hold values 32 ib + j (low
+// nibble) and 32 ib + 16 + j (high).
+__attribute__((target("ssse3"))) void DecodeIq4XsShuffled(const uint8_t* block, IqDecoded* out) {
+  const auto& b = *reinterpret_cast<const BlockIq4Xs*>(block);
+  const __m128i table = _mm_loadu_si128(reinterpret_cast<const __m128i*>(kIq4NlValues));
+  const __m128i nibble = _mm_set1_epi8(0x0f);
+  for (int ib = 0; ib < 8; ++ib) {
+    out->iscales[2 * ib] = out->iscales[2 * ib + 1] = static_cast<int8_t>(Iq4XsScale(b, ib));
+    const __m128i q = _mm_loadu_si128(reinterpret_cast<const __m128i*>(b.qs + 16 * ib));
+    _mm_storeu_si128(reinterpret_cast<__m128i*>(out->vals + 32 * ib), _mm_shuffle_epi8(table, _mm_and_si128(q, nibble)));
+    _mm_storeu_si128(reinterpret_cast<__m128i*>(out->vals + 32 * ib + 16),
+                     _mm_shuffle_epi8(table, _mm_and_si128(_mm_srli_epi16(q, 4), nibble)));
+  }
+  out->dfac = Fp16ToFp32(b.d);
+}
+#endif
 
 // IQ2_XS, IQ2_S: a scale 2 * ls + 1 per 16 values; weight = d / 8 * scale * magnitude.
 template <typename Block, Iq2SubBlock (*kSubBlock)(const Block&, int)>
@@ -104,6 +129,25 @@ void DecodeIq1(const uint8_t* block, IqDecoded* out) {
 
 }  // namespace
 
+void DecodeIqPanelPortable(IqDecodeFn decode, int64_t block_bytes, const uint8_t* w, int64_t w_stride, int64_t n,
+                           uint8_t* panel) {
+  IqDecoded dec;
+  for (int64_t i = 0; i < n / 256; ++i) {
+    uint8_t* block = panel + i * kIqPanelBlockBytes;
+    for (int r = 0; r < kIqPanelRows; ++r) {
+      decode(w + r * w_stride + i * block_bytes, &dec);
+      std::memcpy(block + kIqPanelDfacOffset + 4 * r, &dec.dfac, sizeof dec.dfac);
+      for (int sb = 0; sb < 16; ++sb) block[kIqPanelScalesOffset + 16 * sb + r] = static_cast<uint8_t>(dec.iscales[sb]);
+      // Group g's 4 values as lane r of the group's 64 bytes, each value + 128.
+      for (int g = 0; g < 64; ++g) {
+        for (int j = 0; j < 4; ++j) {
+          block[kIqPanelQuantsOffset + 64 * g + 4 * r + j] = static_cast<uint8_t>(dec.vals[4 * g + j] + 128);
+        }
+      }
+    }
+  }
+}
+
 IqDecodeFn GetIqPanelDecode(DType weight) {
   switch (weight) {
     case DType::kIQ2_XXS: return DecodeIq2Xxs;
@@ -113,7 +157,11 @@ IqDecodeFn GetIqPanelDecode(DType weight) {
     case DType::kIQ3_S: return DecodeIq3S;
     case DType::kIQ1_S: return DecodeIq1<BlockIq1S>;
     case DType::kIQ1_M: return DecodeIq1<BlockIq1M>;
+#if defined(__x86_64__) || defined(__i386__)
+    case DType::kIQ4_XS: return DecodeIq4XsShuffled;
+#else
     case DType::kIQ4_XS: return DecodeIq4Xs;
+#endif
     default: return nullptr;
   }
 }

@@ -33,7 +33,21 @@ IqDecodeFn GetIqPanelDecode(DType weight);
 inline constexpr int kIqPanelRows = 16;
 inline constexpr int kIqPanelTokens = 8;  // the most tokens one IqPanelDot call takes
 inline constexpr int64_t kIqPanelBlockBytes = 64 + 256 + 64 * 64;
+inline constexpr int64_t kIqPanelDfacOffset = 0;
+inline constexpr int64_t kIqPanelScalesOffset = 64;
+inline constexpr int64_t kIqPanelQuantsOffset = 64 + 256;
 inline int64_t IqPanelBytes(int64_t n) { return n / 256 * kIqPanelBlockBytes; }
+
+// DecodeIqPanel (below) in portable code, for the levels without AVX-512: the same panel.
+void DecodeIqPanelPortable(IqDecodeFn decode, int64_t block_bytes, const uint8_t* w, int64_t w_stride, int64_t n,
+                           uint8_t* panel);
+
+namespace avx2 {
+// avx512::IqPanelDot's sums at the AVX2 level (8 rows per register, twice), with AVX-VNNI's
+// dpbusd where `vnni`, else sign-moved maddubs of |value|: the same exact integers, the same bits.
+void IqPanelDot(const uint8_t* panel, const uint8_t* act, int64_t act_stride, int n_tokens, int64_t n, float* out,
+                int64_t out_stride, bool vnni);
+}  // namespace avx2
 
 namespace avx512 {
 // Decodes 16 rows of n elements (row r at w + r * w_stride, block_bytes per super-block) into

@@ -15,9 +15,9 @@ namespace cohort::kernels::avx512 {
 #if defined(__x86_64__) || defined(__i386__)
 namespace {
 
-constexpr int64_t kDfacOffset = 0;
-constexpr int64_t kScalesOffset = 64;
-constexpr int64_t kQuantsOffset = 64 + 256;
+constexpr int64_t kDfacOffset = kIqPanelDfacOffset;
+constexpr int64_t kScalesOffset = kIqPanelScalesOffset;
+constexpr int64_t kQuantsOffset = kIqPanelQuantsOffset;
 
 template <int T>
 COHORT_TARGET_AVX512 void PanelDot(const uint8_t* panel, const uint8_t* act, int64_t act_stride, int64_t n,

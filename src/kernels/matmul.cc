@@ -102,21 +102,23 @@ struct Kernels {
   WideTile wide_packed, wide_packed_grouped;  // for TensorView::packed rows
   TileFn tile = nullptr, tile_grouped = nullptr;
   VecDotFn dot = nullptr, dot_grouped = nullptr;
-  // The i-quants' grouped tokens at the AVX-512 level: 16 rows decoded once into a panel for
+  // The i-quants' grouped tokens on x86 (AVX2 and up): 16 rows decoded once into a panel for
   // a whole token tile (iq_panel.h), instead of once per (row, token) by dot_grouped.
   IqDecodeFn panel_decode = nullptr;
   int64_t panel_block_bytes = 0;
   DType panel_type = DType::kF32;
+  SimdLevel panel_level = SimdLevel::kScalar;
 };
 
 Kernels GetKernels(const TensorView& w) {
   const SimdLevel level = BestSimdLevel();
   Kernels k;
 #if defined(__x86_64__) || defined(__i386__)
-  if (HasAvx512(level) && GroupedOrderDiffers(w.type, level)) {
+  if (HasAvx2(level) && GroupedOrderDiffers(w.type, level)) {
     k.panel_decode = GetIqPanelDecode(w.type);
     k.panel_block_bytes = RowBytes(w.type, 256);
     k.panel_type = w.type;
+    k.panel_level = level;
   }
 #endif
   // The wide kernels address 15 rows ahead with 32-bit offsets.
@@ -291,6 +293,17 @@ void RunPanel(const Plan& p, int64_t r0, int64_t t0, int64_t t1) {
   const int64_t bytes = IqPanelBytes(p.n);
   if (static_cast<int64_t>(storage.size()) < bytes + 64) storage.resize(static_cast<size_t>(bytes + 64));
   uint8_t* panel = storage.data() + (64 - reinterpret_cast<uintptr_t>(storage.data()) % 64) % 64;
+  if (!HasAvx512(p.k.panel_level)) {
+    // AVX2, AVX-VNNI: no packed rows of these types (CanPackRows), the portable decode.
+    DecodeIqPanelPortable(p.k.panel_decode, p.k.panel_block_bytes, p.w_rows + r0 * p.row_bytes, p.row_bytes, p.n,
+                          panel);
+    for (int64_t t = t0; t < t1; t += kIqPanelTokens) {
+      const int tokens = static_cast<int>(std::min<int64_t>(kIqPanelTokens, t1 - t));
+      avx2::IqPanelDot(panel, p.act + t * p.act_stride, p.act_stride, tokens, p.n, p.y + t * p.y_stride + r0,
+                       p.y_stride, HasAvxVnni(p.k.panel_level));
+    }
+    return;
+  }
   if (p.packed != nullptr) {
     // Packed rows (their stored copy may be released: OwnedSlices::Pack); IQ4_XS is the one
     // panel type PackRows packs.
