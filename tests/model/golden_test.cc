@@ -226,6 +226,9 @@ const FixtureCase kQuantizedCases[] = {
     {"tiny-llama-iq1_m", true},
     {"tiny-llama-tq1_0", true},
     {"tiny-llama-tq2_0", true},
+    // IQ4_NL and IQ4_XS quantized against tiny-llama-f32's importance matrix (--imatrix).
+    {"tiny-llama-iq4_nl_imat", true},
+    {"tiny-llama-iq4_xs_imat", true},
 };
 
 INSTANTIATE_TEST_SUITE_P(Quantized, GoldenTest, ::testing::ValuesIn(kQuantizedCases), CaseName);
