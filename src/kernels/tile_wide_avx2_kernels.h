@@ -41,6 +41,11 @@ COHORT_TILE_TARGET void SideQ4_0(const uint8_t* act_row, int64_t n, float* side)
 class Q4_0Rows {
  public:
   COHORT_TILE_TARGET Q4_0Rows(const uint8_t* w, int64_t w_stride) : w_(w), stride_(w_stride) {}
+  // The nibbles as the kernel's unsigned bytes, the seed of -8 x sum(y) that makes the sum true,
+  // and whether the int16 pair sums must be widened per half (see Mxfp4Rows).
+  COHORT_TILE_TARGET static __m256i Map(__m256i nibbles) { return nibbles; }
+  static int32_t Seed(int32_t neg8_sum) { return neg8_sum; }
+  static constexpr bool kWidenHalves = false;
 
   // q[c] lane r: bytes 4c..4c+3 of block i's qs in row 8h + r; returns those rows' d_w.
   template <int T>
@@ -105,6 +110,9 @@ class Q4_0Packed {
   static constexpr int64_t kBlockBytes = kWideRows * static_cast<int64_t>(sizeof(BlockQ4_0));
   // w: the group's first block; group_stride: bytes to the next group.
   COHORT_TILE_TARGET Q4_0Packed(const uint8_t* w, int64_t group_stride) : group_(w, group_stride) {}
+  COHORT_TILE_TARGET static __m256i Map(__m256i nibbles) { return nibbles; }
+  static int32_t Seed(int32_t neg8_sum) { return neg8_sum; }
+  static constexpr bool kWidenHalves = false;
 
   template <int T>
   COHORT_TILE_TARGET __m256 Half(int64_t i, int h, __m256i q[4]) const {
@@ -118,6 +126,66 @@ class Q4_0Packed {
 
  private:
   x86::PackedGroup<kBlockBytes> group_;
+};
+
+// MXFP4's rows as stored (blocks of an E8M0 exponent and Q4_0's nibble layout), as the
+// AVX-512 Mxfp4Rows: the nibbles become their doubled e2m1 values + 16 by one byte shuffle (so
+// the seed is -16 x sum(y)), the exponents the half scales Mxfp4HalfScale, in lanes. The
+// vec-dot's order (vec_dot_avx2_mxfp4.cc: per block the exact integer sum, then
+// acc = fma(sum, scale * d_a, acc)) is Q4_0's. Without VNNI a half's 4 maddubs pair sums reach
+// 4 x 2 x 28 x 127 = 28448, so each half is widened alone (two halves would overflow int16).
+class Mxfp4Rows {
+ public:
+  COHORT_TILE_TARGET Mxfp4Rows(const uint8_t* w, int64_t w_stride) : w_(w), stride_(w_stride) {}
+  COHORT_TILE_TARGET static __m256i Map(__m256i nibbles) {
+    const __m256i table = _mm256_setr_epi32(0x13121110, 0x1c181614, 0x0d0e0f10, 0x04080a0c, 0x13121110, 0x1c181614,
+                                            0x0d0e0f10, 0x04080a0c);
+    return _mm256_shuffle_epi8(table, nibbles);
+  }
+  static int32_t Seed(int32_t neg8_sum) { return 2 * neg8_sum; }
+  static constexpr bool kWidenHalves = true;
+
+  template <int T>
+  COHORT_TILE_TARGET __m256 Half(int64_t i, int h, __m256i q[4]) const {
+    const int64_t off = i * static_cast<int64_t>(sizeof(BlockMxfp4));
+    if (h == 0) PrefetchNext(i);
+    const uint8_t* r0 = w_ + 8 * h * stride_ + off;
+    __m256i a[4];
+    for (int k = 0; k < 4; ++k) {
+      const __m128i low = _mm_loadu_si128(reinterpret_cast<const __m128i*>(r0 + k * stride_ + 1));
+      const __m128i high = _mm_loadu_si128(reinterpret_cast<const __m128i*>(r0 + (k + 4) * stride_ + 1));
+      a[k] = _mm256_inserti128_si256(_mm256_castsi128_si256(low), high, 1);
+    }
+    const __m256i t0 = _mm256_unpacklo_epi32(a[0], a[1]);
+    const __m256i t1 = _mm256_unpackhi_epi32(a[0], a[1]);
+    const __m256i t2 = _mm256_unpacklo_epi32(a[2], a[3]);
+    const __m256i t3 = _mm256_unpackhi_epi32(a[2], a[3]);
+    q[0] = _mm256_unpacklo_epi64(t0, t2);
+    q[1] = _mm256_unpackhi_epi64(t0, t2);
+    q[2] = _mm256_unpacklo_epi64(t1, t3);
+    q[3] = _mm256_unpackhi_epi64(t1, t3);
+    // The 8 rows' exponents, then 2^(e - 128): exponent field e - 1, or for e = 0 and 1 the
+    // subnormals 2^-128 and 2^-127 (Mxfp4HalfScale's values).
+    uint64_t bytes = 0;
+    for (int r = 0; r < 8; ++r) bytes |= static_cast<uint64_t>(r0[r * stride_]) << (8 * r);
+    const __m256i e = _mm256_cvtepu8_epi32(_mm_cvtsi64_si128(static_cast<long long>(bytes)));
+    const __m256i normal = _mm256_slli_epi32(_mm256_sub_epi32(e, _mm256_set1_epi32(1)), 23);
+    const __m256i subnormal = _mm256_sllv_epi32(_mm256_set1_epi32(0x00200000), e);
+    const __m256i small = _mm256_cmpgt_epi32(_mm256_set1_epi32(2), e);
+    return _mm256_castsi256_ps(_mm256_blendv_epi8(normal, subnormal, small));
+  }
+
+ private:
+  void PrefetchNext(int64_t i) const {
+    constexpr int64_t kBytes = kWideRows * static_cast<int64_t>(sizeof(BlockMxfp4));
+    const uint8_t* next = w_ + kWideRows * stride_ + kBytes * i;
+    for (int64_t l = 0; l < (kBytes + 63) / 64; ++l) {
+      _mm_prefetch(reinterpret_cast<const char*>(next + 64 * l), _MM_HINT_T1);
+    }
+  }
+
+  const uint8_t* w_;
+  int64_t stride_;
 };
 
 // Lanes += the sums of 4 adjacent products of the unsigned bytes u and the signed bytes s.
@@ -148,14 +216,15 @@ COHORT_TILE_TARGET void WideQ4_0(const uint8_t* w, int64_t w_stride, const uint8
       // The half's nibbles stay in 8 registers while every token passes over them.
       __m256i lo[4], hi[4];
       for (int c = 0; c < 4; ++c) {
-        lo[c] = _mm256_and_si256(q[c], low_mask);
-        hi[c] = _mm256_and_si256(_mm256_srli_epi16(q[c], 4), low_mask);
+        lo[c] = Source::Map(_mm256_and_si256(q[c], low_mask));
+        hi[c] = Source::Map(_mm256_and_si256(_mm256_srli_epi16(q[c], 4), low_mask));
       }
       for (int t = 0; t < T; ++t) {
         const uint8_t* y = act + t * act_stride + i * static_cast<int64_t>(sizeof(BlockQ8_0)) + 2;
         const auto& s = reinterpret_cast<const Q4_0Side*>(side + t * side_stride)[i];
         // Two chains: they hide dpbusd's latency (maddubs's products are independent anyway).
-        __m256i sum_lo = kVnni ? _mm256_set1_epi32(s.neg8_sum) : _mm256_setzero_si256();
+        const int32_t seed = Source::Seed(s.neg8_sum);
+        __m256i sum_lo = kVnni ? _mm256_set1_epi32(seed) : _mm256_setzero_si256();
         __m256i sum_hi = _mm256_setzero_si256();
         for (int c = 0; c < 4; ++c) {
           sum_lo = DotStep(sum_lo, lo[c], _mm256_set1_epi32(x86::LoadInt(y + 4 * c)));
@@ -164,9 +233,13 @@ COHORT_TILE_TARGET void WideQ4_0(const uint8_t* w, int64_t w_stride, const uint8
         __m256i sum;
         if constexpr (kVnni) {
           sum = _mm256_add_epi32(sum_lo, sum_hi);
+        } else if constexpr (Source::kWidenHalves) {
+          const __m256i ones = _mm256_set1_epi16(1);
+          sum = _mm256_add_epi32(_mm256_madd_epi16(sum_lo, ones), _mm256_madd_epi16(sum_hi, ones));
+          sum = _mm256_add_epi32(sum, _mm256_set1_epi32(seed));
         } else {
           sum = _mm256_madd_epi16(_mm256_add_epi16(sum_lo, sum_hi), _mm256_set1_epi16(1));
-          sum = _mm256_add_epi32(sum, _mm256_set1_epi32(s.neg8_sum));
+          sum = _mm256_add_epi32(sum, _mm256_set1_epi32(seed));
         }
         const __m256 d = _mm256_mul_ps(dw, _mm256_set1_ps(s.d));
         acc[h][t] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(sum), d, acc[h][t]);
@@ -476,6 +549,9 @@ inline WideTile WideTileOf(DType weight, bool packed) {
       return {packed ? x86::WideRun<Q4_0Kernel<Q4_0Packed>::Shape, kQ4_0MaxTokens>
                      : x86::WideRun<Q4_0Kernel<Q4_0Rows>::Shape, kQ4_0MaxTokens>,
               SideQ4_0, 16, kQ4_0MaxTokens};
+    case DType::kMXFP4:  // never packed (CanPackRows)
+      if (packed) return {};
+      return {x86::WideRun<Q4_0Kernel<Mxfp4Rows>::Shape, kQ4_0MaxTokens>, SideQ4_0, 16, kQ4_0MaxTokens};
     case DType::kQ8_0:
       return {packed ? x86::WideRun<Q8_0Kernel<Q8_0Packed>::Shape, kQ8_0MaxTokens>
                      : x86::WideRun<Q8_0Kernel<Q8_0Rows>::Shape, kQ8_0MaxTokens>,

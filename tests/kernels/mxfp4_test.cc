@@ -12,6 +12,7 @@
 #include "kernels/quant.h"
 #include "kernels/quant_blocks.h"
 #include "kernels/quant_internal.h"
+#include "kernels/tile_wide.h"
 #include "test_util.h"
 
 namespace cohort::kernels {
@@ -166,6 +167,56 @@ TEST(Mxfp4, SimdVecDotEqualsItsScalarOrderBitForBit) {
     }
   }
   RecordProperty("checked_levels", checked);
+}
+
+// The wide tiles (AVX2, AVX-VNNI, AVX-512) on raw blocks whose exponents span E8M0's range, the
+// subnormal half scales of e = 0 and 1 included (quantized random rows only reach e near 127),
+// and whose nibbles are random: every (row, token) equals the vec-dot's float bits.
+TEST(Mxfp4, WideTilesEqualTheVecDotAcrossTheExponentRange) {
+  constexpr int kRows = kWideRows;
+  constexpr int64_t n = 4 * 32;
+  const int64_t row_bytes = RowBytes(DType::kMXFP4, n);
+  std::vector<uint8_t> w(static_cast<size_t>(kRows * row_bytes));
+  uint32_t state = 12345;
+  for (uint8_t& b : w) b = static_cast<uint8_t>((state = state * 1664525u + 1013904223u) >> 24);
+  const uint8_t exponents[] = {0, 1, 2, 3, 100, 127, 128, 200, 254};
+  int k = 0;
+  for (int r = 0; r < kRows; ++r) {
+    auto* blocks = reinterpret_cast<BlockMxfp4*>(w.data() + r * row_bytes);
+    for (int i = 0; i < n / 32; ++i) blocks[i].e = exponents[k++ % 9];
+  }
+  int checked = 0;
+  for (SimdLevel level : SupportedSimdLevels()) {
+    const WideTile wide = GetWideTile(DType::kMXFP4, level, false);
+    if (wide.fn == nullptr) continue;
+    ++checked;
+    SCOPED_TRACE(SimdLevelName(level));
+    const VecDotFn dot = GetVecDot(DType::kMXFP4, level);
+    const int tokens = wide.max_tokens;
+    const int64_t act_stride = RowBytes(DType::kQ8_0, n);
+    std::vector<uint8_t> act(static_cast<size_t>(tokens * act_stride));
+    for (int t = 0; t < tokens; ++t) {
+      const std::vector<float> a = testing::RandomRow(n, 40u + static_cast<uint32_t>(t), 3.0f);
+      QuantizeRow(DType::kQ8_0, a.data(), act.data() + t * act_stride, n);
+    }
+    const int64_t side_stride = wide.side_per_256 * n / 256;
+    std::vector<float> side(static_cast<size_t>(side_stride * tokens + 1));
+    for (int t = 0; t < tokens; ++t) wide.side(act.data() + t * act_stride, n, side.data() + t * side_stride);
+    std::vector<float> out(static_cast<size_t>(tokens * kRows));
+    wide.fn(w.data(), row_bytes, act.data(), act_stride, side.data(), side_stride, tokens, n, out.data(), kRows);
+    for (int t = 0; t < tokens; ++t) {
+      for (int r = 0; r < kRows; ++r) {
+        const float want = dot(w.data() + r * row_bytes, act.data() + t * act_stride, n);
+        uint32_t got_bits, want_bits;
+        std::memcpy(&got_bits, &out[t * kRows + r], 4);
+        std::memcpy(&want_bits, &want, 4);
+        ASSERT_EQ(got_bits, want_bits) << "row " << r << " token " << t;
+      }
+    }
+  }
+  if (HasAvx2(BestSimdLevel())) {
+    EXPECT_GT(checked, 0);
+  }
 }
 
 // MatMul and MatMulExperts over MXFP4 weights give each row's vec-dot with the token's Q8_0 row.
