@@ -3,7 +3,7 @@
 // Per sub-block of 16 values and token: with AVX-VNNI four dpbusd of the rows' value + 128
 // seeded with -128 x the sub-block's activation sum, as at AVX-512; without it, the value's
 // sign moved onto the token's bytes and maddubs of |value| (|value|, |activation| <= 127, so
-// the pair sums cannot saturate), widened by madd. Both are the exact integer dot, times the
+// the pair sums cannot saturate), widened by a madd that multiplies by the scale too. Both are the exact integer dot, times the
 // rows' iscales and summed over the super-block: then one fma per super-block, as the reference.
 #include <algorithm>
 #include <cstring>
