@@ -37,6 +37,35 @@ COHORT_TILE_TARGET void SideQ4_0(const uint8_t* act_row, int64_t n, float* side)
   }
 }
 
+// q[c] lane r: bytes 4c..4c+3 of the 16 quant bytes at p + r * stride, r < 8. a[k] holds row
+// k in the low 128 bits and row k + 4 in the high; a 4x4 transpose of 32-bit words within each
+// 128-bit lane then leaves word c of rows 0..3 | 4..7 in q[c].
+COHORT_TILE_TARGET inline void TransposeQuants8(const uint8_t* p, int64_t stride, __m256i q[4]) {
+  __m256i a[4];
+  for (int k = 0; k < 4; ++k) {
+    const __m128i low = _mm_loadu_si128(reinterpret_cast<const __m128i*>(p + k * stride));
+    const __m128i high = _mm_loadu_si128(reinterpret_cast<const __m128i*>(p + (k + 4) * stride));
+    a[k] = _mm256_inserti128_si256(_mm256_castsi128_si256(low), high, 1);
+  }
+  const __m256i t0 = _mm256_unpacklo_epi32(a[0], a[1]);
+  const __m256i t1 = _mm256_unpackhi_epi32(a[0], a[1]);
+  const __m256i t2 = _mm256_unpacklo_epi32(a[2], a[3]);
+  const __m256i t3 = _mm256_unpackhi_epi32(a[2], a[3]);
+  q[0] = _mm256_unpacklo_epi64(t0, t2);
+  q[1] = _mm256_unpackhi_epi64(t0, t2);
+  q[2] = _mm256_unpacklo_epi64(t1, t3);
+  q[3] = _mm256_unpackhi_epi64(t1, t3);
+}
+
+// Software prefetch into L2 of the next 16 rows (the caller's next tile), the share of them
+// that goes with block i (block_bytes per row): 16 row streams at once defeat the hardware
+// prefetcher.
+inline void PrefetchNextRows(const uint8_t* w, int64_t stride, int64_t block_bytes, int64_t i) {
+  const int64_t bytes = kWideRows * block_bytes;
+  const uint8_t* next = w + kWideRows * stride + bytes * i;
+  for (int64_t l = 0; l < (bytes + 63) / 64; ++l) _mm_prefetch(reinterpret_cast<const char*>(next + 64 * l), _MM_HINT_T1);
+}
+
 // The rows' Q4_0 blocks as stored, 8 rows at a time transposed in registers.
 class Q4_0Rows {
  public:
@@ -51,24 +80,9 @@ class Q4_0Rows {
   template <int T>
   COHORT_TILE_TARGET __m256 Half(int64_t i, int h, __m256i q[4]) const {
     const int64_t off = i * static_cast<int64_t>(sizeof(BlockQ4_0));
-    if (h == 0) PrefetchNext(i);
+    if (h == 0) PrefetchNextRows(w_, stride_, sizeof(BlockQ4_0), i);
     const uint8_t* r0 = w_ + 8 * h * stride_ + off;
-    // a[k]: row k in the low 128 bits, row k + 4 in the high; a 4x4 transpose of 32-bit words
-    // within each 128-bit lane then leaves word c of rows 0..3 | 4..7 in q[c].
-    __m256i a[4];
-    for (int k = 0; k < 4; ++k) {
-      const __m128i low = _mm_loadu_si128(reinterpret_cast<const __m128i*>(r0 + k * stride_ + 2));
-      const __m128i high = _mm_loadu_si128(reinterpret_cast<const __m128i*>(r0 + (k + 4) * stride_ + 2));
-      a[k] = _mm256_inserti128_si256(_mm256_castsi128_si256(low), high, 1);
-    }
-    const __m256i t0 = _mm256_unpacklo_epi32(a[0], a[1]);
-    const __m256i t1 = _mm256_unpackhi_epi32(a[0], a[1]);
-    const __m256i t2 = _mm256_unpacklo_epi32(a[2], a[3]);
-    const __m256i t3 = _mm256_unpackhi_epi32(a[2], a[3]);
-    q[0] = _mm256_unpacklo_epi64(t0, t2);
-    q[1] = _mm256_unpackhi_epi64(t0, t2);
-    q[2] = _mm256_unpacklo_epi64(t1, t3);
-    q[3] = _mm256_unpackhi_epi64(t1, t3);
+    TransposeQuants8(r0 + 2, stride_, q);
     // Four halves per 64-bit word in general registers, then one vcvtph2ps (HalfToFloat's).
     long long s[2];
     for (int k = 0; k < 2; ++k) {
@@ -84,15 +98,6 @@ class Q4_0Rows {
     uint16_t v;
     std::memcpy(&v, p, 2);
     return v;
-  }
-  // Software prefetch into L2 of the next 16 rows (the caller's next tile), the share of them
-  // that goes with block i: 16 row streams at once defeat the hardware prefetcher.
-  void PrefetchNext(int64_t i) const {
-    constexpr int64_t kBytes = kWideRows * static_cast<int64_t>(sizeof(BlockQ4_0));
-    const uint8_t* next = w_ + kWideRows * stride_ + kBytes * i;
-    for (int64_t l = 0; l < (kBytes + 63) / 64; ++l) {
-      _mm_prefetch(reinterpret_cast<const char*>(next + 64 * l), _MM_HINT_T1);
-    }
   }
 
   const uint8_t* w_;
@@ -148,22 +153,9 @@ class Mxfp4Rows {
   template <int T>
   COHORT_TILE_TARGET __m256 Half(int64_t i, int h, __m256i q[4]) const {
     const int64_t off = i * static_cast<int64_t>(sizeof(BlockMxfp4));
-    if (h == 0) PrefetchNext(i);
+    if (h == 0) PrefetchNextRows(w_, stride_, sizeof(BlockMxfp4), i);
     const uint8_t* r0 = w_ + 8 * h * stride_ + off;
-    __m256i a[4];
-    for (int k = 0; k < 4; ++k) {
-      const __m128i low = _mm_loadu_si128(reinterpret_cast<const __m128i*>(r0 + k * stride_ + 1));
-      const __m128i high = _mm_loadu_si128(reinterpret_cast<const __m128i*>(r0 + (k + 4) * stride_ + 1));
-      a[k] = _mm256_inserti128_si256(_mm256_castsi128_si256(low), high, 1);
-    }
-    const __m256i t0 = _mm256_unpacklo_epi32(a[0], a[1]);
-    const __m256i t1 = _mm256_unpackhi_epi32(a[0], a[1]);
-    const __m256i t2 = _mm256_unpacklo_epi32(a[2], a[3]);
-    const __m256i t3 = _mm256_unpackhi_epi32(a[2], a[3]);
-    q[0] = _mm256_unpacklo_epi64(t0, t2);
-    q[1] = _mm256_unpackhi_epi64(t0, t2);
-    q[2] = _mm256_unpacklo_epi64(t1, t3);
-    q[3] = _mm256_unpackhi_epi64(t1, t3);
+    TransposeQuants8(r0 + 1, stride_, q);
     // The 8 rows' exponents, then 2^(e - 128): exponent field e - 1, or for e = 0 and 1 the
     // subnormals 2^-128 and 2^-127 (Mxfp4HalfScale's values).
     uint64_t bytes = 0;
@@ -176,14 +168,6 @@ class Mxfp4Rows {
   }
 
  private:
-  void PrefetchNext(int64_t i) const {
-    constexpr int64_t kBytes = kWideRows * static_cast<int64_t>(sizeof(BlockMxfp4));
-    const uint8_t* next = w_ + kWideRows * stride_ + kBytes * i;
-    for (int64_t l = 0; l < (kBytes + 63) / 64; ++l) {
-      _mm_prefetch(reinterpret_cast<const char*>(next + 64 * l), _MM_HINT_T1);
-    }
-  }
-
   const uint8_t* w_;
   int64_t stride_;
 };
