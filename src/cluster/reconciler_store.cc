@@ -37,6 +37,13 @@ uint64_t NowMs() {
       std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::steady_clock::now().time_since_epoch()).count());
 }
 
+bool RemovedByName(const Records& records, const std::string& model) {
+  for (const auto& [sha, name] : records.removed) {
+    if (name == model) return true;
+  }
+  return false;
+}
+
 }  // namespace
 
 void Reconciler::WaitForPeers() {
@@ -73,9 +80,10 @@ void Reconciler::Restore() {
   const uint64_t start = NowMs();
   uint64_t all_present_since = 0;
   std::set<std::string> registered;
-  // The term of the state each instance was first seen in: gone again under the same term,
-  // someone deleted it (`cohort unload`), and it stays gone; gone under a new term, a merge
-  // with a node that led alone dropped it, and it is proposed again.
+  // The term of the last state each instance was seen in: gone under that same term, someone
+  // deleted it (`cohort unload`), and it stays gone; gone under a later term that never held
+  // it, a merge with a node that led alone dropped it, and it is proposed again. (The first
+  // term it was seen in would not do: an election after it, then an unload, reads as a merge.)
   std::map<std::string, uint64_t> seen_in_term;
   while (!stop_ && !stored.empty() && NowMs() < start + static_cast<uint64_t>(options_.restore_window_ms)) {
     const ClusterState state = node_.Snapshot().state;
@@ -84,11 +92,17 @@ void Reconciler::Restore() {
     for (auto it = stored.begin(); it != stored.end();) {
       auto seen = seen_in_term.find(it->id);
       if (records.instances.count(it->id) > 0) {
-        if (seen == seen_in_term.end()) seen_in_term[it->id] = state.term;
+        seen_in_term[it->id] = state.term;
         ++it;
         continue;
       }
       if (seen != seen_in_term.end() && seen->second == state.term) {
+        it = stored.erase(it);
+        continue;
+      }
+      // Its model was removed (`cohort rm`) and not registered again: registering this node's
+      // copy would undo the removal.
+      if (records.models.count(it->model) == 0 && RemovedByName(records, it->model)) {
         it = stored.erase(it);
         continue;
       }

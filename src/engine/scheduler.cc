@@ -228,33 +228,46 @@ Status Scheduler::CheckRequest(const ScheduledRequest& request) const {
 }
 
 Result<std::shared_ptr<RequestHandle>> Scheduler::Submit(ScheduledRequest request) {
+  std::vector<ScheduledRequest> one;
+  one.push_back(std::move(request));
+  COHORT_ASSIGN_OR_RETURN(std::vector<std::shared_ptr<RequestHandle>> handles, SubmitAll(std::move(one)));
+  return std::move(handles.front());
+}
+
+Result<std::vector<std::shared_ptr<RequestHandle>>> Scheduler::SubmitAll(std::vector<ScheduledRequest> requests) {
   {
     std::lock_guard<std::mutex> lock(mutex_);
     if (!failure_.ok()) return failure_;
     if (!started_ || stopping_) return Unavailable("the scheduler is not running");
   }
-  COHORT_RETURN_IF_ERROR(CheckRequest(request));
-  auto handle = std::make_shared<RequestHandle>();
-  if (request.options.max_tokens == 0) {
-    RequestOutput out;
-    out.done = true;
-    out.prompt_tokens = static_cast<int32_t>(request.prompt.size());
-    handle->Post(std::move(out));
-    return handle;
+  for (const ScheduledRequest& request : requests) COHORT_RETURN_IF_ERROR(CheckRequest(request));
+  std::vector<std::shared_ptr<RequestHandle>> handles;
+  std::vector<Queued> queued;
+  for (ScheduledRequest& request : requests) {
+    auto handle = handles.emplace_back(std::make_shared<RequestHandle>());
+    if (request.options.max_tokens == 0) {
+      RequestOutput out;
+      out.done = true;
+      out.prompt_tokens = static_cast<int32_t>(request.prompt.size());
+      handle->Post(std::move(out));
+      continue;
+    }
+    queued.push_back(Queued{std::move(request), std::move(handle)});
   }
+  if (queued.empty()) return handles;
   {
     std::lock_guard<std::mutex> lock(mutex_);
     if (!started_ || stopping_) return Unavailable("the scheduler is not running");
-    if (static_cast<int32_t>(queue_.size()) >= options_.max_queue) {
+    if (queue_.size() + queued.size() > static_cast<size_t>(options_.max_queue)) {
       return ResourceExhausted("the request queue is full (" + std::to_string(options_.max_queue) +
                                " waiting); try again later");
     }
     if (!failure_.ok()) return failure_;
-    queue_.push_back(Queued{std::move(request), handle});
+    for (Queued& q : queued) queue_.push_back(std::move(q));
     stats_.queue_depth = static_cast<int32_t>(queue_.size());
   }
   wake_.notify_all();
-  return handle;
+  return handles;
 }
 
 SchedulerStats Scheduler::stats() const {

@@ -148,6 +148,10 @@ class Scheduler {
   // that leaves no room in a slot, kResourceExhausted when the queue is full, kUnavailable
   // when stopped. A request with max_tokens 0 is done at once.
   Result<std::shared_ptr<RequestHandle>> Submit(ScheduledRequest request);
+  // Queues `requests` together, all or none (the n choices of one API request): one engine
+  // step admits every one that finds a free slot, so they generate side by side rather than
+  // the first running alone while the others are still being queued. The handles in order.
+  Result<std::vector<std::shared_ptr<RequestHandle>>> SubmitAll(std::vector<ScheduledRequest> requests);
 
   SchedulerStats stats() const;
   // Ok, or why the model failed (set by a failed forward under stop_on_forward_error).

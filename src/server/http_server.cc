@@ -534,19 +534,16 @@ void HttpServer::ServeDialect(const httplib::Request& req, httplib::Response& re
   // The vocabulary's grammar tables are built on first use; here, on this request's thread,
   // rather than on the engine thread, where it would stall every stream once.
   if (request.options.grammar != nullptr) (void)instance->model().grammar_vocab();
-  std::vector<std::shared_ptr<engine::RequestHandle>> handles;
+  std::vector<engine::ScheduledRequest> choices(static_cast<size_t>(request.n));
   for (int32_t i = 0; i < request.n; ++i) {
-    engine::ScheduledRequest scheduled;
+    engine::ScheduledRequest& scheduled = choices[static_cast<size_t>(i)];
     scheduled.prompt = *prompt;
     scheduled.options = request.options;
     scheduled.options.sampling.seed += static_cast<uint64_t>(i);  // each choice its own sample
-    auto handle = instance->scheduler().Submit(std::move(scheduled));
-    if (!handle.ok()) {
-      for (auto& h : handles) h->Cancel();
-      return SendIn(dialect, res, handle.status());
-    }
-    handles.push_back(std::move(*handle));
   }
+  auto submitted = instance->scheduler().SubmitAll(std::move(choices));
+  if (!submitted.ok()) return SendIn(dialect, res, submitted.status());
+  std::vector<std::shared_ptr<engine::RequestHandle>> handles = std::move(*submitted);
   if (request.stream) {
     Stream(std::move(instance), request, prompt_tokens, std::move(handles), std::move(call.dialect),
            req.has_header(kTokenIdsHeader), res);

@@ -259,6 +259,57 @@ TEST_F(SchedulerLimitsTest, QueueFullIsResourceExhausted) {
   }
 }
 
+// The n choices of one request go in together: the three are admitted in one step and run
+// side by side, so they take the forward passes of one request alone (one prefill, then one
+// step a token), however late the caller's thread runs after queueing the first.
+TEST_F(SchedulerLimitsTest, SubmitAllRunsTheChoicesSideBySide) {
+  SchedulerOptions s;
+  s.n_parallel = 4;
+  s.n_ctx = 256;
+  Scheduler scheduler(*model_, ctx_, s);
+  ASSERT_TRUE(scheduler.Start().ok());
+  ScheduledRequest r = Long();
+  r.options.max_tokens = 30;
+  auto alone = scheduler.Submit(r);
+  ASSERT_TRUE(alone.ok());
+  EXPECT_EQ(Collect(**alone).completion_tokens, 30);
+  const uint64_t passes_alone = scheduler.stats().forward_passes;
+  for (int round = 0; round < 5; ++round) {
+    const uint64_t before = scheduler.stats().forward_passes;
+    auto three = scheduler.SubmitAll({r, r, r});
+    ASSERT_TRUE(three.ok()) << three.status().ToString();
+    ASSERT_EQ(three->size(), 3u);
+    for (auto& h : *three) EXPECT_EQ(Collect(*h).completion_tokens, 30);
+    EXPECT_EQ(scheduler.stats().forward_passes - before, passes_alone) << "round " << round;
+  }
+}
+
+// All or none: three choices that the queue cannot hold are refused together, and nothing of
+// them runs.
+TEST_F(SchedulerLimitsTest, SubmitAllPastTheQueueRefusesEveryChoice) {
+  SchedulerOptions s;
+  s.n_parallel = 1;
+  s.max_queue = 2;
+  s.n_ctx = 256;
+  Scheduler scheduler(*model_, ctx_, s);
+  ASSERT_TRUE(scheduler.Start().ok());
+  auto three = scheduler.SubmitAll({Long(), Long(), Long()});
+  ASSERT_FALSE(three.ok());
+  EXPECT_EQ(three.status().code(), StatusCode::kResourceExhausted);
+  EXPECT_EQ(scheduler.stats().queue_depth, 0);
+  EXPECT_EQ(scheduler.stats().forward_passes, 0u);
+  // A bad choice refuses them all as well.
+  ScheduledRequest bad = Long();
+  bad.prompt = {1, model_->config().n_vocab};
+  auto mixed = scheduler.SubmitAll({Long(), bad});
+  ASSERT_FALSE(mixed.ok());
+  EXPECT_EQ(mixed.status().code(), StatusCode::kInvalidArgument);
+  EXPECT_EQ(scheduler.stats().forward_passes, 0u);
+  auto two = scheduler.SubmitAll({Long(), Long()});
+  ASSERT_TRUE(two.ok());
+  for (auto& h : *two) EXPECT_EQ(Collect(*h).completion_tokens, 200);
+}
+
 TEST_F(SchedulerLimitsTest, CancelFreesTheSlot) {
   SchedulerOptions s;
   s.n_parallel = 1;

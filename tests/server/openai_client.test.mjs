@@ -37,12 +37,12 @@ async function streamChat(params) {
   let finish = null;
   let usage = null;
   let roles = 0;
-  let chunks = 0;
+  let chunks = 0;  // chunks with text
   for await (const chunk of stream) {
-    chunks += 1;
     if (chunk.usage) usage = chunk.usage;
     for (const choice of chunk.choices) {
       if (choice.delta?.role) roles += 1;
+      if (choice.delta?.content) chunks += 1;
       text += choice.delta?.content ?? '';
       if (choice.finish_reason) finish = choice.finish_reason;
     }
@@ -98,7 +98,10 @@ test('streamed text equals plain text for the same seed', async () => {
   assert.equal(streamed.finish, plain.choices[0].finish_reason);
   assert.deepEqual(streamed.usage, plain.usage);
   assert.equal(streamed.roles, 1);
-  assert.ok(streamed.chunks > 5, `only ${streamed.chunks} chunks`);
+  // It streams: text comes in more than one piece. (How many depends on the machine: the
+  // server sends in one event all the tokens a reader has not taken yet, and on a busy box the
+  // 260K model makes 40 tokens in a few of the reader's turns.)
+  assert.ok(streamed.chunks >= 2, `the text came in ${streamed.chunks} chunk(s)`);
   // Same seed again: same text; another seed: (almost surely) different.
   const again = await client.chat.completions.create(params);
   assert.equal(again.choices[0].message.content, plain.choices[0].message.content);
