@@ -262,21 +262,18 @@ struct Q4_0Kernel {
 // Rows per pass: a single token's pass takes the whole quad (one activation load for 4 rows);
 // more tokens take 2 rows, so the 2 x T accumulators stay in registers.
 constexpr int Q8_0PassRows(int tokens) { return tokens == 1 ? 4 : 2; }
-// Without VNNI, calls of at least kQ8_0WordsMinTokens tokens take WideQ8_0Words (below), which
-// goes up to 8 tokens a pass; with VNNI dpbusd is one instruction and 4 tokens are enough.
-inline constexpr int kQ8_0WordsMinTokens = 4;
-inline constexpr int kQ8_0MaxTokens = kVnni ? 4 : 8;
-// Side data floats per block. With VNNI, per block the scale as a float, then the 8 seeds.
-// Without, first per block its 32 quants as int16 words (16 floats' worth: the even-numbered
-// bytes' 16, then the odd ones'), then the nb scales: each block's words are 64 bytes on a
-// 64-byte boundary (the side data's start is one, and so is a row's when nb is a multiple of
-// 16), which the kernel loads whole, never split across cache lines.
-inline constexpr int kQ8_0SideWords = kVnni ? 9 : 17;
-inline constexpr int kQ8_0WordFloats = 16;
-// Block i's scale in a token's side data (nb blocks a row).
-COHORT_TILE_TARGET inline float Q8_0SideScale(const float* side, int64_t nb, int64_t i) {
-  return kVnni ? side[kQ8_0SideWords * i] : side[kQ8_0WordFloats * nb + i];
-}
+// Without VNNI 5 tokens a call: 2 rows x 5 tokens of accumulators, the rows' words and signs
+// and a token's activation fill the 16 ymm registers. Measured on Zen 5 at COHORT_SIMD=avx2
+// (1B Q8_0 pp512, 2 threads, 3 alternating rounds): 119-122 tok/s, against 108-109 for a
+// kernel of int16 words (two madds per block, up to 8 tokens a pass, one row at a time) and
+// 115-118 for this one at 8 tokens a pass of one row; widening maddubs's pairs by shifts
+// instead of madd cost a fifth (86 tok/s): the vector ALU ports, not the multipliers, bind.
+// With VNNI dpbusd is one instruction and 4 tokens are enough.
+inline constexpr int kQ8_0MaxTokens = kVnni ? 4 : 5;
+// Side data floats per block: the scale as a float, then with VNNI the 8 seeds.
+inline constexpr int kQ8_0SideWords = kVnni ? 9 : 1;
+// Block i's scale in a token's side data.
+COHORT_TILE_TARGET inline float Q8_0SideScale(const float* side, int64_t i) { return side[kQ8_0SideWords * i]; }
 
 // Quad g's part of the chunk of blocks from block i0: where block i0 + j of the quad's row r
 // lies, its scale at scales + r * scale_row + j * scale_block, its quants likewise.
@@ -361,81 +358,14 @@ COHORT_TILE_TARGET void SideQ8_0(const uint8_t* act_row, int64_t n, float* side)
   const auto* y = reinterpret_cast<const BlockQ8_0*>(act_row);
   const int64_t nb = n / kQK;
   for (int64_t i = 0; i < nb; ++i) {
-    const float d = x86::HalfToFloat(y[i].d);
+    float* out = side + i * kQ8_0SideWords;
+    out[0] = x86::HalfToFloat(y[i].d);
     if constexpr (kVnni) {
-      float* out = side + i * kQ8_0SideWords;
-      out[0] = d;
       for (int m = 0; m < 8; ++m) {
         const int32_t seed = -128 * (y[i].qs[4 * m] + y[i].qs[4 * m + 1] + y[i].qs[4 * m + 2] + y[i].qs[4 * m + 3]);
         std::memcpy(out + 1 + m, &seed, sizeof seed);
       }
-    } else {
-      int16_t words[2][16];
-      for (int e = 0; e < 16; ++e) {
-        words[0][e] = y[i].qs[2 * e];
-        words[1][e] = y[i].qs[2 * e + 1];
-      }
-      std::memcpy(side + kQ8_0WordFloats * i, words, sizeof words);
-      side[kQ8_0WordFloats * nb + i] = d;
     }
-  }
-}
-
-// Q8_0 without VNNI for 4..8 tokens: the vec-dot's int32 lane m, the sum of the products of
-// bytes 4m..4m+3, as the sum of two madds over int16 words, one of the even-numbered bytes
-// (4m, 4m+2) and one of the odd ones (4m+1, 4m+3), each exact in int32. The weights' words
-// are made once per (row, block) by shifts and shared by all the tokens; the activations'
-// come from the side data. Two madds and an add take the place of sign, maddubs and madd, and
-// the add is not restricted to the multiplier ports: the same lanes, summed in a different
-// but exact integer order, so the float steps and the result are the vec-dot's. One row per
-// pass, so the T accumulators, the row's two words and the sums fit the 16 ymm registers.
-template <class Source, int T>
-COHORT_TILE_TARGET void WideQ8_0Words(const uint8_t* w, int64_t w_stride, const float* side,
-                                      int64_t side_stride, int64_t n, float* out, int64_t out_stride) {
-  constexpr int kQuads = kWideRows / kQ8_0QuadRows;
-  const int64_t nb = n / kQK;
-  const Source rows(w, w_stride, nb);
-  __m256 acc_of[kWideRows][T];
-  alignas(64) float d[kQ8_0ChunkBlocks][T][kQ8_0QuadRows];  // d[j][t][r] = d_w(row r) * d_a(token t)
-  for (int64_t i0 = 0; i0 < nb; i0 += kQ8_0ChunkBlocks) {
-    const int64_t len = std::min<int64_t>(kQ8_0ChunkBlocks, nb - i0);
-    for (int g = 0; g < kQuads; ++g) {
-      const Q8_0QuadChunk quad = rows.Quad(g, i0);
-      for (int64_t j = 0; j < len; ++j) {
-        const __m128 dw = QuadScales<Source>(quad, j);
-        for (int t = 0; t < T; ++t) {
-          const float da = Q8_0SideScale(side + t * side_stride, nb, i0 + j);
-          _mm_store_ps(d[j][t], _mm_mul_ps(dw, _mm_set1_ps(da)));
-        }
-      }
-      for (int r = 0; r < kQ8_0QuadRows; ++r) {
-        __m256 acc[T];
-        for (int t = 0; t < T; ++t) acc[t] = i0 == 0 ? _mm256_setzero_ps() : acc_of[kQ8_0QuadRows * g + r][t];
-        for (int64_t j = 0; j < len; ++j) {
-          if (r == 0) {
-            if constexpr (Source::kPrefetchAlways) {
-              rows.Prefetch(g, i0 + j);
-            } else if constexpr (x86::kPrefetchPacked(T)) {
-              rows.Prefetch(quad, j);
-            }
-          }
-          const __m256i x = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(quad.Quants(r, j)));
-          const __m256i x_even = _mm256_srai_epi16(_mm256_slli_epi16(x, 8), 8);
-          const __m256i x_odd = _mm256_srai_epi16(x, 8);
-          const float* y = side + kQ8_0WordFloats * (i0 + j);
-          for (int t = 0; t < T; ++t) {
-            const float* y_t = y + t * side_stride;
-            const __m256i even = _mm256_madd_epi16(x_even, _mm256_loadu_si256(reinterpret_cast<const __m256i*>(y_t)));
-            const __m256i odd = _mm256_madd_epi16(x_odd, _mm256_loadu_si256(reinterpret_cast<const __m256i*>(y_t + 8)));
-            acc[t] = _mm256_fmadd_ps(_mm256_set1_ps(d[j][t][r]), _mm256_cvtepi32_ps(_mm256_add_epi32(even, odd)), acc[t]);
-          }
-        }
-        for (int t = 0; t < T; ++t) acc_of[kQ8_0QuadRows * g + r][t] = acc[t];
-      }
-    }
-  }
-  for (int k = 0; k < kWideRows; ++k) {
-    for (int t = 0; t < T; ++t) out[t * out_stride + k] = x86::HorizontalSum(acc_of[k][t]);
   }
 }
 
@@ -443,10 +373,6 @@ template <class Source, int T>
 COHORT_TILE_TARGET void WideQ8_0(const uint8_t* w, int64_t w_stride, const uint8_t* act,
                                  int64_t act_stride, const float* side, int64_t side_stride,
                                  int64_t n, float* out, int64_t out_stride) {
-  if constexpr (!kVnni && T >= kQ8_0WordsMinTokens) {
-    WideQ8_0Words<Source, T>(w, w_stride, side, side_stride, n, out, out_stride);
-    return;
-  }
   constexpr int kQuads = kWideRows / kQ8_0QuadRows;
   constexpr int kQ8_0PassRows = Q8_0PassRows(T);
   constexpr int kPasses = kQ8_0QuadRows / kQ8_0PassRows;
@@ -467,7 +393,7 @@ COHORT_TILE_TARGET void WideQ8_0(const uint8_t* w, int64_t w_stride, const uint8
       for (int64_t j = 0; j < len; ++j) {
         const __m128 dw = QuadScales<Source>(quad, j);
         for (int t = 0; t < T; ++t) {
-          const float da = Q8_0SideScale(side + t * side_stride, nb, i0 + j);
+          const float da = Q8_0SideScale(side + t * side_stride, i0 + j);
           _mm_store_ps(d[j][t], _mm_mul_ps(dw, _mm_set1_ps(da)));
         }
       }
