@@ -35,11 +35,19 @@ std::string ReadFile(const std::string& path) {
   return s.str();
 }
 
+// This process's scratch directory, removed when the process exits.
 std::filesystem::path TempDir() {
-  auto dir = std::filesystem::temp_directory_path() /
-             ("cohort-cli-test-" + std::to_string(::getpid()));
-  std::filesystem::create_directories(dir);
-  return dir;
+  struct Removed {
+    std::filesystem::path dir;
+    ~Removed() {
+      std::error_code ec;
+      std::filesystem::remove_all(dir, ec);
+    }
+  };
+  static const Removed scratch{std::filesystem::temp_directory_path() /
+                               ("cohort-cli-test-" + std::to_string(::getpid()))};
+  std::filesystem::create_directories(scratch.dir);
+  return scratch.dir;
 }
 
 // Runs `cohort args` with `input` on stdin; captures stdout and stderr separately.
