@@ -226,6 +226,13 @@ class SchedulerLimitsTest : public ::testing::Test {
     r.options.sampling = GreedyParams();
     return r;
   }
+  static SchedulerOptions Sched(int n_parallel, int max_queue = SchedulerOptions{}.max_queue) {
+    SchedulerOptions s;
+    s.n_parallel = n_parallel;
+    s.max_queue = max_queue;
+    s.n_ctx = 256;
+    return s;
+  }
   ThreadPool pool_{1};
   Logger log_{LogLevel::kWarn};
   Context ctx_{&pool_, &log_};
@@ -233,11 +240,7 @@ class SchedulerLimitsTest : public ::testing::Test {
 };
 
 TEST_F(SchedulerLimitsTest, QueueFullIsResourceExhausted) {
-  SchedulerOptions s;
-  s.n_parallel = 1;
-  s.max_queue = 1;
-  s.n_ctx = 256;
-  Scheduler scheduler(*model_, ctx_, s);
+  Scheduler scheduler(*model_, ctx_, Sched(1, 1));
   ASSERT_TRUE(scheduler.Start().ok());
   std::vector<std::shared_ptr<RequestHandle>> accepted;
   int refused = 0;
@@ -263,10 +266,7 @@ TEST_F(SchedulerLimitsTest, QueueFullIsResourceExhausted) {
 // side by side, so they take the forward passes of one request alone (one prefill, then one
 // step a token), however late the caller's thread runs after queueing the first.
 TEST_F(SchedulerLimitsTest, SubmitAllRunsTheChoicesSideBySide) {
-  SchedulerOptions s;
-  s.n_parallel = 4;
-  s.n_ctx = 256;
-  Scheduler scheduler(*model_, ctx_, s);
+  Scheduler scheduler(*model_, ctx_, Sched(4));
   ASSERT_TRUE(scheduler.Start().ok());
   ScheduledRequest r = Long();
   r.options.max_tokens = 30;
@@ -287,11 +287,7 @@ TEST_F(SchedulerLimitsTest, SubmitAllRunsTheChoicesSideBySide) {
 // All or none: three choices that the queue cannot hold are refused together, and nothing of
 // them runs.
 TEST_F(SchedulerLimitsTest, SubmitAllPastTheQueueRefusesEveryChoice) {
-  SchedulerOptions s;
-  s.n_parallel = 1;
-  s.max_queue = 2;
-  s.n_ctx = 256;
-  Scheduler scheduler(*model_, ctx_, s);
+  Scheduler scheduler(*model_, ctx_, Sched(1, 2));
   ASSERT_TRUE(scheduler.Start().ok());
   auto three = scheduler.SubmitAll({Long(), Long(), Long()});
   ASSERT_FALSE(three.ok());
@@ -311,10 +307,7 @@ TEST_F(SchedulerLimitsTest, SubmitAllPastTheQueueRefusesEveryChoice) {
 }
 
 TEST_F(SchedulerLimitsTest, CancelFreesTheSlot) {
-  SchedulerOptions s;
-  s.n_parallel = 1;
-  s.n_ctx = 256;
-  Scheduler scheduler(*model_, ctx_, s);
+  Scheduler scheduler(*model_, ctx_, Sched(1));
   ASSERT_TRUE(scheduler.Start().ok());
   ScheduledRequest r = Long();
   r.options.max_tokens = 250;
@@ -399,10 +392,7 @@ TEST_F(SchedulerLimitsTest, OptionsAreValidated) {
 }
 
 TEST_F(SchedulerLimitsTest, StopFinishesQueuedAndRunning) {
-  SchedulerOptions s;
-  s.n_parallel = 1;
-  s.n_ctx = 256;
-  auto scheduler = std::make_unique<Scheduler>(*model_, ctx_, s);
+  auto scheduler = std::make_unique<Scheduler>(*model_, ctx_, Sched(1));
   ASSERT_TRUE(scheduler->Start().ok());
   auto a = scheduler->Submit(Long());
   auto b = scheduler->Submit(Long());
