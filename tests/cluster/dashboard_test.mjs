@@ -48,6 +48,11 @@ try {
   await page.waitForFunction(
     () => [...document.querySelectorAll('#nodes tbody tr')].filter((r) => !r.textContent.includes('not measured')).length === 3,
     null, { timeout: 30000 });
+  // A link's latency and bandwidth are measured apart (each ping, each transfer) and may reach
+  // the page in different heartbeats: wait for both on every link, then check them.
+  await page.waitForFunction(
+    () => [...document.querySelectorAll('#graph .link-label')].every((l) => /(µs|ms) · [\d.]+ [kMG]?B\/s/.test(l.textContent)),
+    null, { timeout: 30000 }).catch(() => {});
   assert.equal(await page.locator('#graph .node').count(), 3, 'three nodes drawn');
   assert.equal(await page.locator('#graph .node[data-leader="true"]').count(), 1, 'one leader');
   const linkLabels = await page.locator('#graph .link-label').allTextContents();
