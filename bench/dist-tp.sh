@@ -77,7 +77,10 @@ if ((encryption)); then
   exit 0
 fi
 
-llama_bin="$root/build/llama.cpp/build/bin"
+# The native build, or where -march=native would take AMX the guest cannot run, the AVX-512 one
+# (bench/build-llamacpp.sh JOBS avx512); LLAMA_BIN names another.
+llama_bin=${LLAMA_BIN:-$root/build/llama.cpp/build/bin}
+[[ -n ${LLAMA_BIN:-} || -x $llama_bin/ggml-rpc-server ]] || llama_bin="$root/build/llama.cpp-avx512/bin"
 rpc_pids=()
 if [[ -x $llama_bin/ggml-rpc-server && -x $llama_bin/llama-bench ]]; then
   for port in 50152 50153; do

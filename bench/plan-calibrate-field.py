@@ -2,7 +2,7 @@
 """Prints one field of a `cohort plan --json` document for bench/plan-calibrate.sh:
 tok_s (batch-1 generation tok/s of the best candidate), best (its label), weights_ms
 (its weights term), rest_ms (all other terms of its step), step_ms (the whole
-step) or coll_ms (its collectives term)."""
+step), coll_ms (its collectives term) or ttft_ms (its time to first token)."""
 import json
 import sys
 
@@ -22,6 +22,8 @@ elif field == "step_ms":
     print(sum(step.values()))
 elif field == "coll_ms":
     print(step["collectives"])
+elif field == "ttft_ms":
+    print(best["ttft_ms"])
 elif field == "rest_ms":
     print(sum(v for k, v in step.items() if k != "weights"))
 else:

@@ -1,14 +1,18 @@
 #!/usr/bin/env bash
 # Calibrates the planner's cost model against real processes (issue 7, acceptance 2 and 3):
 # ranks in network namespaces (one per rank, veth to a bridge, egress capped with `tc tbf`,
-# one-way delay added by the TCP transport's link emulation), generation tok/s measured with
-# `cohort run` and predicted by `cohort plan --json` from this machine's measured profile.
+# one-way delay added by the TCP transport's link emulation), generation tok/s and time to
+# first token measured with `cohort run` and predicted by `cohort plan --json` from this
+# machine's measured profile.
 #
 #   bench/plan-calibrate.sh [-m MODEL] [-n TOKENS] [-r REPS] [-b COHORT] [-p 2|3|all]
-#                           [-l "tp pp"] [-d "50 500"] [-w "1 10"]
+#                           [-l "tp pp"] [-d "50 500"] [-w "1 10"] [-P PROMPT_TOKENS]
 #
 # Part 2 prints one table (layout, ranks, bandwidth, delay, predicted, measured, error);
-# -l, -d and -w choose its layouts, delays (us) and bandwidths (Gbit/s).
+# -l, -d and -w choose its layouts, delays (us) and bandwidths (Gbit/s). Each row also gets
+# its time to first token for a prompt of about PROMPT_TOKENS tokens (default 256; 0: none)
+# against `cohort plan --prompt` (issue 25, acceptance 5): the node's prompt compute comes
+# from one rank alone, as its bandwidth comes from one rank's generation.
 # Part 3 makes rank 1's node slow: its core steadily at QUOTA_PCT % (default 50) of the time,
 # by a cgroup v1 CPU quota of QUOTA_US per period (default 1000 us, the kernel's minimum, so
 # the rank never runs a long burst and then stalls); both ranks pinned to their own core.
@@ -27,7 +31,8 @@ part=all
 layouts="tp pp"
 delays="50 500"
 rates="1 10"
-while getopts "m:n:r:b:p:l:d:w:" opt; do
+prompt_n=256
+while getopts "m:n:r:b:p:l:d:w:P:" opt; do
   case $opt in
     m) model=$OPTARG ;;
     n) n=$OPTARG ;;
@@ -37,6 +42,7 @@ while getopts "m:n:r:b:p:l:d:w:" opt; do
     l) layouts=$OPTARG ;;
     d) delays=$OPTARG ;;
     w) rates=$OPTARG ;;
+    P) prompt_n=$OPTARG ;;
     *) exit 2 ;;
   esac
 done
@@ -67,6 +73,10 @@ cleanup() {
   rm -rf "$tmp"
 }
 trap cleanup EXIT INT TERM
+# Ranks beyond loopback must prove a cluster secret (and then encrypt their links), as a real
+# cluster's do.
+secret="$tmp/secret"
+head -c 32 /dev/urandom | base64 >"$secret"
 
 # --- namespaces: tag-r0..r2 (10.79.0.1..3) -> veth -> bridge in tag-hub --------------------
 ip netns add "$hub"
@@ -95,8 +105,14 @@ shape() {
 # Median of numbers on stdin.
 median() { sort -g | awk '{a[NR]=$1} END {if (NR == 0) print "nan"; else print (NR % 2) ? a[(NR+1)/2] : (a[NR/2] + a[NR/2+1]) / 2}'; }
 
+# The long prompt of the time-to-first-token runs: one token per word with the synthesized
+# model's vocabulary; the run reports the count it really was (prompt_tokens below).
+long_prompt=$(python3 -c "import sys; w = 'the quick brown fox jumps over a lazy dog'.split(); print(' '.join(w[i % len(w)] for i in range(max(1, int(sys.argv[1])) - 1)))" "$prompt_n")
+prompt_tokens=0
+
 # Generation tok/s of one run: coordinator in r0, workers r1..r(k-1); extra args to `run`.
-# Env CORES="0 1": `taskset` core per rank; CGRANK=R: rank R runs in the cgroup $cg.
+# Env CORES="0 1": `taskset` core per rank; CGRANK=R: rank R runs in the cgroup $cg;
+# TTFT=1: the time to first token (ms) of the long prompt instead, generating one token.
 measure() {
   local k=$1
   shift
@@ -110,22 +126,37 @@ measure() {
     pfx=(nice -n -20)
     [[ ${#cores[@]} -gt 0 ]] && pfx+=(taskset -c "${cores[$r]}")
     "${cgp[@]}" ip netns exec "$tag-r$r" "${pfx[@]}" "$cohort" worker --listen "10.79.0.$((r + 1)):0" --once \
+      --secret-file "$secret" \
       >"$tmp/w$r.out" 2>"$tmp/w$r.err" &
     worker_pids+=($!)
   done
+  local addr
   for ((r = 1; r < k; r++)); do
     for _ in $(seq 200); do grep -q "listening on" "$tmp/w$r.out" && break; sleep 0.05; done
-    addrs+="${addrs:+,}$(sed -n 's/.*listening on //p' "$tmp/w$r.out")"
+    addr=$(sed -n 's/.*listening on //p' "$tmp/w$r.out")
+    # Without its worker the coordinator would run the whole model alone: a row that measured
+    # one process under a cluster's name.
+    [[ -n $addr ]] || { echo "worker $r did not start: $(cat "$tmp/w$r.err" "$tmp/w$r.out")" >&2; exit 1; }
+    addrs+="${addrs:+,}$addr"
   done
   cgp=()
   [[ ${CGRANK:-} == 0 ]] && cgp=(sh -c 'echo $$ >"$0" && exec "$@"' "$cg/cgroup.procs")
   pfx=(nice -n -20)
   [[ ${#cores[@]} -gt 0 ]] && pfx+=(taskset -c "${cores[0]}")
   local -a dist=()
-  [[ $k -gt 1 ]] && dist=(--workers "$addrs")
-  "${cgp[@]}" ip netns exec "$tag-r0" "${pfx[@]}" "$cohort" -t 1 run -m "$model" -p "Once upon a time" -n "$n" \
-    --temp 0 -c 128 "${dist[@]}" "$@" 2>&1 |
-    tee "$tmp/coordinator.log" | sed -n 's/.*generation [0-9]* tokens \([0-9.]*\) tok\/s.*/\1/p' | tail -1
+  [[ $k -gt 1 ]] && dist=(--workers "$addrs" --secret-file "$secret")
+  if [[ -n ${TTFT:-} ]]; then
+    # The prompt's evaluation, the first token's logits included ([stats]: N tokens at R tok/s).
+    "${cgp[@]}" ip netns exec "$tag-r0" "${pfx[@]}" "$cohort" -t 1 run -m "$model" -p "$long_prompt" -n 1 \
+      --temp 0 -c "$((prompt_n + 64))" "${dist[@]}" "$@" 2>&1 |
+      tee "$tmp/coordinator.log" |
+      sed -n 's/.*\[stats\] prompt \([0-9]*\) tokens \([0-9.]*\) tok\/s.*/\1 \2/p' | tail -1 |
+      awk '$2 > 0 {printf "%.1f", 1000 * $1 / $2}'
+  else
+    "${cgp[@]}" ip netns exec "$tag-r0" "${pfx[@]}" "$cohort" -t 1 run -m "$model" -p "Once upon a time" -n "$n" \
+      --temp 0 -c 128 "${dist[@]}" "$@" 2>&1 |
+      tee "$tmp/coordinator.log" | sed -n 's/.*generation [0-9]* tokens \([0-9.]*\) tok\/s.*/\1/p' | tail -1
+  fi
   # Workers leave when the coordinator stops them; one that is still there after a few seconds
   # (the coordinator failed) would hold the bench forever.
   for p in "${worker_pids[@]}"; do
@@ -137,9 +168,11 @@ measure() {
 }
 
 # Predicted batch-1 generation tok/s (or the chosen label) from `cohort plan --json`.
-# plan_field SPEC LAYOUT FIELD   FIELD: tok_s | best | weights_ms | rest_ms
+# plan_field SPEC LAYOUT FIELD   FIELD: tok_s | best | weights_ms | rest_ms | ttft_ms (for a
+# prompt of $prompt_tokens tokens)
 plan_field() {
-  "$cohort" plan --model "$model" --nodes "$1" --layout "$2" --ctx 64 --json >"$tmp/plan.json" || true
+  "$cohort" plan --model "$model" --nodes "$1" --layout "$2" --ctx 64 --prompt "$((prompt_tokens > 0 ? prompt_tokens : 512))" \
+    --json >"$tmp/plan.json" || true
   python3 "$root/bench/plan-calibrate-field.py" "$tmp/plan.json" "$3"
 }
 
@@ -153,12 +186,15 @@ spec() {
 }
 
 # Node JSON for NAME with effective bandwidth BW, as one of K ranks of LAYOUT: tensor-parallel
-# ranks compute at the same time, so K ranks on fewer cores each get cores/K of one.
+# ranks compute at the same time, so K ranks on fewer cores each get cores/K of one. With
+# TFLOPS (the prompt rows) the node computes at that rate (pipelines: see pp_sharing); without
+# it compute is unbounded (generation is memory-bound: its rows calibrate bandwidth).
 node_json() {
-  local name=$1 bw=$2 k=$3 layout=$4 count=${5:-1}
-  awk -v n="$name" -v b="$bw" -v k="$k" -v l="$layout" -v c="$(nproc)" -v cnt="$count" 'BEGIN {
+  local name=$1 bw=$2 k=$3 layout=$4 count=${5:-1} tflops=${6:-}
+  awk -v n="$name" -v b="$bw" -v k="$k" -v l="$layout" -v c="$(nproc)" -v cnt="$count" -v t="$tflops" 'BEGIN {
     f = (l == "tp" && k > c) ? c / k : 1
-    printf "{\"name\": \"%s\", \"memory_gb\": 23, \"memory_bandwidth_gb_s\": %.4f, \"tflops\": 1000, \"count\": %d}", n, b * f, cnt }'
+    tf = (t != "") ? t * f : 1000
+    printf "{\"name\": \"%s\", \"memory_gb\": 23, \"memory_bandwidth_gb_s\": %.4f, \"tflops\": %.6f, \"count\": %d}", n, b * f, tf, cnt }'
 }
 
 # This machine's profile: the bandwidth that makes the cost model's single-rank step equal
@@ -170,6 +206,39 @@ node_bandwidth() {
   w=$(plan_field "$tmp/probe.json" single weights_ms)
   rest=$(plan_field "$tmp/probe.json" single rest_ms)
   awk -v t="$tok_s" -v w="$w" -v r="$rest" -v p="$probe" 'BEGIN {printf "%.4f", p * w / (1000 / t - r)}'
+}
+
+# A pipeline's prompt on K stages with fewer cores than stages: the planner times it as if each
+# stage had its machine, (units + K - 1) slots of one micro-batch each. Here the stages active
+# in a slot share the cores: a slot with a active stages takes max(1, a / cores) times as long.
+# Prints that factor for a prompt of PROMPT tokens (the executor's passes of 512 tokens, cut
+# into micro-batches of 128 where a pass holds at least two).
+pp_sharing() {
+  local k=$1 prompt=$2
+  awk -v k="$k" -v p="$prompt" -v c="$(nproc)" 'BEGIN {
+    u = (p < 512) ? p : 512; passes = int((p + u - 1) / u); mb = int(u / 128); if (mb < 1) mb = 1
+    units = passes * mb; slots = units + k - 1; t = 0
+    for (s = 0; s < slots; s++) {
+      a = 0
+      for (i = 0; i < k; i++) if (s - i >= 0 && s - i < units) a++
+      t += (a > c) ? a / c : 1
+    }
+    printf "%.6f", (k > c) ? t / slots : 1 }'
+}
+
+# The node's effective prompt compute (TFLOPS) that makes the cost model's single-rank time to
+# first token equal the measured TTFT_MS at bandwidth BW: where compute bounds the prompt the
+# predicted time is a + b / tflops, so two probes give a and b.
+node_tflops() {
+  local bw=$1 ttft_ms=$2 y1 y2
+  spec "[{\"name\": \"probe\", \"memory_gb\": 23, \"memory_bandwidth_gb_s\": $bw, \"tflops\": 0.01}]" 15 10 "$tmp/probe.json"
+  y1=$(plan_field "$tmp/probe.json" single ttft_ms)
+  spec "[{\"name\": \"probe\", \"memory_gb\": 23, \"memory_bandwidth_gb_s\": $bw, \"tflops\": 0.02}]" 15 10 "$tmp/probe.json"
+  y2=$(plan_field "$tmp/probe.json" single ttft_ms)
+  awk -v y1="$y1" -v y2="$y2" -v m="$ttft_ms" 'BEGIN {
+    b = (y1 - y2) / (1 / 0.01 - 1 / 0.02); a = y1 - b / 0.01
+    if (m <= a) { print "measured TTFT below the model'"'"'s non-compute time" > "/dev/stderr"; exit 1 }
+    printf "%.6f", b / (m - a) }'
 }
 
 echo "# $(date -u +%FT%TZ) $(nproc) cores, load $(cut -d' ' -f1-3 /proc/loadavg), model $model, $n tokens, $reps reps (medians; machine shared, noisy)"
@@ -195,6 +264,14 @@ calibrate() {
   tc=$(printf '%s\n' "${cal[@]}" | median)
   bw=$(node_bandwidth "$t1")
   echo "# single rank, 1 thread: ${single[*]} tok/s, median $t1 -> node memory_bandwidth_gb_s $bw (effective)"
+  if ((prompt_n > 0)); then
+    declare -a first=()
+    for ((i = 0; i < reps; i++)); do first+=("$(TTFT=1 measure 1)"); done
+    prompt_tokens=$(sed -n 's/.*\[stats\] prompt \([0-9]*\) tokens.*/\1/p' "$tmp/coordinator.log" | tail -1)
+    f1=$(printf '%s\n' "${first[@]}" | median)
+    fl=$(node_tflops "$bw" "$f1")
+    echo "# single rank, 1 thread, ${prompt_tokens}-token prompt: TTFT ${first[*]} ms, median $f1 -> node tflops $fl (effective)"
+  fi
   spec "[$(node_json cal "$bw" 2 tp 2)]" "$((base_us + 1))" 10 "$tmp/c0.json" 0
   spec "[$(node_json cal "$bw" 2 tp 2)]" "$((base_us + 1))" 10 "$tmp/c1.json" 1000
   s0=$(plan_field "$tmp/c0.json" tp:1,1 step_ms)
@@ -214,7 +291,7 @@ if [[ $part == all || $part == 2 ]]; then
       done
     done
   done
-  declare -A got=()
+  declare -A got=() first_got=()
   for ((i = 0; i < reps; i++)); do
     for rate in $rates; do
       shape "${rate}gbit" "$((rate == 1 ? 512 : 4096))kb"
@@ -223,7 +300,12 @@ if [[ $part == all || $part == 2 ]]; then
         [[ $r == "$rate" ]] || continue
         v=$(measure "$k" --layout "$layout" --link-latency-us "$delay")
         got[$row]+="$v "
-        echo "rep $i: $layout $k ranks ${rate} Gbit/s ${delay} us: $v tok/s" >&2
+        f=-
+        if ((prompt_n > 0)); then
+          f=$(TTFT=1 measure "$k" --layout "$layout" --link-latency-us "$delay")
+          first_got[$row]+="$f "
+        fi
+        echo "rep $i: $layout $k ranks ${rate} Gbit/s ${delay} us: $v tok/s, TTFT $f ms" >&2
       done
     done
   done
@@ -239,6 +321,26 @@ if [[ $part == all || $part == 2 ]]; then
     awk -v l="$layout" -v k="$k" -v b="$rate" -v d="$delay" -v p="$pred" -v m="$meas" \
       'BEGIN {printf "%-6s %5d %5s Gb/s %5s us %11.2f %10.2f %+7.1f%%\n", l, k, b, d, p, m, 100 * (p - m) / m}'
   done
+  if ((prompt_n > 0)); then
+    echo
+    echo "# time to first token, ${prompt_tokens}-token prompt (ms)"
+    printf '%-6s %5s %9s %8s %11s %10s %8s\n' layout ranks bandwidth delay predicted measured error
+    printf '%-6s %5s %9s %8s %11.1f %10.1f %7s\n' single 1 - - "$(spec "[$(node_json m "$bw" 1 tp 1 "$fl")]" 15 10 "$tmp/s.json"; plan_field "$tmp/s.json" single ttft_ms)" "$f1" "(cal)"
+    worst=0
+    for row in "${rows[@]}"; do
+      read -r layout k rate delay <<<"$row"
+      spec "[$(node_json m "$bw" "$k" "$layout" "$k" "$fl")]" "$((base_us + delay))" "$rate" "$tmp/s.json"
+      ones=$(python3 -c "print(','.join(['1'] * $k))")
+      pred=$(plan_field "$tmp/s.json" "$layout:$ones" ttft_ms)
+      [[ $layout == pp ]] && pred=$(awk -v p="$pred" -v f="$(pp_sharing "$k" "$prompt_tokens")" 'BEGIN {print p * f}')
+      meas=$(echo "${first_got[$row]}" | tr ' ' '\n' | grep . | median)
+      err=$(awk -v p="$pred" -v m="$meas" 'BEGIN {printf "%.1f", 100 * (p - m) / m}')
+      worst=$(awk -v w="$worst" -v e="$err" 'BEGIN {e = e < 0 ? -e : e; print (e > w) ? e : w}')
+      awk -v l="$layout" -v k="$k" -v b="$rate" -v d="$delay" -v p="$pred" -v m="$meas" -v e="$err" \
+        'BEGIN {printf "%-6s %5d %5s Gb/s %5s us %11.1f %10.1f %+7.1f%%\n", l, k, b, d, p, m, e}'
+    done
+    echo "# worst TTFT error ${worst}% (target within 25%)"
+  fi
   echo "# per-rep values: see stderr"
 fi
 

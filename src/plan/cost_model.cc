@@ -91,10 +91,11 @@ struct RankStep {
 };
 
 // One forward step of `tokens` tokens (decode: one per sequence; prompt: a ubatch), each
-// attending to `context` positions.
+// attending to `context` positions, of which `logit_rows` go through the output matrix (decode:
+// all; a prompt: its last token, as the runtime computes no logits for the others).
 RankStep RankStepTime(const ModelShape& m, const QuantScheme& q, const NodeProfile& node,
-                      const StackProfile& stack, const Share& s, int tokens, double context,
-                      double kv_bytes) {
+                      const StackProfile& stack, const Share& s, int tokens, int logit_rows,
+                      double context, double kv_bytes) {
   const double bd = q.bits_dense / 8, be = q.bits_expert / 8;
   const double attn = AttnParams(m, s);
   const double dense = m.DenseFfnParams() * s.ff_frac;
@@ -111,10 +112,10 @@ RankStep RankStepTime(const ModelShape& m, const QuantScheme& q, const NodeProfi
                                                    : s.expert_frac) * m.ExpertParams()
                                              : 0;
   const double params_per_token = s.layers * attn + s.dense_layers * dense +
-                                  s.moe_layers * (moe_fixed + expert_per_token) + output;
+                                  s.moe_layers * (moe_fixed + expert_per_token);
   const double head_width = m.is_mla() ? m.qk_nope_dim + m.qk_rope_dim : m.head_dim;
   const double attn_flops = 4.0 * context * s.q_heads * head_width * s.layers;
-  const double flops = tokens * (2 * params_per_token + attn_flops);
+  const double flops = tokens * (2 * params_per_token + attn_flops) + logit_rows * 2 * output;
   RankStep out;
   out.read_bytes = read;
   out.memory_s = read / (node.memory_bandwidth_Bps * stack.bandwidth_efficiency);
@@ -161,7 +162,7 @@ Step StepFor(const ModelShape& m, const QuantScheme& q, const ClusterSpec& c,
     int t = 0;
     for (const RankShard& r : p.plan.stages[s].ranks) {
       const NodeProfile& node = c.nodes[p.layout.node_of_rank[r.rank]];
-      RankStep rs = RankStepTime(m, q, node, c.stack, shares[r.rank], tokens, context, kv_bytes);
+      RankStep rs = RankStepTime(m, q, node, c.stack, shares[r.rank], tokens, logit_rows, context, kv_bytes);
       if (t++ == 0 || rs.time() > slowest.time()) slowest = rs;
     }
     double coll = p.plan.stages[s].layers.size() * c.stack.collectives_per_layer *
@@ -333,8 +334,8 @@ Result<Prediction> Predict(const ModelShape& model, const QuantScheme& quant,
     }
     rc.memory_bytes = rc.weight_bytes + rc.kv_bytes + cluster.stack.memory_overhead_bytes;
     rc.usable_bytes = node.usable_bytes();
-    rc.read_bytes_b1 = RankStepTime(model, quant, node, cluster.stack, s, 1, workload.context_tokens,
-                                    workload.kv_bytes).read_bytes;
+    rc.read_bytes_b1 = RankStepTime(model, quant, node, cluster.stack, s, 1, 1,
+                                    workload.context_tokens, workload.kv_bytes).read_bytes;
     p.fits = p.fits && rc.fits();
     p.ranks.push_back(rc);
   }

@@ -70,6 +70,32 @@ TEST(CostModel, PromptMicroBatchesOverlapPipelineStages) {
   EXPECT_GT(one.ttft_s / pp2.ttft_s, 1.5);
 }
 
+// A prompt's compute: every token through the layers, but only the last one through the output
+// matrix (the runtime computes no logits for the others). On the 1B shape the LM head is a
+// fifth of the weights, so counting it per prompt token put the time 25% too high, and most of
+// it on a pipeline's last stage (bench/plan-calibrate.sh's TTFT rows: pp3 +57%).
+TEST(CostModel, PromptComputesLogitsOfItsLastTokenOnly) {
+  const ModelShape m = *FindBuiltinShape("llama-3.2-1b");
+  ClusterSpec c = IdealLinkCluster(1);
+  c.nodes[0].flops = 1e12;  // compute-bound by far: 2 TFLOP per prompt against 0.7 GB read
+  Workload w;
+  w.prompt_tokens = 1024;
+  w.ubatch = 1024;
+  const Prediction one = PredictWith("llama-3.2-1b", "q4_0", c, LayoutSpec::Tensor(1), w);
+  const double output = m.EmbeddingParams();
+  const double layers = m.ActiveParams() - output - m.n_embd;
+  const double attn = 4.0 * (w.prompt_tokens / 2.0) * m.n_head * m.head_dim * m.n_layer;
+  const double flops = w.prompt_tokens * (2 * layers + attn) + 2 * output;
+  EXPECT_NEAR(one.ttft_s, flops / (c.nodes[0].flops * c.stack.compute_efficiency), 0.01 * one.ttft_s);
+  // Generation still reads and multiplies the whole output matrix for every token.
+  Workload b = w;
+  b.batch = 64;
+  const Prediction batch = PredictWith("llama-3.2-1b", "q4_0", c, LayoutSpec::Tensor(1), b);
+  const double per_token = 2 * (layers + output) + 4.0 * b.context_tokens * m.n_head * m.head_dim * m.n_layer;
+  EXPECT_NEAR(batch.gen_tok_s_batch, c.nodes[0].flops * c.stack.compute_efficiency / per_token,
+              0.02 * batch.gen_tok_s_batch);
+}
+
 // The link delays per token, as measured on real ranks (tiny model, emulated one-way delay of
 // 1 and 2 ms): a pipeline over N ranks pays N delays (N-1 activation hops, then the logits back
 // to the coordinator); tensor parallelism pays one per all-reduce, 2 per layer plus the split
