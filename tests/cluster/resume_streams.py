@@ -8,6 +8,9 @@
       and TOKENS completion tokens, was resumed, and its text after the (last) resume equals an
       undisturbed run through URL (the surviving placement) given the tokens streamed before
       it: the prompt ids plus those tokens, TOKENS minus their count to generate.
+  resume_streams.py check-moved OUT TOKENS URL  the same across a rebalance: every stream was
+      still running when the new placement was ready (OUT/moved_at, seconds since the epoch),
+      and one the move did not break needs no resume.
 The client key, when the nodes require one, is taken from COHORT_API_KEY.
 """
 import http.client
@@ -71,6 +74,7 @@ def run_stream(i, url, tokens, out, chunks):
         conn.close()
     except Exception as e:  # reported, and the check fails on it
         result["errors"].append({"message": repr(e)})
+    result["ended_at"] = time.time()
 
 
 def stream(out_dir, tokens, urls):
@@ -90,8 +94,9 @@ def stream(out_dir, tokens, urls):
     json.dump(results, open(os.path.join(out_dir, "results.json"), "w"))
 
 
-def check(out_dir, tokens, url):
+def check(out_dir, tokens, url, must_resume=True):
     results = json.load(open(os.path.join(out_dir, "results.json")))
+    moved_at = None if must_resume else float(open(os.path.join(out_dir, "moved_at")).read())
     bad = []
     for i, r in enumerate(results):
         name = f"stream {i} via {r['url']}"
@@ -99,8 +104,15 @@ def check(out_dir, tokens, url):
         if r["errors"] or r["finish_reason"] != "length" or usage.get("completion_tokens") != tokens or not r["done"]:
             bad.append(f"{name}: finish {r['finish_reason']}, usage {usage}, errors {r['errors']}")
             continue
+        if moved_at is not None and r["ended_at"] <= moved_at:
+            bad.append(f"{name}: ended {moved_at - r['ended_at']:.2f} s before the new placement was ready")
+            continue
         if not r["resumes"]:
-            bad.append(f"{name}: finished without a resume (the node was lost after it ended?)")
+            if must_resume:
+                bad.append(f"{name}: finished without a resume (the node was lost after it ended?)")
+            else:
+                print(f"resume_streams: {name}: {tokens} tokens, finish length, not interrupted; ended "
+                      f"{r['ended_at'] - moved_at:.2f} s after the new placement was ready")
             continue
         last = r["resumes"][-1]
         after = "".join(r["pieces"][last["at_piece"]:])
@@ -123,5 +135,9 @@ if __name__ == "__main__":
     mode, out_dir, n = sys.argv[1], sys.argv[2], int(sys.argv[3])
     if mode == "stream":
         stream(out_dir, n, sys.argv[4:])
-    else:
+    elif mode == "check":
         sys.exit(check(out_dir, n, sys.argv[4]))
+    elif mode == "check-moved":
+        sys.exit(check(out_dir, n, sys.argv[4], must_resume=False))
+    else:
+        sys.exit(f"unknown mode {mode}")
