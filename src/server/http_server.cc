@@ -11,6 +11,7 @@
 #include <cmath>
 #include <ctime>
 #include <random>
+#include <thread>
 
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
@@ -502,7 +503,51 @@ std::shared_ptr<engine::ServingInstance> HttpServer::LocalOrRelay(const std::str
   return target->local;
 }
 
+// A request whose answer is a 503 before anything was sent is tried again on the instance's
+// next placement (ServeDialect), this many times at most and within this long. A client has
+// seen nothing of such an answer, so at temperature 0 the retried one is the undisturbed one;
+// the response says how often it was retried (kRetriesHeader).
+constexpr int kMaxPlacementRetries = 8;
+constexpr auto kPlacementRetryWindow = std::chrono::seconds(60);
+constexpr const char* kRetriesHeader = "X-Cohort-Retries";
+
 void HttpServer::ServeDialect(const httplib::Request& req, httplib::Response& res, DialectCall call) {
+  // A relayed request is answered once: the node the client reached does the retrying.
+  if (!router_->ResumesStreams() || req.has_header(kRelayedHeader)) return ServeOnce(req, res, std::move(call));
+  const auto deadline = Clock::now() + kPlacementRetryWindow;
+  const httplib::Response fresh = res;  // as the handler got it (the pre-routing headers)
+  for (int retries = 0;; ++retries) {
+    Result<RouteTarget> before = router_->Route(call.model);
+    ServeOnce(req, res, call);
+    // Only a request that had a placement to lose is retried: one routed nowhere (loading,
+    // unplaced) is answered at once, as before.
+    // (A 503 is always a whole answer: a stream that started is a 200.)
+    const bool lost = res.status == 503 && before.ok() && before->epoch > 0;
+    if (!lost || retries == kMaxPlacementRetries || !WaitForPlacementAfter(call.model, before->epoch, deadline)) {
+      if (retries > 0) res.set_header(kRetriesHeader, std::to_string(retries));
+      return;
+    }
+    log_.Info("request {} {}: {}; trying it again on the instance's next placement", req.method, req.path,
+              res.body.substr(0, 200));
+    res = fresh;
+  }
+}
+
+bool HttpServer::WaitForPlacementAfter(const std::string& model, uint64_t epoch, Clock::time_point deadline) {
+  while (Clock::now() < deadline) {
+    Result<RouteTarget> t = router_->Route(model);
+    if (t.ok() && t->epoch > epoch) return true;
+    // Gone, or no layout fits the nodes left: nothing to wait for.
+    if (!t.ok() && (t.status().code() == StatusCode::kNotFound ||
+                    t.status().message().find(" is unplaced") != std::string::npos)) {
+      return false;
+    }
+    std::this_thread::sleep_for(kPollInterval);
+  }
+  return false;
+}
+
+void HttpServer::ServeOnce(const httplib::Request& req, httplib::Response& res, DialectCall call) {
   Dialect& dialect = *call.dialect;
   std::shared_ptr<engine::ServingInstance> instance = LocalOrRelay(call.model, req, res, dialect);
   if (instance == nullptr) return;

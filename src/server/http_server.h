@@ -11,6 +11,7 @@
 #pragma once
 
 #include <atomic>
+#include <chrono>
 #include <memory>
 #include <string>
 #include <thread>
@@ -63,7 +64,9 @@ class HttpServer {
   // For the routes of the other client APIs (anthropic_routes.h, ollama_routes.h,
   // responses_routes.h), all on the one generation path: routes `call` to its instance and
   // runs it there, or relays `req` whole to the node serving it, which translates it itself.
-  // Errors are written in call.dialect's shape.
+  // Errors are written in call.dialect's shape. On a cluster, an answer that is a 503 before
+  // anything was sent (the node serving the instance was lost, or its model failed) is tried
+  // again, whole, on the instance's next placement (RetryOnNextPlacement).
   void ServeDialect(const httplib::Request& req, httplib::Response& res, DialectCall call);
   // The instance `model` names when it is served in this process; otherwise relays `req` to
   // the node serving it (or writes why it cannot be routed, in `dialect`'s shape) and
@@ -94,6 +97,11 @@ class HttpServer {
 
  private:
   void HandleGenerate(Endpoint endpoint, const httplib::Request& req, httplib::Response& res);
+  // ServeDialect's one attempt.
+  void ServeOnce(const httplib::Request& req, httplib::Response& res, DialectCall call);
+  // Waits until the instance `model` names is ready in a placement after `epoch`, up to
+  // `deadline`; false when none came or none can (the instance is gone or unplaced).
+  bool WaitForPlacementAfter(const std::string& model, uint64_t epoch, std::chrono::steady_clock::time_point deadline);
   void HandleMetrics(const httplib::Request& req, httplib::Response& res);
   // Relays `req` to `target.upstream`, or answers 503 when `req` was relayed to this node
   // already, so two nodes with different views of the state never relay in a circle.

@@ -6,12 +6,15 @@
 #      pauses, resumes on the re-placed instance and finishes with finish_reason "length" and
 #      all TOKENS tokens, and its text after the resume equals an undisturbed run on the
 #      surviving placement given the tokens streamed before it (resume_streams.py check).
+#      Two plain (non-streamed) requests in flight beside them, one through each of those two
+#      nodes, are answered 200 with all TOKENS tokens after a retry on the next placement, with
+#      an undisturbed run's text.
 #   2. The lost node comes back and POST /v1/instances/ID/rebalance moves the instance onto the
 #      3 nodes again while four streams run: none is dropped (each finishes with "length" and
 #      all TOKENS tokens), a stream broken by the move resumes as in 1, and the instance is
 #      ready on 3 nodes afterwards.
-#   3. A fresh cluster; four streams through the two non-coordinators when the coordinator's
-#      node is SIGKILLed: the same as 1.
+#   3. A fresh cluster; four streams and two plain requests through the two non-coordinators
+#      when the coordinator's node is SIGKILLed: the same as 1.
 # The pause of each resume is printed. Generation is slowed with 2 ms of emulated link latency
 # so a stream lasts long enough to be broken. Needs root; exits 77 (skipped) without it.
 #
@@ -33,7 +36,7 @@ TOKENS=${TOKENS:-100}
 CTX=256
 # shellcheck source=netns_cluster.sh
 . "$HERE/netns_cluster.sh"
-EXTRA=(--link-latency-us 2000)
+EXTRA=(--link-latency-us 2000 --parallel 8)  # 4 streams and 2 plain requests generate at once
 export COHORT_API_KEY=$API_KEY  # for resume_streams.py
 netns_setup
 
@@ -53,7 +56,8 @@ place() {
   for i in $(seq 1 $N); do [ "$i" = "$COORD" ] || OTHERS+=("$i"); done
 }
 
-# streams_through_kill VICTIM URL...: four streams, VICTIM SIGKILLed once they flow, checked.
+# streams_through_kill VICTIM URL...: a stream per URL (a plain request per plain:URL), VICTIM
+# SIGKILLed once the streams flow, checked.
 streams_through_kill() {
   local victim=$1
   shift
@@ -65,7 +69,7 @@ streams_through_kill() {
   kill -9 "${PIDS[$victim]}"
   wait "${PIDS[$victim]}" 2>/dev/null || true
   unset "PIDS[$victim]"
-  echo "resume_netns_test: SIGKILLed n$victim with 4 streams running"
+  echo "resume_netns_test: SIGKILLed n$victim with 4 streams and 2 plain requests running"
   wait "$py" || fail "the stream client failed"
   local survivor=${SURVIVOR}
   python3 "$HERE/resume_streams.py" check "$WORK" "$TOKENS" "$(api "$survivor")" || fail "streams across the loss of n$victim"
@@ -76,7 +80,8 @@ place
 VICTIM=${OTHERS[1]}
 SURVIVOR=${OTHERS[0]}
 echo "resume_netns_test: tp over 3 nodes, coordinator n$COORD; killing n$VICTIM"
-streams_through_kill "$VICTIM" "$(api "$COORD")" "$(api "$COORD")" "$(api "$SURVIVOR")" "$(api "$SURVIVOR")"
+streams_through_kill "$VICTIM" "$(api "$COORD")" "$(api "$COORD")" "$(api "$SURVIVOR")" "$(api "$SURVIVOR")" \
+  "plain:$(api "$COORD")" "plain:$(api "$SURVIVOR")"
 
 # --- 2. The node returns; a rebalance moves the instance back onto 3 nodes under four streams.
 # Longer streams (MOVE_TOKENS), so that they still run when the new placement is ready: the
@@ -134,5 +139,6 @@ stop_all
 place
 SURVIVOR=${OTHERS[0]}
 echo "resume_netns_test: fresh cluster, coordinator n$COORD; killing it"
-streams_through_kill "$COORD" "$(api "${OTHERS[0]}")" "$(api "${OTHERS[1]}")" "$(api "${OTHERS[0]}")" "$(api "${OTHERS[1]}")"
+streams_through_kill "$COORD" "$(api "${OTHERS[0]}")" "$(api "${OTHERS[1]}")" "$(api "${OTHERS[0]}")" "$(api "${OTHERS[1]}")" \
+  "plain:$(api "${OTHERS[0]}")" "plain:$(api "${OTHERS[1]}")"
 echo "resume_netns_test: PASS"

@@ -8,6 +8,9 @@
       and TOKENS completion tokens, was resumed, and its text after the (last) resume equals an
       undisturbed run through URL (the surviving placement) given the tokens streamed before
       it: the prompt ids plus those tokens, TOKENS minus their count to generate.
+  (A URL given to stream as plain:URL takes one plain request instead, checked by check as
+      answered 200 with all TOKENS tokens after at least one retry (X-Cohort-Retries), its text
+      that of an undisturbed run through URL.)
   resume_streams.py check-moved OUT TOKENS URL  the same across a rebalance: every stream was
       still running when the new placement was ready (OUT/moved_at, seconds since the epoch),
       and one the move did not break needs no resume.
@@ -77,15 +80,43 @@ def run_stream(i, url, tokens, out, chunks):
     result["ended_at"] = time.time()
 
 
+def run_plain(i, url, tokens, out):
+    result = {"url": url, "prompt": prompt_of(i), "plain": True, "status": None, "text": None, "finish_reason": None,
+              "usage": None, "retries": 0, "errors": []}
+    out[i] = result
+    try:
+        body = {"prompt": prompt_of(i), "max_tokens": tokens, "temperature": 0, "ignore_eos": True}
+        conn, resp = post(url, body, 120)
+        result["status"] = resp.status
+        result["retries"] = int(resp.getheader("X-Cohort-Retries") or 0)
+        j = json.loads(resp.read())
+        conn.close()
+        if resp.status != 200:
+            result["errors"].append(j)
+        else:
+            result["text"] = j["choices"][0]["text"]
+            result["finish_reason"] = j["choices"][0]["finish_reason"]
+            result["usage"] = j.get("usage")
+    except Exception as e:  # reported, and the check fails on it
+        result["errors"].append({"message": repr(e)})
+
+
 def stream(out_dir, tokens, urls):
+    """URLs prefixed "plain:" are sent one plain (non-streamed) request each."""
     results = [None] * len(urls)
     chunks = [0] * len(urls)
-    threads = [threading.Thread(target=run_stream, args=(i, u, tokens, results, chunks)) for i, u in enumerate(urls)]
+    threads = []
+    for i, u in enumerate(urls):
+        if u.startswith("plain:"):
+            chunks[i] = None
+            threads.append(threading.Thread(target=run_plain, args=(i, u[len("plain:"):], tokens, results)))
+        else:
+            threads.append(threading.Thread(target=run_stream, args=(i, u, tokens, results, chunks)))
     for t in threads:
         t.start()
     flagged = False
     while any(t.is_alive() for t in threads):
-        if not flagged and all(c >= 5 for c in chunks):
+        if not flagged and all(c is None or c >= 5 for c in chunks):
             open(os.path.join(out_dir, "flowing"), "w").close()
             flagged = True
         time.sleep(0.02)
@@ -94,11 +125,34 @@ def stream(out_dir, tokens, urls):
     json.dump(results, open(os.path.join(out_dir, "results.json"), "w"))
 
 
+def check_plain(i, r, tokens, url):
+    """A plain request across the loss: answered 200 with all its tokens after at least one
+    retry on the next placement, and its text that of an undisturbed run on it."""
+    name = f"plain request {i} via {r['url']}"
+    usage = r["usage"] or {}
+    if r["errors"] or r["status"] != 200 or r["finish_reason"] != "length" or usage.get("completion_tokens") != tokens:
+        return [f"{name}: HTTP {r['status']}, finish {r['finish_reason']}, usage {usage}, errors {r['errors']}"]
+    if r["retries"] < 1:
+        return [f"{name}: answered without a retry (the node was lost after it ended?)"]
+    _, resp = post(url, {"prompt": r["prompt"], "max_tokens": tokens, "temperature": 0, "ignore_eos": True}, 60)
+    ref = json.loads(resp.read())
+    want = ref["choices"][0]["text"] if "choices" in ref else None
+    if r["text"] != want:
+        return [f"{name}: {r['text']!r}, an undisturbed run gives {want!r} ({ref if want is None else ''})"]
+    print(f"resume_streams: {name}: {tokens} tokens, finish length, retried {r['retries']} time(s); "
+          f"the text equals an undisturbed run ({len(want)} chars)")
+    return []
+
+
 def check(out_dir, tokens, url, must_resume=True):
     results = json.load(open(os.path.join(out_dir, "results.json")))
     moved_at = None if must_resume else float(open(os.path.join(out_dir, "moved_at")).read())
     bad = []
     for i, r in enumerate(results):
+        if r.get("plain"):
+            if moved_at is None:
+                bad.extend(check_plain(i, r, tokens, url))
+            continue
         name = f"stream {i} via {r['url']}"
         usage = r["usage"] or {}
         if r["errors"] or r["finish_reason"] != "length" or usage.get("completion_tokens") != tokens or not r["done"]:
