@@ -186,14 +186,21 @@ spec() {
 }
 
 # Node JSON for NAME with effective bandwidth BW, as one of K ranks of LAYOUT: tensor-parallel
-# ranks compute at the same time, so K ranks on fewer cores each get cores/K of one. With
+# ranks run at the same time, so K ranks on fewer cores each get cores/K of the bandwidth. With
 # TFLOPS (the prompt rows) the node computes at that rate (pipelines: see pp_sharing); without
-# it compute is unbounded (generation is memory-bound: its rows calibrate bandwidth).
+# it compute is unbounded (generation is memory-bound: its rows calibrate bandwidth). Compute,
+# unlike bandwidth, is the cores': tensor-parallel ranks meet at every all-reduce, so with K
+# ranks on C < K cores a segment between two of them runs in ceil(K / C) rounds of C ranks
+# (the last round leaves cores idle), and each rank gets 1 / ceil(K / C) of a core, not C / K
+# (3 ranks on 2 cores: 1/2, not 2/3; on the Zen 5 VM tp3's prompts at 10 Gb/s took 1.27-1.34x what
+# C / K gave).
 node_json() {
   local name=$1 bw=$2 k=$3 layout=$4 count=${5:-1} tflops=${6:-}
   awk -v n="$name" -v b="$bw" -v k="$k" -v l="$layout" -v c="$(nproc)" -v cnt="$count" -v t="$tflops" 'BEGIN {
     f = (l == "tp" && k > c) ? c / k : 1
-    tf = (t != "") ? t * f : 1000
+    rounds = int((k + c - 1) / c)
+    g = (l == "tp" && k > c) ? 1 / rounds : 1
+    tf = (t != "") ? t * g : 1000
     printf "{\"name\": \"%s\", \"memory_gb\": 23, \"memory_bandwidth_gb_s\": %.4f, \"tflops\": %.6f, \"count\": %d}", n, b * f, tf, cnt }'
 }
 
