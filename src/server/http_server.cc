@@ -537,11 +537,7 @@ bool HttpServer::WaitForPlacementAfter(const std::string& model, uint64_t epoch,
   while (Clock::now() < deadline) {
     Result<RouteTarget> t = router_->Route(model);
     if (t.ok() && t->epoch > epoch) return true;
-    // Gone, or no layout fits the nodes left: nothing to wait for.
-    if (!t.ok() && (t.status().code() == StatusCode::kNotFound ||
-                    t.status().message().find(" is unplaced") != std::string::npos)) {
-      return false;
-    }
+    if (!t.ok() && NoPlacementComing(t.status())) return false;
     std::this_thread::sleep_for(kPollInterval);
   }
   return false;

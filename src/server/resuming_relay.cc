@@ -237,8 +237,7 @@ Result<RouteTarget> NextPlacement(Resumable& r, InstanceRouter& router, const st
     if (t.ok() && t->epoch > failed_epoch && !t->api.empty()) return t;
     if (!t.ok()) {
       last = t.status();
-      // Gone, or no layout fits the nodes left: nothing to wait for.
-      if (last.code() == StatusCode::kNotFound || last.message().find(" is unplaced") != std::string::npos) return last;
+      if (NoPlacementComing(last)) return last;
     }
     std::unique_lock<std::mutex> lock(r.mutex);
     r.changed.wait_for(lock, std::chrono::milliseconds(std::max(options.poll_ms, 10)), [&] { return r.abandoned; });

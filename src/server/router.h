@@ -39,6 +39,13 @@ struct ModelEntry {
   std::shared_ptr<engine::ServingInstance> local;  // when served in this process
 };
 
+// Whether a Route() failure means no placement will come to wait for: the instance is gone,
+// or no layout fits the nodes left ("... is unplaced", ClusterRouter's words).
+inline bool NoPlacementComing(const Status& route_status) {
+  return route_status.code() == StatusCode::kNotFound ||
+         route_status.message().find(" is unplaced") != std::string::npos;
+}
+
 class InstanceRouter {
  public:
   virtual ~InstanceRouter() = default;

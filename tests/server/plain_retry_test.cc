@@ -18,40 +18,12 @@
 #include "core/log.h"
 #include "server/http_server.h"
 #include "server/router.h"
+#include "moving_router.h"
 
 namespace cohort::server {
 namespace {
 
 using Clock = std::chrono::steady_clock;
-
-// A cluster-like router: the instance at `epoch_` on `port_`, or `status_` when not ok.
-class MovingRouter final : public InstanceRouter {
- public:
-  Result<RouteTarget> Route(const std::string&) override {
-    std::lock_guard<std::mutex> lock(mutex_);
-    if (!status_.ok()) return status_;
-    RouteTarget t;
-    t.instance_id = "demo";
-    t.epoch = epoch_;
-    t.api = "127.0.0.1:" + std::to_string(port_);
-    t.upstream = t.api;
-    return t;
-  }
-  bool ResumesStreams() const override { return true; }
-  std::vector<ModelEntry> Models() override { return {{"demo", "demo", true, nullptr}}; }
-  void Move(uint64_t epoch, int port, Status status = Status::Ok()) {
-    std::lock_guard<std::mutex> lock(mutex_);
-    epoch_ = epoch;
-    port_ = port;
-    status_ = std::move(status);
-  }
-
- private:
-  std::mutex mutex_;
-  uint64_t epoch_ = 0;
-  int port_ = 0;
-  Status status_;
-};
 
 class PlainRetryTest : public ::testing::Test {
  protected:

@@ -19,6 +19,7 @@
 #include <nlohmann/json.hpp>
 
 #include "server/proxy.h"
+#include "moving_router.h"
 
 namespace cohort::server {
 namespace {
@@ -30,35 +31,6 @@ std::string Chunk(const std::string& id, const std::string& text, int token) {
             {"choices", {{{"index", 0}, {"text", text}, {"finish_reason", nullptr}, {"token_ids", {token}}}}}};
   return "data: " + j.dump() + "\n\n";
 }
-
-// A router whose instance moves to `epoch_` on `port_` when the test says so.
-class MovingRouter final : public InstanceRouter {
- public:
-  Result<RouteTarget> Route(const std::string&) override {
-    std::lock_guard<std::mutex> lock(mutex_);
-    if (!status_.ok()) return status_;
-    RouteTarget t;
-    t.instance_id = "demo";
-    t.epoch = epoch_;
-    t.api = "127.0.0.1:" + std::to_string(port_);
-    t.upstream = t.api;
-    return t;
-  }
-  bool ResumesStreams() const override { return true; }
-  std::vector<ModelEntry> Models() override { return {{"demo", "demo", true, nullptr}}; }
-  void Move(uint64_t epoch, int port, Status status = Status::Ok()) {
-    std::lock_guard<std::mutex> lock(mutex_);
-    epoch_ = epoch;
-    port_ = port;
-    status_ = status;
-  }
-
- private:
-  std::mutex mutex_;
-  uint64_t epoch_ = 0;
-  int port_ = 0;
-  Status status_;
-};
 
 class ResumingRelayTest : public ::testing::Test {
  protected:
